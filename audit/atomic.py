@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .parsers.errors import InputError
+from .errors import InputError
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -29,9 +29,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Sequence, TextIO
 
-from .parsers.errors import AuditError, InputError
+from .errors import AuditError, ExitCode, InputError
 
-EXIT_OK, EXIT_INPUT, EXIT_WORKLOAD, EXIT_INTERRUPTED = 0, 2, 3, 130
 SIDECAR_NAME = "audit_run.json"
 _AUDIT_DIR = str(Path(__file__).resolve().parent) + os.sep
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
@@ -252,7 +251,7 @@ def capture(args: argparse.Namespace) -> int:
     record: dict[str, Any] = {"schema": "audit.run/v1", "kind": kind, "script": str(args.script),
                               "argv": list(args.args), "steps_requested": args.steps,
                               "warmup_requested": args.warmup, "status": "ok"}
-    code = EXIT_OK
+    code = ExitCode.OK
     try:
         (capture_workload if kind == "workload" else capture_script)(args, record, progress)
     except AuditError:
@@ -262,12 +261,12 @@ def capture(args: argparse.Namespace) -> int:
             raise
         record["status"] = "exited"
     except KeyboardInterrupt:
-        record["status"], code = "interrupted", EXIT_INTERRUPTED
+        record["status"], code = "interrupted", ExitCode.INTERRUPTED
         progress.say("interrupted; keeping what was captured")
     except Exception as exc:  # the workload's own failure: show its traceback, keep the capture
         record.update(status="raised", error=f"{type(exc).__name__}: {exc}")
         sys.stderr.write(workload_traceback(exc))
-        code = EXIT_WORKLOAD
+        code = ExitCode.WORKLOAD
     _device_facts(record)
     write_sidecar(args.out, record)
     return code
@@ -278,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args.steps < 1 or args.warmup < 0:
         sys.stderr.write("audit: error: --steps must be at least 1 and --warmup at least 0\n")
-        return EXIT_INPUT
+        return ExitCode.INPUT
     try:
         return capture(args)
     except AuditError as exc:

@@ -1,6 +1,6 @@
 """The `audit` command line: subcommands are discovered from `audit.commands`, errors map to exit codes.
 
-Exit codes: 0 success; 1 a gate tripped; 2 bad input or usage; 3 the profiled workload raised.
+Exit codes are `audit.errors.ExitCode`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import click
 from . import __version__
 from .commands import __path__ as _commands_path
 from .invocation import remember
-from .parsers.errors import AuditError
-
-EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_WORKLOAD = 0, 1, 2, 3
+from .errors import AuditError, ExitCode
 
 
 class _Group(click.Group):
@@ -62,20 +60,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("audit: interrupted", err=True)
-        return 130
+        return ExitCode.INTERRUPTED
     except click.ClickException as exc:
         exc.show()
-        return EXIT_INPUT
+        return ExitCode.INPUT
     except click.exceptions.Exit as exc:
         return int(exc.exit_code or 0)
     except KeyboardInterrupt:
         click.echo("audit: interrupted", err=True)
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception as exc:  # last line of defence: one line, never a traceback
         if debug:
             raise
         click.echo(f"audit: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)",
                    err=True)
-        return EXIT_INPUT
+        return ExitCode.INPUT
     # Commands may return their exit code (e.g. `audit diff` returns 1 on a regression).
-    return rv if isinstance(rv, int) else EXIT_OK
+    return rv if isinstance(rv, int) else ExitCode.OK

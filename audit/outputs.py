@@ -8,7 +8,7 @@ from typing import Any, Callable
 import click
 
 from .atomic import write_text
-from .parsers.errors import UsageError
+from .errors import UsageError
 
 F = Callable[..., Any]
 

@@ -13,7 +13,7 @@ from .analyses import (CONTAINER_OPCODES, idle_seconds, overlapped_collectives, 
 from .costmodel.hardware import Hardware
 from .costmodel.optable import OpRow, Thresholds, build_rows, measure, safe_ratio, static_rows
 from .costmodel.records import Expectation, OpCost
-from .parsers.errors import InputError
+from .errors import InputError
 from .parsers.hlo_model import Module
 from .report_rows import collective_rows, host_summary, op_dicts
 

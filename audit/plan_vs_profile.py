@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .costmodel.hardware import Hardware
-from .parsers.errors import InputError
+from .errors import InputError
 
 
 def _per_step(report: dict, field: str) -> float | None:

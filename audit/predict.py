@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .aot import HLO_NAME, RESULT_NAME, check_target
-from .parsers.errors import InputError, WorkloadError
+from .errors import InputError, WorkloadError
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
                   "not price all-gather, reduce-scatter or all-to-all over the ICI topology, so it is lower than "

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from .capture import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKLOAD, SIDECAR_NAME, Progress
-from .parsers.errors import WorkloadError
+from .capture import SIDECAR_NAME, Progress
+from .errors import ExitCode, WorkloadError
 
 
 @dataclass
@@ -114,7 +114,7 @@ def _supervise(proc: subprocess.Popen, sink: IO[str]) -> int:
         except KeyboardInterrupt:
             proc.kill()
         proc.wait()
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     return proc.wait()
 
 
@@ -180,7 +180,7 @@ def analyse_capture(cap: Capture, req: RunRequest, *, hardware: str | None, comm
     with Progress(req.quiet).phase("analysing the profile"):
         report = analyse_profile(cap.run_dir, hardware=hardware, options=options,
                                  source=run_source(cap, req, command, keep_out))
-    if cap.returncode != EXIT_OK:
+    if cap.returncode != ExitCode.OK:
         report.setdefault("warnings", []).append(
             f"the workload did not finish ({cap.record.get('status', 'failed')}); "
             "this report covers only the steps captured before it stopped")
@@ -191,11 +191,11 @@ def check_outcome(cap: Capture) -> None:
     """Raise for a run that left nothing to analyse, with the reason."""
     if cap.captured:
         return
-    if cap.returncode == EXIT_OK and cap.record.get("status") == "exited":
+    if cap.returncode == ExitCode.OK and cap.record.get("status") == "exited":
         return  # the workload ended itself before its first step (e.g. its --help)
-    if cap.returncode == EXIT_OK:
+    if cap.returncode == ExitCode.OK:
         raise WorkloadError("the run finished but wrote no profile", hint="is the JAX profiler available?")
-    if cap.returncode in (EXIT_INPUT, EXIT_WORKLOAD, EXIT_INTERRUPTED):
+    if cap.returncode in (ExitCode.INPUT, ExitCode.WORKLOAD, ExitCode.INTERRUPTED):
         return  # the child has already said why; the caller returns its code
     raise WorkloadError(f"the workload process ended with status {cap.returncode} before a profile was written",
                         hint="a negative status is the signal that killed it")

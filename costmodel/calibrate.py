@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from ..parsers.errors import AuditError
+from ..errors import AuditError
 from .hardware import Hardware, Interconnect, Quantity
 
 CACHE_SCHEMA = "audit.cpu-calibration/v1"

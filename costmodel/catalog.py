@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..parsers.errors import UsageError
+from ..errors import UsageError
 from .hardware import Hardware, Interconnect, Quantity
 
 BOOK = "How to Scale Your Model, ch. 2 table"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..parsers.errors import InputError, UsageError
+from ..errors import InputError, UsageError
 from .hardware import Hardware
 from .records import COLLECTIVE_KINDS
 from .topology import AxisSpan, GroupPlacement

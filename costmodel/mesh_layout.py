@@ -10,7 +10,7 @@ from __future__ import annotations
 from math import gcd, prod
 from typing import Sequence
 
-from ..parsers.errors import UsageError
+from ..errors import UsageError
 from .hardware import Hardware
 from .topology import GroupPlacement, check_fits, place_group, place_groups
 

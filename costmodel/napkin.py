@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ..parsers.errors import UsageError
+from ..errors import UsageError
 from ..parsers.hlo_model import DTYPE_BITS
 from .collectives import collective_time
 from .hardware import Hardware

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..parsers.errors import InputError
+from ..errors import InputError
 from .hardware import Hardware, Quantity
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ..parsers.errors import InputError
+from ..errors import InputError
 from .hardware import Hardware
 from .plan_hw import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
 from .transformer import (ModelConfig, dtype_bytes, kv_bytes_per_token, matmul_params, param_breakdown,

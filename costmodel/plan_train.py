@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ..parsers.errors import InputError
+from ..errors import InputError
 from .hardware import Hardware
 from .plan_hw import ChipNumbers, chip_numbers, mesh_axes, require_hbm
 from .plan_parallel import STRATEGIES, Parallel, Verdict, all_strategies

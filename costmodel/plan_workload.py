@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..parsers.errors import InputError
+from ..errors import InputError
 from .hardware import Hardware
 from .collectives import collective_time
 from .plan_hw import chip_numbers

@@ -7,7 +7,7 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 
 from __future__ import annotations
 
-from ..parsers.errors import AuditError, UsageError
+from ..errors import AuditError, UsageError
 from .collectives import CollectiveTime, collective_time, human
 from .hardware import Hardware
 from .records import Expectation, OpCost

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable, Sequence
 
-from ..parsers.errors import UsageError
+from ..errors import UsageError
 from .hardware import Hardware
 
 AXIS_NAMES = ("x", "y", "z", "w")

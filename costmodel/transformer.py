@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..parsers.errors import InputError
+from ..errors import InputError
 
 # Bytes per stored element; GB = 1e9 bytes.
 DTYPE_BYTES: dict[str, float] = {

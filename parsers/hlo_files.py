@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 from .hlo_model import Module
 from .hlo_proto import read_hlo_proto_bytes
 from .hlo_text import parse_hlo_text

@@ -12,7 +12,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from . import hlo_schema as schema
-from .errors import InputError
+from ..errors import InputError
 from .hlo_model import Computation, ConvDims, DotDims, Instruction, Metadata, Module, Shape
 from .hlo_syntax import make_layout
 from .hlo_text import backend_config_attributes, resolve_sources

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from .errors import InputError
+from ..errors import InputError
 from .hlo_model import ConvDims, Computation, DotDims, Instruction, Metadata, Module, Shape
 from .hlo_syntax import TOKEN, int_list, unquote, find_close, parse_shape, split_top, strip_comments
 from .replica_groups import parse_replica_groups, parse_source_target_pairs

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
 from .events import HostExtraction, PlaneStats, to_u64
 from .events_cpu import extract_cpu
 from .events_gpu import GPU_PLANE, extract_gpu

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 Groups = tuple[tuple[int, ...], ...]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from .errors import InputError
+from ..errors import InputError
 from typing import Any
 
 from .xplane_lazy import Space

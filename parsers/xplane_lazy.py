@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from google.protobuf.message import DecodeError
 
-from .errors import InputError
+from ..errors import InputError
 from .xplane_schema import XLine
 
 

@@ -102,7 +102,7 @@ def _record_like(hw, *, flops: float) -> dict:
 
 
 def test_a_failed_measurement_is_one_clear_error(tmp_path, monkeypatch):
-    from audit.parsers.errors import AuditError
+    from audit.errors import AuditError
 
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("XLA_FLAGS", "--xla_no_such_flag_for_audit=1")  # XLA refuses to start

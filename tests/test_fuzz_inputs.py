@@ -7,7 +7,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from audit.parsers.errors import InputError
+from audit.errors import InputError
 from conftest import shared_fixture
 
 SEED_FILES = {

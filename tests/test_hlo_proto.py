@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 from jaxlib import _hlo
 
 from audit.parsers import hlo_schema
-from audit.parsers.errors import InputError
+from audit.errors import InputError
 from audit.parsers.hlo_files import load_hlo_file, looks_like_hlo_file
 from audit.parsers.hlo_model import Instruction, Module
 from audit.parsers.hlo_proto import read_hlo_proto_bytes

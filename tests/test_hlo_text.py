@@ -12,7 +12,7 @@ from conftest import shared_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.parsers.errors import InputError
+from audit.errors import InputError
 from audit.parsers.hlo_files import load_hlo_file, looks_like_hlo_file
 from audit.parsers.hlo_model import Module
 from audit.parsers.hlo_text import parse_hlo_text

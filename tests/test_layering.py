@@ -1,4 +1,7 @@
-"""Imports point one way: parsers <- costmodel <- {reports, audit}; audit -> reports."""
+"""Imports point one way: parsers <- costmodel <- {reports, audit}; audit -> reports.
+
+`audit.errors` (exit codes and error types) sits below every layer.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ FORBIDDEN = {
     "reports": {"workloads", "audit", "parsers_readers"},
 }
 LAYER_OF_SUBPACKAGE = {"parsers": "parsers", "costmodel": "costmodel", "reports": "reports",
-                       "workloads": "workloads", "commands": "audit"}
+                       "workloads": "workloads", "commands": "audit",
+                       "errors": "errors"}
 
 
 def _imported_layers(path: Path, layer: str) -> set[str]:
@@ -50,6 +54,10 @@ def test_layers_import_only_downward():
             if bad:
                 violations.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not violations, "\n".join(violations)
+
+
+def test_errors_module_imports_nothing_of_the_project():
+    assert _imported_layers(ROOT / "audit" / "errors.py", "errors") == set()
 
 
 def test_no_top_level_parsers_or_reports_module_is_importable():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.parsers.errors import InputError
+from audit.errors import InputError
 from audit.parsers.replica_groups import (
     iota_groups,
     mesh_groups,

@@ -128,7 +128,7 @@ def test_tiny_op_is_latency_bound_by_the_per_op_overhead():
 
 
 def test_judge_rejects_nonsense_thresholds():
-    from audit.parsers.errors import UsageError
+    from audit.errors import UsageError
 
     with pytest.raises(UsageError):
         judge(1.0, 2.0, 0.5, min_efficiency=-0.1)

@@ -10,7 +10,7 @@ from audit.costmodel.catalog import lookup
 from audit.costmodel.collectives import collective_time
 from audit.costmodel.mesh_layout import mesh_group
 from audit.costmodel.topology import place_group, place_groups, place_pairs, placement_for
-from audit.parsers.errors import UsageError
+from audit.errors import UsageError
 
 
 def test_default_tpu_order_is_x_fastest():

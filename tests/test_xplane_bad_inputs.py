@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import shared_fixture
 
-from audit.parsers.errors import InputError
+from audit.errors import InputError
 from audit.parsers.profile import load_profile
 from audit.parsers.xplane_schema import CoreDetails, XStatMetadata
 

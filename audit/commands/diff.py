@@ -9,7 +9,7 @@ import click
 
 from ..atomic import write_text
 from ..diffing import Gates, diff_reports
-from ..parsers.errors import InputError, UsageError
+from ..errors import InputError, UsageError
 
 
 def _percent(value: str | None) -> float | None:

@@ -11,7 +11,7 @@ from ..atomic import write_text
 from ..costmodel.calibrate import cached_cpu_hardware, cpu_hardware
 from ..costmodel.catalog import CATALOG, canonical_name, lookup
 from ..costmodel.hardware import Hardware, Quantity
-from ..parsers.errors import UsageError
+from ..errors import UsageError
 
 
 @click.group(name="hardware")

@@ -8,7 +8,7 @@ import click
 
 from ..invocation import command_line
 from ..outputs import analysis_options, check_outputs, emit, output_options
-from ..parsers.errors import InputError
+from ..errors import InputError
 
 
 @click.command("inspect")

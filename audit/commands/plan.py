@@ -12,7 +12,7 @@ from ..costmodel.catalog import lookup
 from ..costmodel.plan_serve import ServeSetup, plan_serve
 from ..costmodel.plan_train import TrainSetup, plan_train
 from ..costmodel.transformer import MODELS, ModelConfig, lookup_model, model_summary
-from ..parsers.errors import UsageError
+from ..errors import UsageError
 from ..reports.humanize import nbytes, seconds
 
 _SHAPE_FLAGS = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab")

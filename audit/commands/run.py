@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from ..capture import EXIT_INPUT, EXIT_OK, script_kind
+from ..capture import script_kind
 from ..outputs import analysis_options, check_outputs, emit, output_options
 from ..capture import Progress
-from ..parsers.errors import InputError, UsageError
+from ..errors import ExitCode, InputError, UsageError
 from ..runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
 
 DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices
@@ -78,8 +78,8 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
 
 def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, target: str | None = None) -> int:
     cap = capture(req)
-    if cap.returncode == EXIT_INPUT:
-        return EXIT_INPUT  # the child printed what is wrong
+    if cap.returncode == ExitCode.INPUT:
+        return ExitCode.INPUT  # the child printed what is wrong
     check_outcome(cap)
     if not cap.captured:
         return cap.returncode
@@ -89,7 +89,7 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
         report = analyse_capture(cap, req, hardware=kwargs.get("hardware"), command=command_line,
                                  keep_out=keep_out, options=analysis_options(kwargs))
     except InputError:
-        if cap.returncode == EXIT_OK:
+        if cap.returncode == ExitCode.OK:
             raise
         # The workload stopped before any XLA op ran: its own error (shown above) is the story.
         click.echo("audit: the workload stopped before running any XLA op; nothing to analyse", err=True)
@@ -99,7 +99,7 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
     code = emit(report, **kwargs)
     if keep_out and not kwargs["quiet"]:
         click.echo(f"Profile kept in {cap.run_dir} (open with TensorBoard/XProf: --logdir {req.out})", err=True)
-    return cap.returncode if cap.returncode != EXIT_OK else code
+    return cap.returncode if cap.returncode != ExitCode.OK else code
 
 
 def _predict(script: Path, args: list[str], target: str, out: Path | None, kwargs: dict) -> int:

@@ -1,12 +1,28 @@
-"""The project's error types. Every layer raises these; only the CLI maps them to exit codes."""
+"""Exit codes and the project's error types, in the one module every layer may import.
+
+Every layer raises these; only the CLI (and the capture child) turns them into exit codes.
+"""
 
 from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """What `audit` returns to the shell; the README's table documents each one."""
+
+    OK = 0
+    GATE = 1  # a gate the user asked for tripped
+    INPUT = 2  # bad input or usage
+    WORKLOAD = 3  # the profiled workload itself raised
+    INTERNAL = 4  # a bug in audit, not in the input
+    INTERRUPTED = 130
 
 
 class AuditError(Exception):
     """An error the user can act on, shown as one line; carries its exit code."""
 
-    exit_code = 2
+    exit_code: ExitCode = ExitCode.INPUT
 
     def __init__(self, message: str, *, path: object = None, hint: str | None = None):
         super().__init__(message)
@@ -35,13 +51,13 @@ class UsageError(AuditError):
 class GateError(AuditError):
     """A gate the user asked for tripped (exit code 1)."""
 
-    exit_code = 1
+    exit_code = ExitCode.GATE
 
 
 class WorkloadError(AuditError):
     """The profiled workload itself raised (exit code 3)."""
 
-    exit_code = 3
+    exit_code = ExitCode.WORKLOAD
 
 
 def _rebuild(cls: type, message: str, path: str | None, hint: str | None) -> AuditError:
