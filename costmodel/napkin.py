@@ -12,11 +12,11 @@ import re
 
 from ..errors import UsageError
 from ..parsers.hlo_model import DTYPE_BITS
-from .collectives import collective_time
-from .hardware import Hardware
+from .network.collectives import collective_time
+from .chips.hardware import Hardware
 from .records import OpCost
 from .roofline import expect
-from .mesh_layout import mesh_group
+from .network.mesh_layout import mesh_group
 
 # Names people type -> HLO element types.
 DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "f16", "half": "f16", "float32": "f32", "float": "f32",

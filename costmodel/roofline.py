@@ -8,10 +8,10 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 from __future__ import annotations
 
 from ..errors import AuditError, UsageError
-from .collectives import CollectiveTime, collective_time, human
-from .hardware import Hardware
+from .network.collectives import CollectiveTime, collective_time, human
+from .chips.hardware import Hardware
 from .records import Expectation, OpCost
-from .topology import place_groups, place_pairs
+from .network.topology import place_groups, place_pairs
 
 # Element size in bytes for the critical-batch rule: matmul intensity ~ 2B / bytes per element.
 _ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "s8": 1, "u8": 1, "s4": 0.5, "u4": 0.5,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from audit.analyses import _busy_in_windows
+from audit.analyses.steps import _busy_in_windows
 
 intervals = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 40)), max_size=30)
 windows = st.lists(st.tuples(st.integers(0, 220), st.integers(1, 80)), min_size=1, max_size=8)

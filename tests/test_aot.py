@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from audit.predict import predict_target
+from audit.orchestration.predict import predict_target
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "data" / "workloads"
 
 
 def _require_libtpu():
-    from audit.aot import libtpu_available
+    from audit.child.aot import libtpu_available
 
     if not libtpu_available():
         pytest.fail("libtpu is not installed: `make test` installs roofline-audit[tpu]")
@@ -59,10 +59,10 @@ def test_book_tpu_v2_sharded_matmul_predicts_95_6_ms():
 
 
 def test_target_without_libtpu_names_the_install(monkeypatch, capsys):
-    import audit.aot
+    import audit.child.aot
     from audit.cli import main
 
-    monkeypatch.setattr(audit.aot, "libtpu_available", lambda: False)
+    monkeypatch.setattr(audit.child.aot, "libtpu_available", lambda: False)
     code = main(["run", str(WORKLOADS / "book_allgather.py"), "--target", "tpu-v5e:4x4"])
     err = capsys.readouterr().err
     assert code == 2

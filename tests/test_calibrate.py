@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from audit.costmodel import calibrate
-from audit.costmodel.catalog import lookup
+from audit.costmodel.chips import calibrate
+from audit.costmodel.chips.catalog import lookup
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The capture child (`python -m audit.capture`): real JAX runs on 8 simulated CPU devices, read back by our parser."""
+"""The capture child (`python -m audit.child.capture`): real JAX runs on 8 simulated CPU devices, read back by our parser."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ TINY_MATMUL = ["--d", "64", "--f", "64", "--batches", "8,16"]
 
 def capture(script: Path, out: Path, *args: str, steps: int = 2, warmup: int = 1, python_flags: tuple = (),
             wait: bool = True) -> subprocess.CompletedProcess | subprocess.Popen:
-    cmd = [sys.executable, *python_flags, "-P", "-m", "audit.capture", str(script), "--out", str(out),
+    cmd = [sys.executable, *python_flags, "-P", "-m", "audit.child.capture", str(script), "--out", str(out),
            "--steps", str(steps), "--warmup", str(warmup), "--devices", "8", "--", *args]
     if not wait:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -94,7 +94,7 @@ def test_a_raising_workload_exits_3_with_its_own_traceback_and_keeps_the_partial
     assert done.returncode == 3
     assert "FloatingPointError: loss diverged at step 1" in done.stderr
     assert f'File "{script}"' in done.stderr and "in check_loss" in done.stderr
-    assert not re.search(r"audit[/\\](capture|workload_api)\.py", done.stderr), done.stderr
+    assert not re.search(r"audit[/\\](child[/\\])?(capture|workload_api)\.py", done.stderr), done.stderr
     [run_dir] = run_dirs(tmp_path / "out")
     record = sidecar(run_dir)
     assert record["status"] == "raised" and "loss diverged" in record["error"]

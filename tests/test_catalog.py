@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit.costmodel.catalog import CATALOG, canonical_name, lookup, names, parse_topology
+from audit.costmodel.chips.catalog import CATALOG, canonical_name, lookup, names, parse_topology
 from audit.errors import UsageError
 
 REQUIRED = ("tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5p", "tpu-v5e", "tpu-v6e", "a100", "h100", "h100-pcie",

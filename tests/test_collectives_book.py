@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from audit.costmodel.catalog import lookup
-from audit.costmodel.collectives import collective_time
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.network.collectives import collective_time
 from audit.costmodel.napkin import collective
-from audit.costmodel.topology import place_pairs
+from audit.costmodel.network.topology import place_pairs
 
 V5E_8x4 = lookup("tpu-v5e:8x4")
 V4_CUBE = lookup("tpu-v4:4x4x4")

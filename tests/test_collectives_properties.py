@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.costmodel.catalog import lookup
-from audit.costmodel.collectives import collective_time
-from audit.costmodel.mesh_layout import mesh_group
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.network.collectives import collective_time
+from audit.costmodel.network.mesh_layout import mesh_group
 
 CHIPS = {name: lookup(name) for name in ("tpu-v5e", "tpu-v4", "tpu-v5p", "h100", "mi300x")}
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")

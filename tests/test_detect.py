@@ -10,9 +10,9 @@ from conftest import shared_fixture
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit.costmodel import calibrate
-from audit.costmodel.catalog import CATALOG
-from audit.costmodel.detect import hardware_from_trace
+from audit.costmodel.chips import calibrate
+from audit.costmodel.chips.catalog import CATALOG
+from audit.costmodel.chips.detect import hardware_from_trace
 from audit.parsers.events import PlaneStats
 from audit.parsers.profile import load_profile
 from audit.parsers.xplane import read_xspace

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from audit.cli import main
-from audit.diffing import Gates, diff_reports, noise_interval
+from audit.analyses.diffing import Gates, diff_reports, noise_interval
 
 B, D, F = 256, 128, 256  # global batch, model width, MLP width; batch is sharded 8 ways
 STEPS = 5
@@ -20,7 +20,7 @@ def _capture(root: Path, *, width: int = F, shard_weights: bool = False, extra: 
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from audit.pipeline import analyse_profile
+    from audit.orchestration.pipeline import analyse_profile
 
     mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
     x = jax.device_put(jnp.ones((B, D), jnp.float32), NamedSharding(mesh, P("data", None)))

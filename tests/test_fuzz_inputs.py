@@ -23,7 +23,7 @@ def captures() -> dict[str, bytes]:
 
 
 def _read_or_input_error(tmp_path, data: bytes, name: str = "m.xplane.pb") -> None:
-    from audit.pipeline import analyse_profile
+    from audit.orchestration.pipeline import analyse_profile
 
     path = tmp_path / name
     path.write_bytes(data)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from audit.cli import main
-from audit.costmodel import calibrate
-from audit.costmodel.catalog import CATALOG
+from audit.costmodel.chips import calibrate
+from audit.costmodel.chips.catalog import CATALOG
 
 _RECORD = {"matmul_flops_per_s": 2e11, "copy_bytes_per_s": 1.5e10, "op_overhead_s": 4e-7,
            "methods": {"matmul": "best of 3: jitted f32 matmul", "copy": "best of 3: x + 1",

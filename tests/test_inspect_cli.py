@@ -28,7 +28,7 @@ def _inspect_json(capsys, *args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gemm_report():
-    from audit.pipeline import analyse_profile
+    from audit.orchestration.pipeline import analyse_profile
 
     return analyse_profile(shared_fixture("gpu-mi300x/gemm.xplane.pb"))
 

@@ -16,32 +16,43 @@ FORBIDDEN = {
     "reports": {"workloads", "audit", "parsers_readers"},
 }
 LAYER_OF_SUBPACKAGE = {"parsers": "parsers", "costmodel": "costmodel", "reports": "reports",
-                       "workloads": "workloads", "commands": "audit",
+                       "workloads": "workloads", "commands": "audit", "analyses": "audit",
+                       "child": "audit", "orchestration": "audit",
                        "errors": "errors"}
 
 
+TOP_PACKAGE = {"parsers": "audit.parsers", "costmodel": "audit.costmodel", "reports": "audit.reports",
+               "workloads": "audit.workloads", "audit": "audit"}
+
+
+def _absolute(path: Path, level: int, module: str | None) -> str:
+    """The dotted name an import refers to, resolving relative imports against the file's package."""
+    if level == 0:
+        return module or ""
+    rel = path.relative_to(ROOT).with_suffix("").parts
+    package = [TOP_PACKAGE[rel[0]], *rel[1:-1]]
+    package = ".".join(package).split(".")
+    base = package[: len(package) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _layer_of(name: str) -> str | None:
+    parts = name.split(".")
+    if parts[0] != "audit":
+        return None
+    return LAYER_OF_SUBPACKAGE.get(parts[1], "audit") if len(parts) > 1 else "audit"
+
+
 def _imported_layers(path: Path, layer: str) -> set[str]:
-    """Project layers a module imports, resolving relative imports against the layer's package."""
+    """Project layers a module imports."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    found: set[str] = set()
+    names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 0:
-                mod = node.module or ""
-                parts = mod.split(".")
-                if parts[0] == "audit":
-                    found.add(LAYER_OF_SUBPACKAGE.get(parts[1], "audit") if len(parts) > 1 else "audit")
-            elif node.level >= 2 or (node.level == 1 and layer == "audit"):
-                first = (node.module or "").split(".")[0]
-                if node.level >= 2:
-                    found.add(LAYER_OF_SUBPACKAGE.get(first, "audit") if first else "audit")
-                elif first in LAYER_OF_SUBPACKAGE:
-                    found.add(LAYER_OF_SUBPACKAGE[first])
+            names.append(_absolute(path, node.level, node.module))
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "audit":
-                    found.add(LAYER_OF_SUBPACKAGE.get(parts[1], "audit") if len(parts) > 1 else "audit")
+            names.extend(alias.name for alias in node.names)
+    found = {layer_ for layer_ in map(_layer_of, names) if layer_}
     found.discard(layer)
     return found
 

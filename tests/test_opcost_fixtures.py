@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from audit.costmodel.opcost import cost_module, module_totals, unmodeled_ops
-from audit.costmodel.opcost_base import CostContext, cost_instruction
+from audit.costmodel.ops.module import cost_module, module_totals, unmodeled_ops
+from audit.costmodel.ops.base import CostContext, cost_instruction
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_model import Instruction, Module
 from conftest import shared_fixture

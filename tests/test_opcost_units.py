@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from audit.costmodel.layout import leaf_bytes, shape_bytes
-from audit.costmodel.opcost import cost_module, module_totals, unmodeled_ops
+from audit.costmodel.ops.layout import leaf_bytes, shape_bytes
+from audit.costmodel.ops.module import cost_module, module_totals, unmodeled_ops
 from audit.parsers.hlo_model import Shape
 from audit.parsers.hlo_text import parse_hlo_text
 

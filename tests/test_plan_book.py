@@ -11,13 +11,13 @@ import math
 
 import pytest
 
-from audit.costmodel.catalog import lookup
-from audit.costmodel.hardware import Quantity
-from audit.costmodel.plan_hw import chip_numbers
-from audit.costmodel.plan_parallel import Parallel, compute_bound_x_range, data_parallel, mixed, tensor_parallel, x_opt
-from audit.costmodel.plan_serve import ServeSetup, decode_step_time, plan_serve
-from audit.costmodel.plan_train import TrainSetup, memory_totals, min_chips_by_memory, plan_train, time_at_mfu
-from audit.costmodel.transformer import (MODELS, ModelConfig, activation_bytes_per_token, attention_crossover_seq,
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.chips.hardware import Quantity
+from audit.costmodel.planner.chip_numbers import chip_numbers
+from audit.costmodel.planner.parallel import Parallel, compute_bound_x_range, data_parallel, mixed, tensor_parallel, x_opt
+from audit.costmodel.planner.serve import ServeSetup, decode_step_time, plan_serve
+from audit.costmodel.planner.train import TrainSetup, memory_totals, min_chips_by_memory, plan_train, time_at_mfu
+from audit.costmodel.planner.transformer import (MODELS, ModelConfig, activation_bytes_per_token, attention_crossover_seq,
                                          kv_bytes_per_token, matmul_params, param_breakdown,
                                          training_flops_per_token)
 

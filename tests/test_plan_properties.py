@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.costmodel.catalog import lookup
-from audit.costmodel.plan_hw import chip_numbers
-from audit.costmodel.plan_parallel import Parallel, all_strategies
-from audit.costmodel.plan_serve import ServeSetup, plan_serve
-from audit.costmodel.plan_train import TrainSetup, plan_train, time_at_mfu, total_flops
-from audit.costmodel.plan_workload import plan_for_config
-from audit.costmodel.transformer import MODELS, ModelConfig, param_breakdown, params_read_per_step
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.planner.chip_numbers import chip_numbers
+from audit.costmodel.planner.parallel import Parallel, all_strategies
+from audit.costmodel.planner.serve import ServeSetup, plan_serve
+from audit.costmodel.planner.train import TrainSetup, plan_train, time_at_mfu, total_flops
+from audit.costmodel.planner.workload import plan_for_config
+from audit.costmodel.planner.transformer import MODELS, ModelConfig, param_breakdown, params_read_per_step
 
 models = st.sampled_from(sorted(MODELS))
 pow2 = st.integers(min_value=0, max_value=13).map(lambda e: 2 ** e)

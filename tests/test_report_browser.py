@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.pipeline import analyse_profile
+from audit.orchestration.pipeline import analyse_profile
 from audit.reports.html import render_html
 from audit.reports.rows import plot_point
 from conftest import ROOT, shared_fixture

@@ -12,10 +12,10 @@ import pytest
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from audit.costmodel.catalog import lookup
-from audit.costmodel.hardware import Quantity
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.chips.hardware import Quantity
 from audit.costmodel.napkin import collective, matmul
-from audit.costmodel.opcost import cost_module
+from audit.costmodel.ops.module import cost_module
 from audit.costmodel.records import CollectiveInfo, OpCost
 from audit.costmodel.roofline import expect, flag_reasons, judge
 from audit.parsers.hlo_text import parse_hlo_text

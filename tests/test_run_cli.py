@@ -197,7 +197,7 @@ def test_bad_workload_argument_exits_2_with_the_workload_usage(capsys):
 
 
 def test_an_older_run_in_the_same_out_dir_never_passes_for_this_one(tmp_path):
-    from audit.runner import read_capture
+    from audit.orchestration.runner import read_capture
 
     old = tmp_path / "plugins" / "profile" / "2020_01_01_00_00_00"
     old.mkdir(parents=True)

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from audit.costmodel.catalog import lookup
-from audit.costmodel.collectives import collective_time
-from audit.costmodel.mesh_layout import mesh_group
-from audit.costmodel.topology import place_group, place_groups, place_pairs, placement_for
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.network.collectives import collective_time
+from audit.costmodel.network.mesh_layout import mesh_group
+from audit.costmodel.network.topology import place_group, place_groups, place_pairs, placement_for
 from audit.errors import UsageError
 
 

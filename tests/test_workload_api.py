@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from audit import Context, Workload
-from audit.capture import configure_environment, script_kind
+from audit.child.capture import configure_environment, script_kind
 from audit.errors import InputError, UsageError
 from audit.workload_api import load_workload
 

@@ -7,8 +7,8 @@ import json
 import click
 
 from ..atomic import write_text
-from ..costmodel.catalog import lookup
-from ..costmodel.collectives import WRAPAROUND_CHOICES, human
+from ..costmodel.chips.catalog import lookup
+from ..costmodel.network.collectives import WRAPAROUND_CHOICES, human
 from ..costmodel.napkin import collective as collective_napkin
 from ..costmodel.napkin import matmul as matmul_napkin
 from ..costmodel.napkin import parse_axes, parse_mesh

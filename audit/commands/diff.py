@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..atomic import write_text
-from ..diffing import Gates, diff_reports
+from ..analyses.diffing import Gates, diff_reports
 from ..errors import InputError, UsageError
 
 
@@ -37,7 +37,7 @@ def load_side(path: Path, hardware: str | None) -> dict:
         if not isinstance(report, dict) or report.get("schema") != "audit.report/v1":
             raise InputError("not an audit JSON report (schema audit.report/v1)", path=path)
         return report
-    from ..pipeline import analyse_profile
+    from ..orchestration.pipeline import analyse_profile
 
     return analyse_profile(path, hardware=hardware)
 

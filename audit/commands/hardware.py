@@ -8,9 +8,9 @@ import math
 import click
 
 from ..atomic import write_text
-from ..costmodel.calibrate import cached_cpu_hardware, cpu_hardware
-from ..costmodel.catalog import CATALOG, canonical_name, lookup
-from ..costmodel.hardware import Hardware, Quantity
+from ..costmodel.chips.calibrate import cached_cpu_hardware, cpu_hardware
+from ..costmodel.chips.catalog import CATALOG, canonical_name, lookup
+from ..costmodel.chips.hardware import Hardware, Quantity
 from ..errors import UsageError
 
 

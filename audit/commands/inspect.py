@@ -18,7 +18,7 @@ from ..errors import InputError
 def command(path: Path, run_name: str | None, **kwargs) -> int:
     """Analyse PATH: a .xplane.pb, a profile run directory, a TensorBoard logdir, or an HLO dump
     (.hlo.pb, .txt, .hlo)."""
-    from ..pipeline import analyse_profile
+    from ..orchestration.pipeline import analyse_profile
 
     check_outputs(**kwargs)
     if not path.exists():

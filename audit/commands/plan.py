@@ -8,10 +8,10 @@ from typing import Any, Callable
 import click
 
 from ..atomic import write_text
-from ..costmodel.catalog import lookup
-from ..costmodel.plan_serve import ServeSetup, plan_serve
-from ..costmodel.plan_train import TrainSetup, plan_train
-from ..costmodel.transformer import MODELS, ModelConfig, lookup_model, model_summary
+from ..costmodel.chips.catalog import lookup
+from ..costmodel.planner.serve import ServeSetup, plan_serve
+from ..costmodel.planner.train import TrainSetup, plan_train
+from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
 from ..errors import UsageError
 from ..reports.humanize import nbytes, seconds
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from ..capture import script_kind
+from ..child.capture import script_kind
 from ..outputs import analysis_options, check_outputs, emit, output_options
-from ..capture import Progress
+from ..child.capture import Progress
 from ..errors import ExitCode, InputError, UsageError
-from ..runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
+from ..orchestration.runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
 
 DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices
 
@@ -65,7 +65,7 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     req = RunRequest(script=script, args=list(args), steps=steps, warmup=warmup, platform=platform,
                      devices=devices if devices or workload else DEFAULT_DEVICES, quiet=kwargs["quiet"])
     if target:
-        from ..aot import check_target
+        from ..child.aot import check_target
 
         check_target(target)
     if out is not None:
@@ -104,9 +104,9 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
 
 def _predict(script: Path, args: list[str], target: str, out: Path | None, kwargs: dict) -> int:
     """Ahead-of-time: compile for the target topology and write a predicted report."""
-    from ..aot import check_target
+    from ..child.aot import check_target
     from ..invocation import command_line
-    from ..predict import predict_target
+    from ..orchestration.predict import predict_target
 
     check_target(target)
     if script_kind(script) != "workload":
@@ -120,9 +120,9 @@ def _predict(script: Path, args: list[str], target: str, out: Path | None, kwarg
 
 def _with_target(cpu_report: dict, req: RunRequest, target: str, kwargs: dict) -> dict:
     """The target's predicted report, with this CPU run's measurement beside it per framework op."""
-    from ..compare_target import compare
+    from ..analyses.compare_target import compare
     from ..invocation import command_line
-    from ..predict import predict_target
+    from ..orchestration.predict import predict_target
 
     with Progress(kwargs["quiet"]).phase(f"compiling for {target} ahead of time"):
         report = predict_target(req.script, req.args, target, options=analysis_options(kwargs),

@@ -1,0 +1,44 @@
+"""One table for a workload step: the napkin plan, the cost model's expectation, and the measurement."""
+
+from __future__ import annotations
+
+from ..costmodel.chips.hardware import Hardware
+from ..errors import InputError
+
+
+def _per_step(report: dict, field: str) -> float | None:
+    ops = [o for o in report["ops"] if not o.get("container")]
+    values = [o.get(field) for o in ops]
+    if not ops or all(v is None for v in values):
+        return None
+    steps = report["summary"].get("steps") or 1
+    return sum(v or 0.0 for v in values) / steps
+
+
+def plan_vs_profile(report: dict, config: dict, hw: Hardware) -> dict | None:
+    """Rows of (quantity, plan, model, measured) per device per step; None without a model config."""
+    from ..costmodel.planner.workload import plan_for_config
+
+    if not config or "d_model" not in config:
+        return None
+    try:
+        plan = plan_for_config(config, hw)
+    except InputError as exc:
+        return {"error": str(exc), "rows": []}
+    steps = report["summary"].get("steps") or 1
+    predicted = report["summary"].get("predicted")
+    expected_step = (report["summary"]["expected_s"] or 0.0) / (1 if predicted else steps)
+    measured_step = None if predicted else report["summary"]["step_time_s"].get("median")
+    rows = [
+        {"quantity": "FLOPs per device", "unit": "FLOP",
+         "plan": plan["flops_per_step_per_device"], "model": _per_step(report, "flops"), "measured": None},
+        {"quantity": "HBM bytes per device", "unit": "B",
+         "plan": plan["hbm_bytes_per_device"], "model": _per_step(report, "bytes"), "measured": None},
+        {"quantity": "communicated bytes per device", "unit": "B",
+         "plan": plan["collective_bytes_per_device"], "model": _per_step(report, "comm_bytes"), "measured": None},
+        {"quantity": "step time", "unit": "s",
+         "plan": plan["step_time_lower_bound_s"]["total"], "model": expected_step, "measured": measured_step},
+    ]
+    return {"rows": rows, "plan_bound_by": plan["bound_by"], "plan": plan,
+            "note": "plan: the book's closed forms for this configuration (a lower bound on time); "
+                    "model: sum over the compiled program's ops; measured: median step in the trace"}

@@ -1,0 +1,228 @@
+"""The one place that runs parsers -> cost model -> analyses and assembles the JSON report."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..analyses.steps import (CONTAINER_OPCODES, idle_seconds, overlapped_collectives, step_table,
+                       step_time_stats, time_by_bound, timeline)
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.optable import OpRow, Thresholds, build_rows, measure, safe_ratio, static_rows
+from ..costmodel.records import Expectation, OpCost
+from ..errors import InputError
+from ..parsers.hlo_model import Module
+from .report_rows import collective_rows, host_summary, op_dicts
+
+SCHEMA = "audit.report/v1"
+
+
+@dataclass(frozen=True)
+class Options:
+    thresholds: Thresholds = Thresholds()
+
+
+def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware: str | None = None,
+                    source: dict | None = None, options: Options | dict | None = None) -> dict:
+    """Read a profile (file, run dir or logdir) or an HLO dump, and return the JSON report."""
+    from ..parsers.hlo_files import looks_like_hlo_file
+
+    opts = _options(options)
+    if Path(path).is_file() and looks_like_hlo_file(path):
+        return analyse_hlo(path, hardware=hardware, source=source, options=opts)
+    from ..parsers.profile import load_profile
+
+    profile = load_profile(path, run=run)
+    hosts = profile.hosts
+    events, steps = profile.events(), profile.steps()
+    if events.empty:
+        raise InputError("the profile holds no executed XLA ops", path=path,
+                         hint="was the program running while the profiler was on?")
+    hw = _hardware(hardware, profile.platform, {k: v for h in hosts for k, v in h.device_stats.items()})
+    modules, names = profile.modules(), profile.module_names()
+    devices = int(events[["host", "device"]].drop_duplicates().shape[0])
+    costs, expectations = cost_programs(modules, hw, devices)
+    per_device, per_op = measure(events)
+    rows = build_rows(per_op, modules, names, costs, expectations)
+    step_list = step_table(steps, events)
+    warnings = list(profile.warnings)
+    missing = sorted({names.get(r.program_id, str(r.program_id)) for r in rows
+                      if r.program_id not in modules})
+    if missing:
+        warnings.append(f"no HLO in the profile for program(s) {', '.join(missing)}: their ops are "
+                        "measured but not costed")
+    ops = op_dicts(rows, hw, opts.thresholds, per_device)
+    overlap = overlapped_collectives(events, {o["name"] for o in ops if o["comm_bytes"]})
+    kind_of = {(o["program_id"], o["name"]): o["bound_by"] for o in ops}
+    device_names = {(h.host, d): n for h in hosts for d, n in h.device_names.items()}
+    report = _assemble(
+        ops=ops, hw=hw, warnings=warnings, predicted=False,
+        summary_extra={
+            "devices": devices, "hosts": len(hosts), "steps": len(step_list),
+            "step_time_s": step_time_stats(step_list),
+            "idle_s": idle_seconds(steps, events),
+            "step_source": hosts[0].step_source,
+            "platform": profile.platform,
+        },
+        source={"kind": "xplane", "paths": profile.paths, "workload": None, "command": None,
+                "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run,
+                **(source or {})},
+        steps=step_list,
+        collectives=collective_rows(ops, overlap),
+        timeline=timeline(steps, events, kind_of, device_names),
+    )
+    if len(hosts) > 1:
+        report["hosts"] = host_summary(per_device, step_list, hosts)
+    attach_plan(report, hw)
+    return report
+
+
+def attach_plan(report: dict, hw: Hardware) -> None:
+    """For a workload that states its model config, put the book's plan beside the audit."""
+    from ..analyses.plan_vs_profile import plan_vs_profile
+
+    table = plan_vs_profile(report, (report.get("source") or {}).get("config") or {}, hw)
+    if table is not None:
+        report["plan_vs_profile"] = table
+
+
+def analyse_hlo(path: str | os.PathLike, *, hardware: str | None = None, source: dict | None = None,
+                options: Options | dict | None = None) -> dict:
+    """Cost an HLO dump with no measurement: every op with its expected time."""
+    from ..parsers.hlo_files import load_hlo_file
+
+    opts = _options(options)
+    module = load_hlo_file(path)
+    warnings: list[str] = []
+    if hardware is None:
+        warnings.append("no --hardware given: expected times are for this machine's CPU")
+    hw = _hardware(hardware, "cpu", {})
+    return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
+                           warnings=warnings, options=opts)
+
+
+def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, warnings: list[str],
+                    options: Options, devices: int | None = None, predicted: bool = True,
+                    coords: dict[int, tuple] | None = None) -> dict:
+    """A predicted report for modules that were compiled but not run (HLO dumps, AOT targets).
+
+    `coords` maps device ids to physical coordinates when the compile knows them, so
+    collectives are placed on the real torus.
+    """
+    costs, expectations = cost_programs(modules, hw, devices, coords)
+    rows: list[OpRow] = []
+    for pid, module in modules.items():
+        rows.extend(static_rows(module, pid, costs.get(pid, {}), expectations, devices or 0))
+    ops = op_dicts(rows, hw, options.thresholds, None)
+    expected_total = sum(o["expected_s"] or 0.0 for o in ops if o["opcode"] not in CONTAINER_OPCODES)
+    return _assemble(
+        ops=ops, hw=hw, warnings=warnings, predicted=predicted,
+        summary_extra={"devices": devices, "hosts": 0, "steps": 0,
+                       "step_time_s": {"min": expected_total, "median": expected_total, "max": expected_total},
+                       "idle_s": None, "step_source": "predicted"},
+        source={"paths": [], "workload": None, "command": None, "jax_version": None, **source},
+        steps=[], collectives=collective_rows(ops, {}), timeline=[],
+    )
+
+
+def cost_programs(modules: dict[int, Module], hw: Hardware, devices: int | None,
+                  coords: dict[int, tuple] | None = None) -> tuple[dict[int, dict[str, OpCost]], dict[tuple[int, str], Expectation]]:
+    from ..costmodel.ops.module import cost_module
+    from ..costmodel.roofline import expect
+
+    costs: dict[int, dict[str, OpCost]] = {}
+    expectations: dict[tuple[int, str], Expectation] = {}
+    for pid, module in modules.items():
+        costs[pid] = cost_module(module, num_partitions=devices)
+        for name, cost in costs[pid].items():
+            expectations[(pid, name)] = expect(cost, hw, coords=coords)
+    return costs, expectations
+
+
+def _options(options: Options | dict | None) -> Options:
+    if isinstance(options, Options):
+        return options
+    if not options:
+        return Options()
+    return Options(thresholds=Thresholds(**{k: v for k, v in options.items()
+                                            if k in ("min_efficiency", "min_share")}))
+
+
+def _hardware(spec: str | None, platform: str, device_stats: dict) -> Hardware:
+    if spec:
+        from dataclasses import replace
+
+        from ..costmodel.chips.catalog import lookup
+
+        hw = lookup(spec)
+        return replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
+    from ..costmodel.chips.detect import hardware_from_trace
+
+    return hardware_from_trace(platform, device_stats)
+
+
+def _assemble(*, ops: list[dict], hw: Hardware, warnings: list[str], predicted: bool,
+              summary_extra: dict, source: dict, steps: list[dict], collectives: list[dict],
+              timeline: list[dict]) -> dict:
+    measured_ops = [o for o in ops if not o["container"]]
+    measured_total = sum(o["self_s"] or 0.0 for o in measured_ops) if not predicted else None
+    modeled = [o for o in measured_ops if o["expected_s"] is not None]
+    expected_total = sum(o["expected_s"] for o in modeled)
+    measured_modeled = sum(o["self_s"] or 0.0 for o in modeled)
+    unmodeled = [o for o in measured_ops if o["provenance"]["flops"] == "unknown"]
+    if unmodeled:
+        warnings = warnings + [f"{len(unmodeled)} op(s) have no cost model and are listed as unknown: "
+                               + ", ".join(o["name"] for o in unmodeled[:8])
+                               + (" ..." if len(unmodeled) > 8 else "")]
+    flagged = [o for o in ops if o["flagged"]]
+    flagged.sort(key=lambda o: -(o["wasted_s"] or 0.0))
+    summary = {
+        **summary_extra,
+        "measured_s": measured_total,
+        "expected_s": expected_total,
+        "roofline_fraction": None if predicted else safe_ratio(expected_total, measured_modeled),
+        "time_by_bound_s": time_by_bound(ops) if not predicted else _expected_by_bound(ops),
+        "flagged_ops": len(flagged),
+        "unmodeled_ops": len(unmodeled),
+        "predicted": predicted,
+        "units": "seconds per device, summed over the analysed steps",
+    }
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "audit", "version": __version__},
+        "source": {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                   "jax_running": _jax_version(), **source},
+        "hardware": hw.to_json(),
+        "summary": summary,
+        "steps": steps,
+        "ops": ops,
+        "flagged": [{"key": o["key"], "name": o["name"], "module": o["module"], "wasted_s": o["wasted_s"],
+                     "efficiency": o["efficiency"], "reasons": o["reasons"], "suggestion": o["suggestion"]}
+                    for o in flagged],
+        "collectives": collectives,
+        "timeline": timeline,
+        "warnings": warnings,
+    }
+
+
+def _jax_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jax")
+    except PackageNotFoundError:
+        return None
+
+
+def _expected_by_bound(ops: list[dict]) -> dict:
+    from ..costmodel.records import BOUNDS
+
+    out = {b: 0.0 for b in BOUNDS}
+    for o in ops:
+        if o["container"] or o["expected_s"] is None:
+            continue
+        out[o["bound_by"] if o["bound_by"] in out else "unknown"] += o["expected_s"]
+    return out

@@ -1,0 +1,87 @@
+"""`audit run --target`: predict a workload's step on a TPU topology from an ahead-of-time compile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from ..child.aot import HLO_NAME, RESULT_NAME, check_target
+from ..errors import InputError, WorkloadError
+
+XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
+                  "not price all-gather, reduce-scatter or all-to-all over the ICI topology, so it is lower than "
+                  "ours wherever the step communicates. Ours sums every op's roofline time (compute, HBM and "
+                  "collectives on the slice's physical axes) with no overlap between ops.")
+
+
+def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    cmd = [sys.executable, "-P", "-m", "audit.child.aot", str(script), "--target", target, "--out", str(out),
+           "--", *argv]
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode == 2:
+        message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "bad input"
+        raise InputError(message.removeprefix("audit: error: "))
+    if proc.returncode != 0:
+        # libtpu logs warnings on stderr; show only the traceback part of a failure.
+        text = proc.stderr
+        start = text.find("Traceback (most recent call last)")
+        sys.stderr.write(text[start:] if start >= 0 else text[-4000:])
+        raise WorkloadError(f"compiling the workload for {target} failed")
+    return json.loads((out / RESULT_NAME).read_text())
+
+
+def memory_fit(record: dict, hbm_bytes: float | None) -> dict:
+    """XLA's memory analysis for one device against the chip's HBM capacity."""
+    mem = record["memory"]
+    total = (mem["argument_size_in_bytes"] + mem["output_size_in_bytes"] - mem["alias_size_in_bytes"]
+             + mem["temp_size_in_bytes"] + mem["generated_code_size_in_bytes"])
+    out = {**mem, "total_bytes": total, "hbm_bytes": hbm_bytes, "source": "xla memory_analysis"}
+    if hbm_bytes:
+        out["fits"] = total <= hbm_bytes
+        out["margin_bytes"] = hbm_bytes - total
+        out["verdict"] = (f"fits: {total / 1e9:.3g} GB of {hbm_bytes / 1e9:.3g} GB HBM per device"
+                          if total <= hbm_bytes else
+                          f"does not fit: needs {total / 1e9:.3g} GB, {(total - hbm_bytes) / 1e9:.3g} GB "
+                          f"more than the {hbm_bytes / 1e9:.3g} GB of HBM per device")
+    return out
+
+
+def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path | None = None,
+                   options: dict | None = None, command: str | None = None) -> dict:
+    """Compile `script` for `target` in a child process and return a predicted report."""
+    from ..costmodel.chips.catalog import lookup
+    from ..parsers.hlo_text import parse_hlo_text
+    from .pipeline import _options, analyse_modules, attach_plan
+
+    check_target(target)
+    with tempfile.TemporaryDirectory(prefix="audit-aot-") as tmp:
+        out = keep or Path(tmp)
+        record = _compile(script, argv, target, out)
+        text = (out / HLO_NAME).read_text()
+    module = parse_hlo_text(text, origin=str(out / HLO_NAME))
+    hw = lookup(target)
+    by_id = {d["id"]: tuple(d["coords"]) for d in record["devices"]}
+    order = record.get("partition_devices") or sorted(by_id)
+    coords = {p: by_id[dev] for p, dev in enumerate(order) if dev in by_id}
+    report = analyse_modules({0: module}, hw, source={
+        "kind": "aot", "paths": [str(script)], "workload": record["workload"], "command": command,
+        "jax_version": record["jax_version"], "target": target, "topology": record["topology"],
+        "device_kind": record["device_kind"], "mesh": record["mesh"], "config": record["config"],
+    }, warnings=[], options=_options(options), devices=len(record["devices"]), predicted=True,
+        coords=coords)
+    ours = report["summary"]["expected_s"]
+    xla_s = record["cost_analysis"].get("optimal_seconds")
+    report["xla"] = {"optimal_seconds": xla_s, "ours_s": ours,
+                     "ratio_ours_to_xla": (ours / xla_s) if xla_s else None,
+                     "cost_analysis": record["cost_analysis"], "explanation": XLA_DIFFERENCE}
+    report["summary"]["xla_optimal_s"] = xla_s
+    report["memory"] = memory_fit(record, hw.hbm_bytes.value if hw.hbm_bytes else None)
+    report["devices"] = record["devices"]
+    attach_plan(report, hw)
+    return report

@@ -1,0 +1,305 @@
+"""The `cpu` hardware entry, measured on this machine with JAX once and cached as JSON.
+
+A CPU has no datasheet the tool could trust (core counts, clocks, vector units and
+memory channels vary too much), so its ceilings are what this process can achieve:
+a jitted f32 matmul for FLOP/s, a jitted elementwise add over a large array for
+bytes/s, and a chain of tiny dots for the fixed cost of one op. Simulated JAX
+devices (`--xla_force_host_platform_device_count`) share the same cores, so these
+are per-process numbers: each device gets at most this much, usually less.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from ...errors import AuditError
+from .hardware import Hardware, Interconnect, Quantity
+
+CACHE_SCHEMA = "audit.cpu-calibration/v1"
+CACHE_FILE = "cpu-calibration.json"
+_MATMUL_N = (1024, 2048)  # grow to the larger size when the smaller runs too fast to time well
+_COPY_ELEMENTS = 1 << 24  # 64 MiB of f32: far beyond any last-level cache
+_CHAIN = 32  # tiny dependent dots, to expose the per-op cost
+_REPEATS = 3
+_TIMEOUT_S = 120
+
+
+def cache_dir() -> Path:
+    """$AUDIT_CACHE_DIR, else ~/.cache/roofline-audit."""
+    env = os.environ.get("AUDIT_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "roofline-audit"
+
+
+def machine_key() -> str:
+    """What the measurement depends on: CPU model, usable cores, JAX version."""
+    return f"{cpu_model()}|cores={_usable_cores()}|jax={_jax_version()}"
+
+
+def _jax_version() -> str:
+    """The installed JAX version, read without importing JAX (which takes a second)."""
+    try:
+        return metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def cpu_hardware(refresh: bool = False) -> Hardware:
+    """This machine's CPU as a Hardware value, measured once and then read from the cache.
+
+    **Arguments:**
+    - `refresh`: measure again even when the cache holds this machine's numbers.
+
+    **Returns:** a Hardware with `source="calibrated"`; each Quantity's note states the method.
+    """
+    key = machine_key()
+    record = None if refresh else cached_record(key)
+    if record is None:
+        record = measure()
+        _store(key, record)
+    return hardware_from_record(record)
+
+
+def cached_cpu_hardware() -> Hardware | None:
+    """The cached calibration for this machine, or None without measuring."""
+    record = cached_record(machine_key())
+    return None if record is None else hardware_from_record(record)
+
+
+def cached_record(key: str) -> dict[str, Any] | None:
+    data = _read_cache()
+    entry = data.get("entries", {}).get(key)
+    return entry if isinstance(entry, dict) and _valid(entry) else None
+
+
+def measure() -> dict[str, Any]:
+    """Measure in a fresh CPU-only Python process, so no accelerator backend starts and this
+    process's JAX state is left alone; a few seconds in all."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    try:
+        done = subprocess.run([sys.executable, "-m", __name__], env=env, capture_output=True,
+                              text=True, timeout=_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise AuditError(f"CPU calibration took over {_TIMEOUT_S} s",
+                         hint="the machine is overloaded; retry, or name catalog hardware with --hardware") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        record = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or not _valid(record):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise AuditError(f"CPU calibration failed: {last}",
+                         hint="name catalog hardware with --hardware to skip calibration")
+    return record
+
+
+def measure_in_process() -> dict[str, Any]:
+    """Time the three kernels on this process's first CPU device."""
+    import jax
+
+    device = jax.devices("cpu")[0]
+    flops, n = _matmul_flops(device)
+    bandwidth = _copy_bandwidth(device)
+    overhead = _op_overhead(device)
+    return {
+        "matmul_flops_per_s": flops,
+        "copy_bytes_per_s": bandwidth,
+        "op_overhead_s": overhead,
+        "methods": {
+            "matmul": f"best of {_REPEATS}: jitted f32[{n},{n}] @ f32[{n},{n}], 2*N^3 FLOPs / time",
+            "copy": f"best of {_REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}], "
+                    f"(read + write) {8 * _COPY_ELEMENTS} bytes / time",
+            "op_overhead": f"best of {_REPEATS}: ({_CHAIN} dependent f32[8,8] dots - 1 dot) / {_CHAIN - 1}",
+        },
+        "cpu_model": cpu_model(),
+        "cores": _usable_cores(),
+        "jax_version": jax.__version__,
+        "memory_bytes": _memory_bytes(),
+        "last_level_cache_bytes": _last_level_cache_bytes(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def hardware_from_record(record: dict[str, Any]) -> Hardware:
+    """Build the Hardware value from a measurement record (fresh or cached)."""
+    methods = record["methods"]
+    when = f"measured {record['measured_at']} on {record['cpu_model']}, {record['cores']} cores"
+    shared = "per process: simulated JAX devices share these cores"
+    mem = record.get("memory_bytes")
+    llc = record.get("last_level_cache_bytes")
+    bandwidth = _cal(record["copy_bytes_per_s"], "B/s", f"{methods['copy']}; {when}; {shared}")
+    return Hardware(
+        name="cpu", kind="cpu", vendor=_vendor(record["cpu_model"]),
+        peak_flops={"f32": _cal(record["matmul_flops_per_s"], "FLOP/s",
+                                f"{methods['matmul']}; {when}; {shared}")},
+        hbm_bytes_per_s=bandwidth,
+        hbm_bytes=None if not mem else _cal(mem, "B", "physical memory (sysconf)"),
+        onchip_bytes=None if not llc else _cal(llc, "B", "last-level cache size (sysfs)"),
+        interconnect=Interconnect(kind="host-memory", link_bytes_per_s=bandwidth, links_per_axis=1,
+                                  domain_size=_cpu_device_count()),
+        op_overhead_s=_cal(record["op_overhead_s"], "s", f"{methods['op_overhead']}; {when}"),
+        source="calibrated",
+        notes=(f"calibrated: {when}, JAX {record['jax_version']}",
+               "collectives between simulated devices are memory copies at the measured bandwidth",
+               "no separate bf16 peak measured: bf16 dots are judged against the f32 rate"),
+        aliases=("host",),
+    )
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what Python's platform module says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip() or "unknown CPU"
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _cal(value: float, unit: str, note: str) -> Quantity:
+    return Quantity(float(value), unit, "calibrated", note)
+
+
+def _best_time(fn: Callable[[], Any]) -> float:
+    fn().block_until_ready()  # compile and warm up outside the timing
+    best = math.inf
+    for _ in range(_REPEATS):
+        start = time.perf_counter()
+        fn().block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _matmul_flops(device: Any) -> tuple[float, int]:
+    import jax
+    import jax.numpy as jnp
+
+    matmul = jax.jit(lambda a, b: a @ b)
+    for n in _MATMUL_N:
+        a = jax.device_put(jnp.ones((n, n), jnp.float32), device)
+        elapsed = _best_time(lambda a=a: matmul(a, a))
+        if elapsed > 0.02:
+            break
+    return 2.0 * n**3 / elapsed, n
+
+
+def _copy_bandwidth(device: Any) -> float:
+    import jax
+    import jax.numpy as jnp
+
+    add = jax.jit(lambda x: x + 1.0)
+    x = jax.device_put(jnp.zeros((_COPY_ELEMENTS,), jnp.float32), device)
+    return 8.0 * _COPY_ELEMENTS / _best_time(lambda: add(x))
+
+
+def _op_overhead(device: Any) -> float:
+    import jax
+    import jax.numpy as jnp
+
+    def chain(length: int) -> Callable[[Any], Any]:
+        def run(x: Any) -> Any:
+            for _ in range(length):
+                x = x @ x
+            return x
+        return jax.jit(run)
+
+    x = jax.device_put(jnp.eye(8, dtype=jnp.float32), device)
+    long, short = chain(_CHAIN), chain(1)
+    per_op = (_best_time(lambda: long(x)) - _best_time(lambda: short(x))) / (_CHAIN - 1)
+    return max(per_op, 1e-9)  # timing noise can make the difference vanish; never report <= 0
+
+
+def _valid(entry: dict[str, Any]) -> bool:
+    try:
+        numbers = (entry["matmul_flops_per_s"], entry["copy_bytes_per_s"], entry["op_overhead_s"])
+        described = all(k in entry for k in ("cpu_model", "cores", "jax_version", "measured_at"))
+        methods = entry["methods"]
+        return (described and all(k in methods for k in ("matmul", "copy", "op_overhead"))
+                and all(float(v) > 0 and math.isfinite(float(v)) for v in numbers))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        data = json.loads((cache_dir() / CACHE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}  # missing or corrupt: measure again and rewrite it
+    return data if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else {}
+
+
+def _store(key: str, record: dict[str, Any]) -> None:
+    """Write the cache atomically; a read-only home only costs a re-measurement next time."""
+    data = _read_cache() or {"schema": CACHE_SCHEMA, "entries": {}}
+    data.setdefault("entries", {})[key] = record
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", dir=directory)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, directory / CACHE_FILE)
+    except OSError:
+        pass
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _memory_bytes() -> float | None:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _last_level_cache_bytes() -> float | None:
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return float(max(sizes)) if sizes else None
+
+
+def _cpu_device_count() -> int:
+    """Simulated CPU devices this process is configured for (XLA_FLAGS or jax_num_cpu_devices)."""
+    found = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    if found:
+        return max(1, int(found.group(1)))
+    jax = sys.modules.get("jax")
+    configured = getattr(getattr(jax, "config", None), "jax_num_cpu_devices", -1) if jax else -1
+    return configured if isinstance(configured, int) and configured > 0 else 1
+
+
+def _vendor(model: str) -> str:
+    lowered = model.lower()
+    for vendor in ("AMD", "Intel", "Apple", "Ampere", "ARM"):
+        if vendor.lower() in lowered:
+            return vendor
+    return "unknown"
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure_in_process()))

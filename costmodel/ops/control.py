@@ -1,0 +1,75 @@
+"""Handlers for control ops: while, call, conditional, and async wrappers.
+
+while, call and conditional cost nothing themselves: the ops of their bodies
+are costed one by one (with the loop's trip count), so the totals never count
+a body twice. An `async-start` is different: the trace shows the start op, not
+the ops of the computation it wraps, so the start carries the cost of
+everything it wraps, and those wrapped ops are marked as costed on it.
+"""
+
+from __future__ import annotations
+
+from ...parsers.hlo_model import Computation, Instruction
+from .base import (CostContext, cost_instruction, first_dtype, handles,
+                          unknown_cost, unmodeled_opcode, zero_cost)
+from .loops import trip_count
+from ..records import OpCost
+
+@handles("while")
+def while_(instr: Instruction, ctx: CostContext) -> OpCost:
+    trips, source = trip_count(ctx.module, instr)
+    stated = f"{trips} iterations ({source})" if trips is not None else "an unknown number of iterations"
+    return zero_cost(f"while: body and condition are costed separately, {stated}", first_dtype(instr.shape))
+
+
+@handles("call")
+def call(instr: Instruction, ctx: CostContext) -> OpCost:
+    return zero_cost("call: the called computation is costed separately", first_dtype(instr.shape))
+
+
+@handles("conditional")
+def conditional(instr: Instruction, ctx: CostContext) -> OpCost:
+    return zero_cost("conditional: branches are costed separately; which one runs is known only at run time",
+                     first_dtype(instr.shape))
+
+
+def _wrapped_ops(comp: Computation, ctx: CostContext) -> list[tuple[Instruction, OpCost]]:
+    """Every op a computation runs with its cost, following calls into their bodies."""
+    inner = ctx.within(comp)
+    out: list[tuple[Instruction, OpCost]] = []
+    for instr in comp.instructions:
+        body = inner.called(instr, "to_apply", 0) if instr.opcode == "call" else None
+        if body is not None:
+            out.extend(_wrapped_ops(body, ctx))
+        else:
+            out.append((instr, cost_instruction(instr, inner)))
+    return out
+
+
+def wrapped_cost(comp: Computation, ctx: CostContext) -> OpCost:
+    """The summed cost of everything a computation runs (what an async-start carries)."""
+    total = {"flops": 0.0, "transcendentals": 0.0, "bytes_read": 0.0, "bytes_written": 0.0, "comm_bytes": 0.0}
+    collective = None
+    working: list[str] = []
+    for instr, c in _wrapped_ops(comp, ctx):
+        if not c.modeled:
+            return unknown_cost(f"wraps {instr.name}: {c.reason}", c.dtype)
+        for key in total:
+            total[key] += getattr(c, key) or 0.0
+        collective = collective or c.collective
+        if c.flops or c.bytes or c.comm_bytes:
+            working.append(f"{instr.name} ({instr.opcode})")
+    dtype = first_dtype(comp.root_instruction.shape) if comp.instructions else ""
+    return OpCost(**total, dtype=dtype, collective=collective,
+                  notes=(f"async: carries the cost of the wrapped {', '.join(working) or 'ops'}",))
+
+
+@handles("async-start")
+def async_start(instr: Instruction, ctx: CostContext) -> OpCost:
+    comp = ctx.called(instr, "calls", 0)
+    if comp is None:
+        return unknown_cost("async-start without its wrapped computation", first_dtype(instr.shape))
+    return wrapped_cost(comp, ctx)
+
+
+unmodeled_opcode("collective-reduce", "collective-reduce: reduction to a root device is not modeled")

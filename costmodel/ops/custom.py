@@ -1,0 +1,140 @@
+"""Custom calls: library GEMMs, cuDNN convolution and attention, Pallas/Mosaic kernels.
+
+XLA's HloCostAnalysis gives every custom call -1 (unknown). Here a cuBLAS GEMM
+is costed from its operands and the dot dimensions in its backend_config, a
+cuDNN convolution from its convolution dimensions, cuDNN fused attention from
+its two batched matmuls, and a Mosaic `tpu_custom_call` from the cost estimate
+the kernel author attached (provenance `xla`: stated in the program, not derived
+here). Annotation targets cost nothing; any other target is opaque (unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from ...parsers.hlo_model import Instruction, Shape
+from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
+                          zero_cost)
+from .compute import convolution_flops, dot_flops
+from ..records import OpCost
+
+GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__rocblas$gemm",
+                "__hipblas$lt$matmul")
+CONV_PREFIX = "__cudnn$conv"
+ATTENTION_PREFIX = "__cudnn$fmha"
+# Targets that only annotate, alias or reserve buffers: no arithmetic, no HBM traffic of their own.
+ANNOTATIONS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer", "Noop",
+               "PrepareAsyncCallStart", "PrepareAsyncCallDone", "AssumeGatherIndicesInBound",
+               "annotate_device_placement", "InspectSharding", "LayoutConstraint", "X64Combine",
+               "X64SplitLow", "X64SplitHigh")
+
+
+def _ints(values: object) -> tuple[int, ...]:
+    return tuple(int(v) for v in values) if isinstance(values, list) else ()
+
+
+def _result(instr: Instruction) -> Shape:
+    """The result array of a library call whose output is (result, workspace)."""
+    return instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
+
+
+def gemm_cost(instr: Instruction, ctx: CostContext) -> OpCost:
+    config = backend_json(instr).get("gemm_backend_config", {})
+    dims = config.get("dot_dimension_numbers")
+    if not isinstance(dims, dict):
+        return unknown_cost(f"{instr.custom_call_target} without dot_dimension_numbers", first_dtype(_result(instr)))
+    shapes = ctx.operand_shapes(instr)
+    out = _result(instr)
+    flops = dot_flops(shapes[0].dims, _ints(dims.get("lhs_contracting_dimensions", [])), out.elements)
+    read = nbytes(shapes[0]) + nbytes(shapes[1])
+    notes = ["2*M*N*K from operand shapes and gemm_backend_config dot dimensions"]
+    if float(config.get("beta", 0) or 0) != 0 and len(shapes) > 2:
+        read += nbytes(shapes[2])
+        notes.append("beta != 0: also reads C; the M*N accumulate is not counted in flops")
+    if config.get("epilogue", "DEFAULT") not in ("DEFAULT", ""):
+        notes.append(f"epilogue {config['epilogue']} not counted in flops")
+    return cost(flops, read, nbytes(out), dtype=shapes[0].dtype, notes=tuple(notes))
+
+
+def conv_custom_cost(instr: Instruction, ctx: CostContext) -> OpCost:
+    if instr.conv is None:
+        return unknown_cost(f"{instr.custom_call_target} without convolution dimension numbers",
+                            first_dtype(_result(instr)))
+    shapes = ctx.operand_shapes(instr)
+    out = _result(instr)
+    target = instr.custom_call_target
+    # The dimension numbers describe the forward convolution: input, filter -> output.
+    if "BackwardInput" in target:
+        fwd = (out, shapes[1], shapes[0])
+    elif "BackwardFilter" in target:
+        fwd = (shapes[0], out, shapes[1])
+    else:
+        fwd = (shapes[0], shapes[1], out)
+    flops = convolution_flops(instr, fwd[0], fwd[1], fwd[2])
+    read = sum(nbytes(x) for x in shapes)
+    return cost(flops, read, nbytes(out), dtype=shapes[0].dtype,
+                notes=(f"{target}: flops of the forward convolution its dimension numbers describe",))
+
+
+# Q.K^T dimensions: stated as bmm1 on the forward call, as bmm2_grad_gemm2 (dO.V^T, same
+# layout as Q.K^T) on the backward call.
+_QK_DIMS = ("bmm1_dot_dimension_numbers", "bmm2_grad_gemm2_dot_dimension_numbers")
+
+
+def attention_cost(instr: Instruction, ctx: CostContext) -> OpCost:
+    config = backend_json(instr).get("cudnn_fmha_backend_config", {})
+    dims = next((config[k] for k in _QK_DIMS if isinstance(config.get(k), dict)), None)
+    shapes = ctx.operand_shapes(instr)
+    if dims is None or len(shapes) < 3:
+        return unknown_cost(f"{instr.custom_call_target} without Q.K^T dimension numbers",
+                            first_dtype(_result(instr)))
+    q, k, v = shapes[:3]
+    batch = 1
+    for d in _ints(dims.get("lhs_batch_dimensions", [])):
+        batch *= q.dims[d]
+    depth = 1
+    for d in _ints(dims.get("lhs_contracting_dimensions", [])):
+        depth *= q.dims[d]
+    s = q.elements // (batch * depth)
+    t = k.elements // (batch * depth)
+    dv = v.elements // (batch * t)
+    flops = 2.0 * batch * s * t * (depth + dv)  # Q.K^T then P.V
+    notes = ["Q.K^T and P.V: 2*B*S*T*(D+Dv) flops"]
+    if "CAUSAL" in str(config.get("mask_type", "")):
+        flops /= 2
+        notes.append("causal mask: half the score matrix is computed")
+    if "Backward" in instr.custom_call_target:
+        flops *= 2.5
+        notes.append("backward: 2.5x forward (recomputes P, then 4 gradient matmuls)")
+    read = sum(nbytes(x) for x in shapes)
+    written = sum(nbytes(x) for x in (instr.shape.tuple_shapes[:-1] if instr.shape.is_tuple else [instr.shape]))
+    return cost(flops, read, written, transcendentals=batch * s * t, dtype=q.dtype, notes=tuple(notes))
+
+
+def mosaic_cost(instr: Instruction) -> OpCost:
+    estimate = backend_json(instr).get("custom_call_config", {}).get("cost_estimate")
+    if not isinstance(estimate, dict) or "flops" not in estimate:
+        return unknown_cost("opaque Mosaic kernel: tpu_custom_call without a cost estimate",
+                            first_dtype(instr.shape))
+    accessed = float(estimate.get("bytes_accessed", 0))
+    out = cost(float(estimate["flops"]), accessed, 0, transcendentals=float(estimate.get("transcendentals", 0)),
+               dtype=first_dtype(instr.shape), provenance="xla",
+               notes=("cost estimate attached to the Pallas kernel; bytes_accessed counted as read",))
+    return replace(out, comm_bytes=float(estimate.get("remote_bytes_transferred", 0)))
+
+
+@handles("custom-call")
+def custom_call(instr: Instruction, ctx: CostContext) -> OpCost:
+    target = instr.custom_call_target
+    if target in GEMM_TARGETS:
+        return gemm_cost(instr, ctx)
+    if target.startswith(CONV_PREFIX):
+        return conv_custom_cost(instr, ctx)
+    if target.startswith(ATTENTION_PREFIX):
+        return attention_cost(instr, ctx)
+    if target == "tpu_custom_call":
+        return mosaic_cost(instr)
+    if target in ANNOTATIONS:
+        return zero_cost(f"custom call {target}: annotation or buffer bookkeeping, no work",
+                         first_dtype(instr.shape))
+    return unknown_cost(f"opaque custom call {target or '(no target)'}: no cost model for this target",
+                        first_dtype(instr.shape))

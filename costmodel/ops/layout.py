@@ -1,0 +1,74 @@
+"""Bytes an array occupies in memory, including TPU tile padding.
+
+A TPU layout such as `bf16[5,100]{1,0:T(8,128)(2,1)}` stores the array in
+8x128 tiles, so the minor two dimensions (in physical, major-to-minor order)
+are padded up to multiples of 8 and 128 and the array occupies 8x128 bf16
+elements. Later tiles, e.g. `(2,1)`, subdivide the first tile to pack
+sub-32-bit elements; they never pad beyond the first tile, so only the first
+tile sets the footprint. A tile with more dimensions than the shape applies
+to the shape padded with leading 1s (a scalar `f32[]{:T(128)}` occupies 128
+elements), as in XLA's `Tile` semantics.
+"""
+
+from __future__ import annotations
+
+from ...parsers.hlo_model import Shape
+
+# Memory space 0 is device HBM (or host/GPU global memory); others are on-chip.
+HBM_MEMORY_SPACE = 0
+
+
+def _ceil_to(value: int, multiple: int) -> int:
+    if multiple <= 1:
+        return value
+    return -(-value // multiple) * multiple
+
+
+def physical_dims(shape: Shape) -> tuple[int, ...]:
+    """Dimensions in physical order, major to minor (layout is minor-to-major)."""
+    dims = shape.dims
+    if shape.layout is None or len(shape.layout) != len(dims):
+        return dims
+    return tuple(dims[i] for i in reversed(shape.layout))
+
+
+def padded_elements(shape: Shape) -> int:
+    """Elements an array shape occupies once its minor dims are padded to the first tile."""
+    dims = physical_dims(shape)
+    if not shape.tiles:
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    tile = shape.tiles[0]
+    if len(tile) > len(dims):
+        dims = (1,) * (len(tile) - len(dims)) + dims
+    offset = len(dims) - len(tile)
+    n = 1
+    for i, d in enumerate(dims):
+        t = tile[i - offset] if i >= offset else 1
+        n *= _ceil_to(d, t) if t > 0 else d
+    return n
+
+
+def leaf_bytes(shape: Shape) -> int:
+    """Bytes one array (not a tuple) occupies, tile padding included, sub-byte types packed."""
+    if shape.dtype in ("token", "opaque") or shape.bits == 0:
+        return 0
+    return (padded_elements(shape) * shape.bits + 7) // 8
+
+
+def shape_bytes(shape: Shape, *, hbm_only: bool = True) -> int:
+    """Bytes of all array leaves of a shape; with `hbm_only`, leaves in on-chip memory spaces
+    (TPU `S(1)` VMEM and the like) are left out because they cost no HBM bandwidth."""
+    total = 0
+    for leaf in shape.leaves():
+        if hbm_only and leaf.memory_space != HBM_MEMORY_SPACE:
+            continue
+        total += leaf_bytes(leaf)
+    return total
+
+
+def on_chip_bytes(shape: Shape) -> int:
+    """Bytes of the leaves of a shape that live outside HBM (memory space other than 0)."""
+    return sum(leaf_bytes(leaf) for leaf in shape.leaves() if leaf.memory_space != HBM_MEMORY_SPACE)

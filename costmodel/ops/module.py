@@ -1,0 +1,129 @@
+"""Per-op cost of an HLO module: flops, transcendentals, HBM bytes and communicated bytes.
+
+`cost_module` gives an `OpCost` for every op that can run as an op of its own
+(the entry, while bodies and conditions, called and async-wrapped
+computations), per execution on one device. Ops inside loops carry the
+loop's trip count, so that module totals are sum(cost x trip_count).
+
+Where this differs from XLA's HloCostAnalysis (`compiled.cost_analysis()`):
+- while loops: XLA counts one iteration of body and condition; here body ops
+  carry the trip count and condition ops trip count + 1 (the condition runs
+  once more than the body). The count is `known_trip_count`, or inferred for a
+  canonical counted loop (see `ops.loops`), else None (unknown).
+- collectives: XLA gives all-gather, reduce-scatter, all-to-all and permutes
+  no cost and an all-reduce one combine per element; see `ops.collective`.
+- custom calls: XLA gives -1; see `ops.custom`.
+- sort: n*log2(n) comparisons along the sorted dimension, not over all elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterator
+
+from ...parsers.hlo_model import Computation, Instruction, Module
+from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
+from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
+from .loops import trip_count, while_parts
+from ..records import OpCost
+
+__all__ = ["HANDLERS", "UNMODELED", "cost_module", "module_totals", "unmodeled_ops", "device_count"]
+
+
+def _times(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a * b
+
+
+def _named(module: Module, name: str) -> Computation | None:
+    return module.computations.get(name.lstrip("%")) if name else None
+
+
+def _callees(module: Module, instr: Instruction, trips: int | None) -> Iterator[tuple[Computation, int | None]]:
+    """Computations whose ops run as ops of their own, with how often per execution of `instr`."""
+    if instr.opcode == "while":
+        n = trip_count(module, instr)[0]
+        body, cond = while_parts(module, instr)
+        if body is not None:
+            yield body, _times(trips, n)
+        if cond is not None:
+            yield cond, _times(trips, None if n is None else n + 1)
+    elif instr.opcode == "conditional":
+        for name in instr.called:
+            comp = _named(module, name)
+            if comp is not None:
+                yield comp, None  # which branch runs is decided at run time
+    elif instr.opcode in ("call", "async-start"):
+        for name in instr.called or (instr.attr("to_apply"), instr.attr("calls")):
+            comp = _named(module, name)
+            if comp is not None:
+                yield comp, trips
+
+
+def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
+    """Computation name -> (executions per run of the module, async-start that wraps it or "")."""
+    plan: dict[str, tuple[int | None, str]] = {module.entry: (1, "")}
+    pending = [module.entry]
+    while pending:
+        comp = module.computations[pending.pop()]
+        trips, wrapper = plan[comp.name]
+        for instr in comp.instructions:
+            for callee, n in _callees(module, instr, trips):
+                if callee.name in plan or callee.is_fusion:
+                    continue
+                inner_wrapper = wrapper or (instr.name if instr.opcode == "async-start" else "")
+                plan[callee.name] = (n, inner_wrapper)
+                pending.append(callee.name)
+    return plan
+
+
+def device_count(module: Module) -> int | None:
+    """Devices the program spans, as far as its collectives' device ids tell (largest id + 1)."""
+    ids = [d for _, i in module.instructions() for g in (i.replica_groups or ()) for d in g]
+    ids += [d for _, i in module.instructions() for pair in i.source_target_pairs for d in pair]
+    return max(ids) + 1 if ids else None
+
+
+def cost_module(module: Module, *, num_partitions: int | None = None) -> dict[str, OpCost]:
+    """An OpCost for every op that runs on its own, keyed by instruction name, per execution."""
+    devices = num_partitions or device_count(module)
+    costs: dict[str, OpCost] = {}
+    for name, (trips, wrapper) in execution_plan(module).items():
+        comp = module.computations[name]
+        ctx = CostContext(module, comp, devices)
+        for instr in comp.instructions:
+            if wrapper:
+                c = zero_cost(f"costed on {wrapper}, the async-start that wraps it")
+            else:
+                c = cost_instruction(instr, ctx)
+            notes = c.notes if trips is not None else c.notes + (_UNKNOWN_TRIPS,)
+            costs[instr.name] = replace(c, trip_count=trips, notes=notes)
+    return costs
+
+
+_UNKNOWN_TRIPS = "runs an unknown number of times (while without known_trip_count, or a conditional branch)"
+
+
+def module_totals(module: Module, costs: dict[str, OpCost]) -> dict:
+    """Totals over one run of the module: sum of cost x trip_count, with what could not be counted."""
+    totals = {"flops": 0.0, "transcendentals": 0.0, "bytes_read": 0.0, "bytes_written": 0.0,
+              "comm_bytes": 0.0}
+    unmodeled = unknown_trips = 0
+    for c in costs.values():
+        if not c.modeled:
+            unmodeled += 1
+            continue
+        if c.trip_count is None:
+            unknown_trips += 1 if (c.flops or c.bytes or c.comm_bytes) else 0
+            continue
+        for key in totals:
+            totals[key] += (getattr(c, key) or 0.0) * c.trip_count
+    totals["bytes"] = totals["bytes_read"] + totals["bytes_written"]
+    totals.update(module=module.name, ops=len(costs), unmodeled_ops=unmodeled,
+                  unknown_trip_count_ops=unknown_trips,
+                  units={"flops": "FLOP", "transcendentals": "count", "bytes": "B", "comm_bytes": "B"})
+    return totals
+
+
+def unmodeled_ops(costs: dict[str, OpCost]) -> dict[str, str]:
+    """Name -> reason for every op whose cost is unknown (opaque custom calls and the like)."""
+    return {name: c.reason for name, c in costs.items() if not c.modeled}

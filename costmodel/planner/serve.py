@@ -1,0 +1,152 @@
+"""Serving plan (book ch. 7-8): memory and fit, decode step lower bound, throughput, prefill.
+
+Decode step (book ch. 7.1.5, eq. 4): attention always reads the whole KV cache from HBM;
+the matmuls take the longer of reading the weights and doing 2 FLOPs per parameter per
+token. Everything is spread evenly over the slice's chips (model parallelism).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from ...errors import InputError
+from ..chips.hardware import Hardware
+from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
+from .transformer import (ModelConfig, dtype_bytes, kv_bytes_per_token, matmul_params, param_breakdown,
+                          params_read_per_step)
+
+TABLE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class ServeSetup:
+    """Decode `batch` sequences of `context` tokens on `chips` chips; prefill `prefill_tokens`."""
+
+    batch: int
+    context: int
+    chips: int
+    param_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    compute_dtype: str = "bf16"
+    prefill_tokens: int = 0
+    mfu: float = 0.4
+
+    def __post_init__(self) -> None:
+        if self.batch <= 0 or self.context <= 0 or self.chips <= 0 or self.prefill_tokens < 0:
+            raise InputError("batch, context and chips must be positive")
+        if not 0 < self.mfu <= 1:
+            raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
+
+
+def memory(cfg: ModelConfig, s: ServeSetup) -> dict[str, float]:
+    """Bytes of parameters and of the batch's KV caches (activations are negligible, ch. 7.1.6)."""
+    params = param_breakdown(cfg)["total"] * dtype_bytes(s.param_dtype)
+    kv = s.batch * s.context * kv_bytes_per_token(cfg, s.kv_dtype)
+    return {"params": params, "kv_cache": kv, "kv_per_sequence": kv / s.batch, "total": params + kv}
+
+
+def smallest_slice(total_bytes: float, chips: ChipNumbers) -> dict:
+    """Fewest chips, a power of two as slices come, whose HBM holds `total_bytes` (ch. 8.1.1)."""
+    hbm = require_hbm(chips)
+    n = 2 ** max(0, math.ceil(math.log2(total_bytes / hbm) - 1e-9))
+    shape = slice_shape(n, chips.torus_axes)
+    return {"chips": n, "topology": format_shape(shape), "min_chips_exact": total_bytes / hbm}
+
+
+def decode_step_time(batch: int, kv_bytes_per_seq: float, param_bytes: float, param_count: float,
+                     chips: int, flops_per_s: float, hbm_bytes_per_s: float) -> dict[str, float]:
+    """Book ch. 7.1.5 eq. 4: B*KV/BW + max(2*B*params/FLOPs, param bytes/BW), slice-wide (s)."""
+    kv_s = batch * kv_bytes_per_seq / (chips * hbm_bytes_per_s)
+    weights_s = param_bytes / (chips * hbm_bytes_per_s)
+    flops_s = 2.0 * batch * param_count / (chips * flops_per_s)
+    return {"step_s": kv_s + max(weights_s, flops_s), "kv_load_s": kv_s, "weight_load_s": weights_s,
+            "flops_s": flops_s}
+
+
+def decode_step(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict:
+    """Lower bound on one decode step, split into KV loading, weight loading and FLOPs (seconds)."""
+    mem = memory(cfg, s)
+    # An MoE step reads only the experts its tokens route to.
+    read = params_read_per_step(cfg, s.batch) * dtype_bytes(s.param_dtype)
+    out: dict = decode_step_time(s.batch, mem["kv_per_sequence"], read, matmul_params(cfg), s.chips,
+                                 chips.flops_per_s.value, chips.hbm_bytes_per_s.value)
+    kv_s, weights_s, flops_s = out["kv_load_s"], out["weight_load_s"], out["flops_s"]
+    out["bound_by"] = "compute" if flops_s > max(weights_s, kv_s) else (
+        "memory (KV cache)" if kv_s > weights_s else "memory (weights)")
+    out["tokens_per_s"] = s.batch / out["step_s"]
+    out["tokens_per_s_per_chip"] = out["tokens_per_s"] / s.chips
+    # Batch where the matmuls turn compute-bound: C * bytes per weight / (2 * W_hbm) (ch. 8.1.1).
+    out["critical_batch"] = chips.flops_per_s.value * dtype_bytes(s.param_dtype) / (2.0 * chips.hbm_bytes_per_s.value)
+    return out
+
+
+def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict | None:
+    """Where model sharding over the slice becomes ICI-bound (book ch. 7.3.2, 8.1.1).
+
+    Per matmul: T_ici = 2 B D / W_ici, T_hbm = D F bytes / (Y W_hbm), T_math = 2 B D F / (Y C).
+    Compute-bound serving allows Y < n F / alpha; memory-bound decode allows Y < F / (B beta)
+    with beta = W_hbm / W_ici, counting weight bytes.
+    """
+    if chips.ici_axis_bytes_per_s is None or chips.alpha is None:
+        return None
+    w_ici, y, b = chips.ici_axis_bytes_per_s.value, s.chips, s.batch
+    d, f, wb = cfg.d_model, cfg.d_ff, dtype_bytes(s.param_dtype)
+    beta = chips.hbm_bytes_per_s.value / w_ici
+    t_ici = 2.0 * b * d / w_ici
+    t_hbm = d * f * wb / (y * chips.hbm_bytes_per_s.value)
+    t_math = 2.0 * b * d * f / (y * chips.flops_per_s.value)
+    return {"model_parallel_degree": y, "axes": mesh_axes(chips), "beta": beta,
+            "max_degree_compute_bound": mesh_axes(chips) * f / chips.alpha,
+            "max_degree_memory_bound": f * wb / (2.0 * b * beta),
+            "matmul_ici_s": t_ici, "matmul_hbm_s": t_hbm, "matmul_math_s": t_math,
+            "ici_bound": t_ici > max(t_hbm, t_math)}
+
+
+def prefill(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict | None:
+    """Prefill time at MFU: 2 FLOPs per matmul parameter per token plus causal attention."""
+    if not s.prefill_tokens:
+        return None
+    t = s.prefill_tokens
+    matmul = 2.0 * matmul_params(cfg) * t
+    # Causal prefill: QK^T and AV over the lower triangle, 2 * 2 * N * H * T^2 / 2 per layer.
+    attention = 2.0 * cfg.heads * cfg.head_dim * t * t * cfg.layers
+    rate = s.chips * chips.flops_per_s.value * s.mfu
+    return {"tokens": t, "matmul_flops": matmul, "attention_flops": attention,
+            "matmul_s": matmul / rate, "time_s": (matmul + attention) / rate}
+
+
+def latency_table(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> list[dict]:
+    """Decode step and throughput for batch sizes up to what fits (and the requested one)."""
+    hbm = require_hbm(chips) * s.chips
+    rows = []
+    for b in sorted(set(TABLE_BATCHES) | {s.batch}):
+        setup = ServeSetup(**{**asdict(s), "batch": b})
+        total = memory(cfg, setup)["total"]
+        step = decode_step(cfg, setup, chips)
+        rows.append({"batch": b, "memory_bytes": total, "fits": total <= hbm, "step_s": step["step_s"],
+                     "tokens_per_s": step["tokens_per_s"], "tokens_per_s_per_chip": step["tokens_per_s_per_chip"],
+                     "bound_by": step["bound_by"]})
+    return rows
+
+
+def max_batch(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> int:
+    """Largest batch whose KV caches fit beside the parameters in the slice's HBM."""
+    free = require_hbm(chips) * s.chips - memory(cfg, s)["params"]
+    per_seq = s.context * kv_bytes_per_token(cfg, s.kv_dtype)
+    return max(0, int(free // per_seq))
+
+
+def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware) -> dict:
+    """Everything `audit plan serve` reports, in SI units (seconds, bytes, tokens)."""
+    chips = chip_numbers(hw, s.compute_dtype)
+    mem = memory(cfg, s)
+    hbm = require_hbm(chips)
+    return {
+        "model": cfg.to_json(), "setup": asdict(s), "hardware": chips.to_json(),
+        "memory_bytes": mem, "hbm_bytes": hbm * s.chips, "fits": mem["total"] <= hbm * s.chips,
+        "max_batch": max_batch(cfg, s, chips), "smallest_slice": smallest_slice(mem["total"], chips),
+        "kv_bytes_per_token": kv_bytes_per_token(cfg, s.kv_dtype),
+        "decode": decode_step(cfg, s, chips), "model_parallel": model_parallel_limit(cfg, s, chips),
+        "prefill": prefill(cfg, s, chips), "latency_table": latency_table(cfg, s, chips),
+    }

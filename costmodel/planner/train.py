@@ -1,0 +1,156 @@
+"""Training plan (book ch. 5-6): total FLOPs, time at an MFU, memory, and the parallelism to use."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from ...errors import InputError
+from ..chips.hardware import Hardware
+from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
+from .parallel import STRATEGIES, Parallel, Verdict, all_strategies
+from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
+                          training_flops_per_token)
+
+# Adam keeps two f32 moments: 8 bytes per parameter (book ch. 5.1.1 footnote).
+ADAM_BYTES_PER_PARAM = 8.0
+# The simplest strategy that works wins (STRATEGIES is in that order): less code, fewer collectives.
+PREFERENCE = STRATEGIES
+
+
+@dataclass(frozen=True)
+class TrainSetup:
+    """A training run: `tokens` in total, `batch_tokens` per step, on `chips` chips."""
+
+    tokens: float
+    batch_tokens: float
+    chips: int
+    seq: int = 4096
+    mfu: float = 0.4
+    checkpoints_per_layer: float = 4.0
+    param_dtype: str = "bf16"
+    compute_dtype: str = "bf16"
+    optimizer_bytes_per_param: float = ADAM_BYTES_PER_PARAM
+
+    def __post_init__(self) -> None:
+        if self.tokens <= 0 or self.batch_tokens <= 0 or self.chips <= 0 or self.seq <= 0:
+            raise InputError("tokens, batch tokens, chips and sequence length must be positive")
+        if not 0 < self.mfu <= 1:
+            raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
+
+
+def total_flops(cfg: ModelConfig, setup: TrainSetup) -> float:
+    """Training FLOPs for the whole run: (6N + attention) per token times tokens."""
+    return training_flops_per_token(cfg, setup.seq) * setup.tokens
+
+
+def time_at_mfu(flops: float, chips: int, flops_per_s: float, mfu: float) -> float:
+    """Seconds to do `flops` on `chips` chips running at `mfu` of their peak."""
+    return flops / (chips * flops_per_s * mfu)
+
+
+def memory_totals(cfg: ModelConfig, setup: TrainSetup) -> dict[str, float]:
+    """Bytes across all chips: parameters, optimizer state and saved activations of one batch."""
+    n = param_breakdown(cfg)["total"]
+    act = setup.batch_tokens * activation_bytes_per_token(cfg, setup.checkpoints_per_layer, setup.param_dtype)
+    out = {"params": n * dtype_bytes(setup.param_dtype), "optimizer": n * setup.optimizer_bytes_per_param,
+           "activations": act}
+    out["total"] = sum(out.values())
+    return out
+
+
+def min_chips_by_memory(total_bytes: float, hbm_bytes: float) -> int:
+    return max(1, math.ceil(total_bytes / hbm_bytes - 1e-9))
+
+
+def pods_of(setup: TrainSetup, chips: ChipNumbers) -> tuple[int, int]:
+    """(pods, chips per pod): more chips than the named slice means whole slices over DCN."""
+    per_slice = chips.slice_chips
+    if per_slice is None or setup.chips <= per_slice:
+        return 1, setup.chips
+    if setup.chips % per_slice:
+        raise InputError(f"--chips {setup.chips} is not a whole number of {per_slice}-chip slices",
+                         hint="use a multiple of the topology's chip count, or name a larger topology")
+    return setup.chips // per_slice, per_slice
+
+
+def parallel_inputs(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers) -> Parallel:
+    if chips.alpha is None:
+        raise InputError(f"hardware {chips.name} has no chip-to-chip bandwidth in the catalog",
+                         hint="parallelism needs an interconnect; pick a TPU or GPU")
+    pods, per_pod = pods_of(setup, chips)
+    dcn = chips.dcn_bytes_per_s
+    return Parallel(batch_per_pod=setup.batch_tokens / pods, chips_per_pod=per_pod, pods=pods,
+                    d_ff=cfg.d_ff, alpha=chips.alpha, axes=mesh_axes(chips),
+                    dcn_alpha=None if dcn is None else chips.flops_per_s.value / dcn.value)
+
+
+def _memory_per_chip(v: Verdict, mem: dict[str, float], p: Parallel) -> float:
+    state = mem["params"] + mem["optimizer"]
+    # DP replicates weights and optimizer; the others shard them over the pod.
+    weights = state if v.strategy == "dp" else state / p.chips_per_pod
+    return weights + mem["activations"] / (p.chips_per_pod * p.pods)
+
+
+def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: dict[str, float]) -> list[dict]:
+    p = parallel_inputs(cfg, setup, chips)
+    hbm = require_hbm(chips)
+    step_math = training_flops_per_token(cfg, setup.seq) * setup.batch_tokens / (setup.chips * chips.flops_per_s.value)
+    rows = []
+    for v in all_strategies(p):
+        per_chip = _memory_per_chip(v, mem, p)
+        sequences = setup.batch_tokens / setup.seq
+        data_degree = v.degrees.get("dp", v.degrees.get("fsdp", 1)) * p.pods
+        if cfg.experts:
+            v.notes.append("MoE: expert parallelism is not modelled; the closed forms use the dense d_ff")
+        if data_degree > sequences:
+            v.notes.append(f"{data_degree}-way data sharding of {sequences:.0f} sequences needs sequence parallelism")
+        row = asdict(v)
+        row.update(ratio=v.ratio, bound=v.bound, batch_per_chip=setup.batch_tokens / setup.chips,
+                   memory_per_chip_bytes=per_chip, fits=per_chip <= hbm,
+                   step_math_s=step_math, step_lower_bound_s=step_math / min(v.ratio, 1.0))
+        rows.append(row)
+    return rows
+
+
+def recommend(rows: list[dict], min_chips: int) -> dict:
+    """The simplest strategy that fits and is compute-bound, else the best ratio that fits."""
+    by_name = {r["strategy"]: r for r in rows}
+    fitting = [by_name[s] for s in PREFERENCE if by_name[s]["fits"]]
+    if not fitting:
+        return {"strategy": None, "degrees": None,
+                "reason": f"nothing fits in memory: needs at least {min_chips} chips, or fewer "
+                          f"--checkpoints-per-layer or a smaller batch per step (gradient accumulation)"}
+    good = [r for r in fitting if r["bound"] == "compute"]
+    if good:
+        r = good[0]
+        why = f"simplest strategy that fits and is compute-bound (T_math/T_comms = {r['ratio']:.2f})"
+    else:
+        r = max(fitting, key=lambda row: row["ratio"])
+        why = (f"every strategy that fits is communication-bound; this one comes closest "
+               f"(T_math/T_comms = {r['ratio']:.2f}); raise the batch or use fewer chips")
+    degrees = ", ".join(f"{k}={v}" for k, v in r["degrees"].items() if v > 1) or "single chip"
+    return {"strategy": r["strategy"], "degrees": r["degrees"], "reason": f"{r['strategy']} ({degrees}): {why}"}
+
+
+def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware) -> dict:
+    """Everything `audit plan train` reports, in SI units (FLOPs, seconds, bytes, tokens)."""
+    chips = chip_numbers(hw, setup.compute_dtype)
+    flops = total_flops(cfg, setup)
+    mem = memory_totals(cfg, setup)
+    hbm = require_hbm(chips)
+    min_chips = min_chips_by_memory(mem["total"], hbm)
+    rows = strategy_rows(cfg, setup, chips, mem)
+    return {
+        "model": cfg.to_json(),
+        "setup": asdict(setup),
+        "hardware": chips.to_json(),
+        "flops_per_token": training_flops_per_token(cfg, setup.seq),
+        "total_flops": flops,
+        "time_s": time_at_mfu(flops, setup.chips, chips.flops_per_s.value, setup.mfu),
+        "memory_bytes": mem,
+        "memory_per_chip_bytes_fully_sharded": mem["total"] / setup.chips,
+        "min_chips_by_memory": min_chips,
+        "strategies": rows,
+        "recommendation": recommend(rows, min_chips),
+    }

@@ -1,0 +1,153 @@
+"""The plan for one workload step, to print beside its profile: FLOPs, bytes and time lower bounds.
+
+A workload describes itself with a config dict (layers, d_model, d_ff, heads, kv_heads,
+head_dim, vocab, batch sequences of seq tokens, dtype, sharding, mesh; optional `kind`:
+train, forward or decode). Collective volumes follow the book's per-layer table (ch. 5.2),
+applied to every weight and to both blocks (attention, MLP) of each layer, and timed by the
+auditor's own collective model on the hardware's topology, so plan and audit agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...errors import InputError
+from ..chips.hardware import Hardware
+from ..network.collectives import collective_time
+from .chip_numbers import chip_numbers
+from ..network.mesh_layout import mesh_group
+from .transformer import (ModelConfig, dtype_bytes, forward_flops_per_token, kv_bytes_per_token,
+                          param_breakdown, training_flops_per_token)
+
+KINDS = ("train", "forward", "decode")
+SHARDINGS = ("none", "dp", "fsdp", "tp", "fsdp+tp")
+_TP_AXIS_NAMES = ("model", "tensor", "tp", "mp", "y")
+# Weight-sized passes over HBM per step: forward read; + backward read and gradient write.
+_WEIGHT_PASSES = {"train": 3, "forward": 1, "decode": 1}
+
+
+def parse_mesh(mesh: Any) -> dict[str, int]:
+    """{"data": 4, "model": 2} from a dict or from "data=4,model=2"; {} for none."""
+    if not mesh:
+        return {}
+    if isinstance(mesh, str):
+        try:
+            mesh = dict((k.strip(), int(v)) for k, v in (p.split("=") for p in mesh.split(",")))
+        except ValueError:
+            raise InputError(f"mesh {mesh!r} is not NAME=SIZE[,NAME=SIZE...]") from None
+    out = {str(k): int(v) for k, v in dict(mesh).items()}
+    if any(v <= 0 for v in out.values()):
+        raise InputError(f"mesh {out} has a non-positive axis size")
+    return out
+
+
+def split_degrees(sharding: str, mesh: dict[str, int]) -> tuple[int, int]:
+    """(data degree X, tensor degree Y) for a sharding over a mesh."""
+    devices = math.prod(mesh.values()) if mesh else 1
+    if sharding in ("none", "dp", "fsdp"):
+        return (1 if sharding == "none" else devices), 1
+    if sharding == "tp":
+        return 1, devices
+    y = math.prod(v for k, v in mesh.items() if k.lower() in _TP_AXIS_NAMES) or 1
+    return devices // y, y
+
+
+def _model(config: dict) -> ModelConfig:
+    keys = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab")
+    missing = [k for k in keys if k not in config]
+    if missing:
+        raise InputError(f"workload config lacks {', '.join(missing)}")
+    return ModelConfig(*(int(config[k]) for k in keys), name=str(config.get("name", "workload")))
+
+
+def _axes_for(sharding: str, mesh: dict[str, int]) -> tuple[list[str], list[str]]:
+    """(data axes, tensor axes) of the mesh, by sharding; only axes longer than 1."""
+    live = [k for k, v in mesh.items() if v > 1]
+    if sharding in ("dp", "fsdp"):
+        return live, []
+    if sharding == "tp":
+        return [], live
+    if sharding == "fsdp+tp":
+        tp = [k for k in live if k.lower() in _TP_AXIS_NAMES]
+        return [k for k in live if k not in tp], tp
+    return [], []
+
+
+def collectives(kind: str, sharding: str, weights: float, block_act: float, x: int, y: int,
+                layers: int) -> list[tuple[str, float, int, str]]:
+    """(collective, volume V in bytes, count per step, "data" or "tensor" axes) for one step.
+
+    Book ch. 5: DP all-reduces gradients; FSDP all-gathers weights (forward, backward) and
+    reduce-scatters gradients; TP all-gathers and reduce-scatters activations around each
+    block (attention, MLP) in the forward pass and again in the backward pass.
+    """
+    train = kind == "train"
+    out: list[tuple[str, float, int, str]] = []
+    if sharding == "dp" and train:
+        out.append(("all-reduce", weights, 1, "data"))
+    if sharding in ("fsdp", "fsdp+tp"):
+        w = weights / y
+        out.append(("all-gather", w, 2 if train else 1, "data"))
+        if train:
+            out.append(("reduce-scatter", w, 1, "data"))
+    if sharding in ("tp", "fsdp+tp"):
+        per_block = 2 * layers * (2 if train else 1)
+        out += [("all-gather", block_act, per_block, "tensor"), ("reduce-scatter", block_act, per_block, "tensor")]
+    return out
+
+
+def _collective_seconds(todo: list[tuple[str, float, int, str]], mesh: dict[str, int], sharding: str,
+                        hw: Hardware) -> tuple[float, float, list[dict]]:
+    data_axes, tensor_axes = _axes_for(sharding, mesh)
+    total_s = total_bytes = 0.0
+    rows = []
+    for name, volume, count, which in todo:
+        axes = data_axes if which == "data" else tensor_axes
+        if not axes:
+            continue
+        t = collective_time(name, volume, mesh_group(mesh, axes, hw), hw)
+        total_s += count * t.time_s
+        total_bytes += count * t.bytes_moved
+        rows.append({"kind": name, "bytes": volume, "count": count, "axes": axes, "time_s": t.time_s,
+                     "bound_by": t.bound_by, "link": t.link})
+    return total_s, total_bytes, rows
+
+
+def plan_for_config(config: dict, hw: Hardware) -> dict:
+    """Predicted FLOPs and bytes per step and the step-time lower bounds, per device, in SI units."""
+    cfg = _model(config)
+    kind = str(config.get("kind", "train"))
+    sharding = str(config.get("sharding") or "none").lower()
+    if kind not in KINDS or sharding not in SHARDINGS:
+        raise InputError(f"workload config: kind {kind!r} / sharding {sharding!r} not understood",
+                         hint=f"kinds {KINDS}, shardings {SHARDINGS}")
+    mesh = parse_mesh(config.get("mesh"))
+    devices = math.prod(mesh.values()) if mesh else 1
+    x, y = split_degrees(sharding, mesh)
+    batch, seq, dtype = int(config["batch"]), int(config["seq"]), str(config.get("dtype", "bf16"))
+    tokens = batch if kind == "decode" else batch * seq
+    per_token = training_flops_per_token(cfg, seq) if kind == "train" else forward_flops_per_token(cfg, seq)
+    flops = per_token * tokens
+    n_params = param_breakdown(cfg)["total"]
+    weights = n_params * dtype_bytes(dtype)
+    chips = chip_numbers(hw, dtype)
+    # FSDP gathers whole weights before each matmul; TP keeps 1/Y of them.
+    mem_bytes = _WEIGHT_PASSES[kind] * weights / y
+    if kind == "decode":
+        mem_bytes += batch * seq * kv_bytes_per_token(cfg, dtype) / (x * y)
+    # Activations entering a block: tokens on this data shard x D, gathered over the TP axes.
+    block_act = (tokens / x) * cfg.d_model * dtype_bytes(dtype)
+    todo = collectives(kind, sharding, weights, block_act, x, y, cfg.layers) if devices > 1 else []
+    comm_s, comm_bytes, comm_rows = _collective_seconds(todo, mesh, sharding, hw)
+    # Unsharded ("none") work is replicated: every device does all of it.
+    per_device = flops / (x * y)
+    bounds = {"compute": per_device / chips.flops_per_s.value,
+              "memory": mem_bytes / chips.hbm_bytes_per_s.value, "collective": comm_s}
+    bound_by = max(bounds, key=lambda k: bounds[k])
+    return {"source": "plan", "kind": kind, "sharding": sharding, "devices": devices,
+            "degrees": {"data": x, "tensor": y}, "params": n_params, "param_bytes": weights,
+            "tokens_per_step": tokens, "flops_per_step": flops, "flops_per_step_per_device": per_device,
+            "hbm_bytes_per_device": mem_bytes, "collective_bytes_per_device": comm_bytes,
+            "collectives": comm_rows, "step_time_lower_bound_s": {**bounds, "total": bounds[bound_by]},
+            "bound_by": bound_by, "hardware": chips.to_json()}
