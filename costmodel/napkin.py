@@ -11,30 +11,23 @@ from __future__ import annotations
 import re
 
 from ..errors import UsageError
-from ..parsers.hlo_model import DTYPE_BITS
+from ..parsers.dtypes import DTYPE_BITS, canonical_dtype
 from .network.collectives import collective_time
 from .chips.hardware import Hardware
+from .ops.compute import dot_flops
 from .records import OpCost
 from .roofline import expect
 from .network.mesh_layout import mesh_group
 
-# Names people type -> HLO element types.
-DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "f16", "half": "f16", "float32": "f32", "float": "f32",
-                 "float64": "f64", "int8": "s8", "uint8": "u8", "int4": "s4", "int32": "s32",
-                 "fp8": "f8e4m3fn", "e4m3": "f8e4m3fn", "e5m2": "f8e5m2", "tf32": "f32"}
 _SHAPE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*\[\s*([0-9,\s]*)\]\s*$")
 
 
 def dtype_name(text: str) -> str:
     """An HLO element type for `text` ("bf16", "int8", "float32", ...); UsageError if unknown."""
-    name = DTYPE_ALIASES.get(text.strip().lower(), text.strip().lower())
-    if DTYPE_BITS.get(name, 0) <= 0:
+    name = canonical_dtype(text)
+    if name is None:
         raise UsageError(f"unknown dtype {text!r}", hint="e.g. bf16, f32, int8, fp8")
     return name
-
-
-def element_bytes(dtype: str) -> float:
-    return DTYPE_BITS[dtype] / 8
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...], float]:
@@ -50,20 +43,7 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...], float]:
     elements = 1
     for d in dims:
         elements *= d
-    return dtype, dims, elements * element_bytes(dtype)
-
-
-def parse_mesh(text: str) -> dict[str, int]:
-    """`X=8,Y=4` -> {"X": 8, "Y": 4}."""
-    mesh: dict[str, int] = {}
-    for part in (p.strip() for p in text.split(",")):
-        name, sep, size = part.partition("=")
-        if not sep or not name.strip() or not size.strip().isdigit() or int(size) < 1:
-            raise UsageError(f"cannot read mesh {text!r}", hint="write it as NAME=SIZE,..., e.g. X=8,Y=4")
-        if name.strip() in mesh:
-            raise UsageError(f"mesh {text!r} names axis {name.strip()!r} twice")
-        mesh[name.strip()] = int(size)
-    return mesh
+    return dtype, dims, elements * DTYPE_BITS[dtype] / 8
 
 
 def parse_axes(text: str) -> list[str]:
@@ -78,8 +58,8 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict:
     if min(m, k, n) < 1:
         raise UsageError(f"matmul sizes must be positive, got M={m} K={k} N={n}")
     dt = dtype_name(dtype)
-    size = element_bytes(dt)
-    flops = 2.0 * m * k * n
+    size = DTYPE_BITS[dt] / 8
+    flops = float(dot_flops((m, k), (1,), m * n))  # the auditor's dot rule
     read, written = size * (m * k + k * n), size * m * n
     exp = expect(OpCost(flops=flops, bytes_read=read, bytes_written=written, dtype=dt), hw)
     return {

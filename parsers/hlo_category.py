@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from .hlo_model import Instruction, Module
+from .hlo_opcodes import ELEMENTWISE
 
 _FUSION_CATEGORY = {
     "kLoop": "loop fusion",
@@ -13,14 +14,6 @@ _FUSION_CATEGORY = {
     "kCustom": "custom fusion",
 }
 _DATA_FORMATTING = {"transpose", "copy", "reshape"}
-_ELEMENTWISE = {
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "clz", "compare", "complex", "convert",
-    "cos", "divide", "erf", "exp", "exponential", "exponential-minus-one", "floor", "imag",
-    "is-finite", "log", "log-plus-one", "logistic", "maximum", "minimum", "multiply", "negate",
-    "not", "or", "popcnt", "power", "real", "reduce-precision", "remainder", "round-nearest-afz",
-    "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "sin", "sqrt", "subtract", "tan", "tanh", "xor", "bitcast-convert",
-}
 
 
 def category(instr: Instruction) -> str:
@@ -29,7 +22,7 @@ def category(instr: Instruction) -> str:
         return _FUSION_CATEGORY.get(instr.fusion_kind, "fusion")
     if instr.opcode in _DATA_FORMATTING:
         return "data formatting"
-    if instr.opcode in _ELEMENTWISE:
+    if instr.opcode in ELEMENTWISE:
         return "non-fusion elementwise"
     return instr.opcode
 

@@ -14,7 +14,7 @@ from audit.parsers.hlo_model import Computation, DotDims, Instruction, Module, S
 # Every opcode of XLA's HLO_OPCODE_LIST (xla/hlo/ir/hlo_opcode.h), by its printed name.
 XLA_OPCODES = """
 abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce
-all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start async-update atan
+all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start async-update
 atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast bitcast-convert broadcast
 call cbrt ceil cholesky clamp count-leading-zeros collective-broadcast collective-permute
 collective-permute-done collective-permute-start collective-reduce compare complex concatenate

@@ -11,7 +11,8 @@ from ..costmodel.chips.catalog import lookup
 from ..costmodel.network.collectives import WRAPAROUND_CHOICES, human
 from ..costmodel.napkin import collective as collective_napkin
 from ..costmodel.napkin import matmul as matmul_napkin
-from ..costmodel.napkin import parse_axes, parse_mesh
+from ..costmodel.napkin import parse_axes
+from ..costmodel.network.mesh_layout import parse_mesh
 
 _HARDWARE_HELP = "Chip and topology, NAME[:TOPOLOGY], e.g. tpu-v5e:8x4 or h100:8."
 

@@ -7,12 +7,43 @@ then placed like any other group.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from math import gcd, prod
 from typing import Sequence
 
-from ...errors import UsageError
+from ...errors import AuditError, UsageError
 from ..chips.hardware import Hardware
 from .topology import GroupPlacement, check_fits, place_group, place_groups
+
+
+def parse_mesh(mesh: str | Mapping[str, int] | None, *,
+               error: type[AuditError] = UsageError) -> dict[str, int]:
+    """`X=8,Y=4` (or a mapping) -> {"X": 8, "Y": 4}; {} for none.
+
+    `error` is the error to raise: a mesh typed on the command line is a usage error, one in
+    a workload's description is an input error.
+    """
+    if not mesh:
+        return {}
+    if isinstance(mesh, str):
+        text = mesh
+        pairs = [part.partition("=") for part in text.split(",")]
+        if any(not sep for _, sep, _ in pairs):
+            raise error(f"cannot read mesh {text!r}", hint="write it as NAME=SIZE,..., e.g. X=8,Y=4")
+        items = [(name, size) for name, _, size in pairs]
+    else:
+        items = [(str(k), str(v)) for k, v in mesh.items()]
+        text = ",".join(f"{k}={v}" for k, v in items)
+    out: dict[str, int] = {}
+    for name, size in items:
+        name, size = name.strip(), size.strip()
+        if not name or not size.isdigit() or int(size) < 1:
+            raise error(f"cannot read mesh {text!r}: every axis needs a name and a positive size",
+                        hint="write it as NAME=SIZE,..., e.g. X=8,Y=4")
+        if name in out:
+            raise error(f"mesh {text!r} names axis {name!r} twice")
+        out[name] = int(size)
+    return out
 
 
 def mesh_group(mesh: dict[str, int], axes: list[str], hw: Hardware) -> GroupPlacement:

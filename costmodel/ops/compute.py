@@ -13,25 +13,11 @@ import math
 from dataclasses import replace
 
 from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo_opcodes import ARITHMETIC, TRANSCENDENTAL
 from .base import (CostContext, computation_flops, first_dtype, handles, io_cost,
                           unknown_cost, unmodeled_opcode)
 from .window import conv_valid_positions, window_of
 from ..records import OpCost
-
-# Opcodes XLA counts as transcendentals (one per output element) instead of flops.
-TRANSCENDENTAL = (
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power",
-    "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine", "tan", "atan2", "erf",
-    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh",
-)
-ARITHMETIC = (
-    "abs", "add", "and", "ceil", "clamp", "compare", "complex", "convert", "count-leading-zeros",
-    "divide", "floor", "imag", "is-finite", "maximum", "minimum", "mulhi", "multiply", "negate",
-    "not", "or", "popcnt", "real", "reduce-precision", "remainder", "round-nearest-afz",
-    "round-nearest-even", "select", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "stochastic-convert", "subtract", "xor",
-)
-
 
 @handles(*TRANSCENDENTAL)
 def transcendental(instr: Instruction, ctx: CostContext) -> OpCost:

@@ -10,26 +10,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ...errors import InputError
-
-# Bytes per stored element; GB = 1e9 bytes.
-DTYPE_BYTES: dict[str, float] = {
-    "f32": 4.0, "fp32": 4.0, "float32": 4.0,
-    "bf16": 2.0, "bfloat16": 2.0, "f16": 2.0, "fp16": 2.0,
-    "int8": 1.0, "s8": 1.0, "fp8": 1.0, "f8": 1.0,
-    "int4": 0.5, "s4": 0.5, "fp4": 0.5,
-}
+from ...parsers.dtypes import element_bytes
 
 # Book ch. 4.4.2: without remat a layer keeps ~20 D-sized intermediates per token.
 SAVED_PER_LAYER_NO_REMAT = 20
 
 
 def dtype_bytes(dtype: str) -> float:
-    """Bytes per element of a dtype name such as `bf16` or `int8`."""
-    try:
-        return DTYPE_BYTES[dtype.lower()]
-    except KeyError:
-        raise InputError(f"unknown dtype {dtype!r}",
-                         hint=f"use one of {', '.join(sorted(set(DTYPE_BYTES)))}") from None
+    """Bytes per element of a dtype name such as `bf16` or `int8`; GB = 1e9 bytes."""
+    size = element_bytes(dtype)
+    if size is None:
+        raise InputError(f"unknown dtype {dtype!r}", hint="e.g. bf16, f32, int8, fp8, int4")
+    return size
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ...errors import InputError
 from ..chips.hardware import Hardware
 from ..network.collectives import collective_time
 from .chip_numbers import chip_numbers
-from ..network.mesh_layout import mesh_group
+from ..network.mesh_layout import mesh_group, parse_mesh
 from .transformer import (ModelConfig, dtype_bytes, forward_flops_per_token, kv_bytes_per_token,
                           param_breakdown, training_flops_per_token)
 
@@ -25,21 +25,6 @@ SHARDINGS = ("none", "dp", "fsdp", "tp", "fsdp+tp")
 _TP_AXIS_NAMES = ("model", "tensor", "tp", "mp", "y")
 # Weight-sized passes over HBM per step: forward read; + backward read and gradient write.
 _WEIGHT_PASSES = {"train": 3, "forward": 1, "decode": 1}
-
-
-def parse_mesh(mesh: Any) -> dict[str, int]:
-    """{"data": 4, "model": 2} from a dict or from "data=4,model=2"; {} for none."""
-    if not mesh:
-        return {}
-    if isinstance(mesh, str):
-        try:
-            mesh = dict((k.strip(), int(v)) for k, v in (p.split("=") for p in mesh.split(",")))
-        except ValueError:
-            raise InputError(f"mesh {mesh!r} is not NAME=SIZE[,NAME=SIZE...]") from None
-    out = {str(k): int(v) for k, v in dict(mesh).items()}
-    if any(v <= 0 for v in out.values()):
-        raise InputError(f"mesh {out} has a non-positive axis size")
-    return out
 
 
 def split_degrees(sharding: str, mesh: dict[str, int]) -> tuple[int, int]:
@@ -122,7 +107,7 @@ def plan_for_config(config: dict, hw: Hardware) -> dict:
     if kind not in KINDS or sharding not in SHARDINGS:
         raise InputError(f"workload config: kind {kind!r} / sharding {sharding!r} not understood",
                          hint=f"kinds {KINDS}, shardings {SHARDINGS}")
-    mesh = parse_mesh(config.get("mesh"))
+    mesh = parse_mesh(config.get("mesh"), error=InputError)
     devices = math.prod(mesh.values()) if mesh else 1
     x, y = split_degrees(sharding, mesh)
     batch, seq, dtype = int(config["batch"]), int(config["seq"]), str(config.get("dtype", "bf16"))
