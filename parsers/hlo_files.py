@@ -25,35 +25,39 @@ def _is_text_module(head: bytes) -> bool:
     return head.lstrip().startswith(_TEXT_MAGIC)
 
 
-def _parses_as_module(path: Path) -> bool:
-    try:
-        if path.stat().st_size > _MAX_SNIFF_PARSE_BYTES:
-            return False
-        read_hlo_proto_bytes(path.read_bytes())
-    except (InputError, OSError):
-        return False
-    return True
+def read_hlo_if_module(path: str | Path) -> Module | None:
+    """The HLO module in `path`, or None if it is not one (so the caller can try other formats).
 
+    Text is recognised from its first 4 KiB and `*.hlo.pb` by name (both then read, errors
+    raised); another `*.pb` (not `*.xplane.pb`) is an HLO module only if it parses as one,
+    and is read once while finding out.
 
-def looks_like_hlo_file(path: str | Path) -> bool:
-    """True for a readable HLO text file or binary HLO module.
-
-    Text is recognised from its first 4 KiB; `*.hlo.pb` by name; another `*.pb` (not
-    `*.xplane.pb`) only if it parses as an HLO module, so the CLI can route the rest elsewhere.
+    **Raises:** `InputError` for an unreadable file, or one that claims to be HLO and is broken.
     """
     p = Path(path)
     if not p.is_file():
-        return False
+        return None
     name = p.name.lower()
     try:
         head = _head(p)
-    except OSError:
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=p) from None
+    if _is_text_module(head) or name.endswith(".hlo.pb"):
+        return load_hlo_file(p)
+    if not name.endswith(".pb") or name.endswith(".xplane.pb") or p.stat().st_size > _MAX_SNIFF_PARSE_BYTES:
+        return None
+    try:
+        return read_hlo_proto_bytes(p.read_bytes(), origin=str(p))
+    except (InputError, OSError):
+        return None
+
+
+def looks_like_hlo_file(path: str | Path) -> bool:
+    """True for a readable HLO text file or binary HLO module (see `read_hlo_if_module`)."""
+    try:
+        return read_hlo_if_module(path) is not None
+    except InputError:
         return False
-    if _is_text_module(head):
-        return True
-    if name.endswith(".hlo.pb"):
-        return bool(head)
-    return name.endswith(".pb") and not name.endswith(".xplane.pb") and _parses_as_module(p)
 
 
 def load_hlo_file(path: str | Path) -> Module:

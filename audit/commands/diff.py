@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from ..atomic import write_text
 from ..analyses.diffing import Gates, diff_reports
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 
 
 def _percent(value: str | None) -> float | None:
@@ -27,18 +26,15 @@ def _percent(value: str | None) -> float | None:
 
 def load_side(path: Path, hardware: str | None) -> dict:
     """A JSON report written by this tool, or anything `audit inspect` accepts."""
-    if not path.exists():
-        raise InputError("no such file or directory", path=path)
-    if path.is_file() and path.suffix == ".json":
-        try:
-            report = json.loads(path.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"not a JSON report: {exc}", path=path) from None
-        if not isinstance(report, dict) or report.get("schema") != "audit.report/v1":
-            raise InputError("not an audit JSON report (schema audit.report/v1)", path=path)
-        return report
-    from ..orchestration.pipeline import analyse_profile
+    from ..parsers.inputs import open_input
 
+    opened = open_input(path)
+    if opened.report is not None:
+        return opened.report
+    from ..orchestration.pipeline import analyse_hlo, analyse_profile
+
+    if opened.module is not None:
+        return analyse_hlo(path, hardware=hardware, module=opened.module)
     return analyse_profile(path, hardware=hardware)
 
 

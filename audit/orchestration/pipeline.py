@@ -28,11 +28,12 @@ class Options:
 def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware: str | None = None,
                     source: dict | None = None, options: Options | dict | None = None) -> dict:
     """Read a profile (file, run dir or logdir) or an HLO dump, and return the JSON report."""
-    from ..parsers.hlo_files import looks_like_hlo_file
+    from ..parsers.inputs import open_input
 
     opts = _options(options)
-    if Path(path).is_file() and looks_like_hlo_file(path):
-        return analyse_hlo(path, hardware=hardware, source=source, options=opts)
+    opened = open_input(path, accept=("profile", "hlo"))
+    if opened.kind == "hlo":
+        return analyse_hlo(path, hardware=hardware, source=source, options=opts, module=opened.module)
     from ..parsers.profile import load_profile
 
     profile = load_profile(path, run=run)
@@ -90,12 +91,12 @@ def attach_plan(report: dict, hw: Hardware) -> None:
 
 
 def analyse_hlo(path: str | os.PathLike, *, hardware: str | None = None, source: dict | None = None,
-                options: Options | dict | None = None) -> dict:
-    """Cost an HLO dump with no measurement: every op with its expected time."""
+                options: Options | dict | None = None, module: Module | None = None) -> dict:
+    """Cost an HLO dump with no measurement: every op with its expected time (`module`: already read)."""
     from ..parsers.hlo_files import load_hlo_file
 
     opts = _options(options)
-    module = load_hlo_file(path)
+    module = module if module is not None else load_hlo_file(path)
     warnings: list[str] = []
     if hardware is None:
         warnings.append("no --hardware given: expected times are for this machine's CPU")

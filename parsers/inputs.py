@@ -1,0 +1,85 @@
+"""What a path given to `audit` is, decided in one place: a profile, an HLO dump, or a report.
+
+`open_input` looks at the path once and returns what it found, already read where reading
+was how it was recognised (an HLO module, a JSON report), so nothing is parsed twice. The
+commands and the pipeline know no formats: a new input format is one reader here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import InputError
+from .hlo_files import read_hlo_if_module
+from .hlo_model import Module
+from .xplane import SUFFIX as XPLANE_SUFFIX
+
+InputKind = Literal["profile", "hlo", "report"]
+REPORT_SCHEMA = "audit.report/v1"
+_ACCEPTS_TEXT = {"profile": "a profile (.xplane.pb, run dir or logdir)",
+                 "hlo": "an HLO dump (.hlo.pb, .txt, .hlo)",
+                 "report": "an audit JSON report (.json)"}
+
+
+@dataclass(frozen=True)
+class OpenedInput:
+    """A recognised input: `module` is set for an HLO dump, `report` for a JSON report."""
+
+    kind: InputKind
+    path: Path
+    module: Module | None = None
+    report: dict[str, Any] | None = None
+
+
+def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hlo", "report")) -> OpenedInput:
+    """Recognise and (for HLO dumps and reports) read `path`.
+
+    A directory is a profile (a run dir or a logdir; the profile reader finds its files).
+    A file is a report (`*.json`), an XPlane (`*.xplane.pb`), or an HLO dump (text by its
+    `HloModule` header, binary by `*.hlo.pb` or by parsing as a module); any other `*.pb`
+    is taken for an XPlane, whose reader says clearly if it is not one.
+
+    **Raises:** `InputError` for a missing or unreadable path, or one of a kind not in `accept`.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", path=p)
+    opened = _recognise(p)
+    if opened.kind not in accept:
+        wanted = " or ".join(_ACCEPTS_TEXT[k] for k in accept)
+        raise InputError(f"this is {_ACCEPTS_TEXT[opened.kind]}; expected {wanted}", path=p)
+    return opened
+
+
+def _recognise(p: Path) -> OpenedInput:
+    if p.is_dir():
+        return OpenedInput("profile", p)
+    name = p.name.lower()
+    if name.endswith(".json"):
+        return OpenedInput("report", p, report=read_report(p))
+    if name.endswith(XPLANE_SUFFIX):
+        return OpenedInput("profile", p)
+    module = read_hlo_if_module(p)
+    if module is not None:
+        return OpenedInput("hlo", p, module=module)
+    if name.endswith(".pb"):
+        return OpenedInput("profile", p)
+    raise InputError("not a profile, an HLO dump or a report", path=p,
+                     hint="expected a .xplane.pb, a profile directory, an HLO dump (.hlo.pb, .txt, .hlo) "
+                          "or an audit JSON report")
+
+
+def read_report(p: Path) -> dict[str, Any]:
+    """An `audit.report/v1` JSON report. **Raises:** `InputError` for anything else."""
+    try:
+        report = json.loads(p.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=p) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not a JSON report: {exc}", path=p) from None
+    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
+        raise InputError(f"not an audit JSON report (schema {REPORT_SCHEMA})", path=p)
+    return report
