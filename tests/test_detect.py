@@ -155,3 +155,31 @@ def test_cpu_uses_the_calibration(tmp_path, monkeypatch):
     assert (hw.name, hw.source) == ("cpu", "calibrated")
     assert hw.peak("f32").value == 2e11 and hw.hbm_bytes_per_s.value == 1.5e10
     assert hardware_from_trace("cpu", {}, calibrate=False).peak("f32").value == 2e11  # now cached
+
+
+def test_a_chip_added_to_the_catalog_alone_is_detected_and_compiled_for(monkeypatch):
+    from dataclasses import replace
+
+    from audit.child.aot import topology_name
+    from audit.costmodel.chips.catalog import CATALOG
+    from audit.costmodel.chips.hardware import Detection
+
+    tpu = replace(CATALOG["tpu-v6e"], name="tpu-v9x", aliases=(),
+                  detection=Detection(trace_names=(r"v9x",), libtpu_prefix="v9x"))
+    gpu = replace(CATALOG["h100"], name="z900", aliases=(),
+                  detection=Detection(trace_names=("z900",), fingerprints=(("nvidia", 12, 0, 200),)))
+    monkeypatch.setitem(CATALOG, "tpu-v9x", tpu)
+    monkeypatch.setitem(CATALOG, "z900", gpu)
+    assert hardware_from_trace("tpu", {"/device:TPU:0": {"device_type_string": "TPU v9x"}}).name == "tpu-v9x"
+    named = {"/device:GPU:0": {"gpu_device_name": "Zeta Z900 SXM"}}
+    unnamed = {"/device:GPU:0": {"compute_cap_major": 12, "compute_cap_minor": 0, "core_count": 200}}
+    assert hardware_from_trace("gpu", named).name == hardware_from_trace("gpu", unnamed).name == "z900"
+    assert topology_name("tpu-v9x:4x4") == ("tpu-v9x", "v9x:4x4")
+
+
+@pytest.mark.parametrize(("memory", "chip"), [(80e9, "h100"), (141e9, "h200")])
+def test_chips_sharing_a_fingerprint_are_told_apart_by_their_memory(memory, chip):
+    stats = {"/device:GPU:0": {"compute_cap_major": 9, "compute_cap_minor": 0, "core_count": 132,
+                               "memory_size": memory}}
+    hw = hardware_from_trace("gpu", stats)
+    assert hw.name == chip and any("GB of memory" in n for n in hw.notes)

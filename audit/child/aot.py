@@ -24,9 +24,6 @@ from ..errors import InputError, UsageError
 RESULT_NAME = "aot.json"
 HLO_NAME = "module.after_optimizations.txt"
 INSTALL_HINT = "install the TPU compiler with: pip install 'roofline-audit[tpu]'"
-# Our chip names -> libtpu's topology prefixes.
-_TOPOLOGY_PREFIX = {"tpu-v2": "v2", "tpu-v3": "v3", "tpu-v4": "v4", "tpu-v5p": "v5p",
-                    "tpu-v5e": "v5e", "tpu-v6e": "v6e"}
 
 
 def libtpu_available() -> bool:
@@ -35,16 +32,17 @@ def libtpu_available() -> bool:
 
 def topology_name(target: str) -> tuple[str, str]:
     """Split `tpu-v5e:4x4` into (catalog name, libtpu topology name `v5e:4x4`)."""
-    from ..costmodel.chips.catalog import lookup
+    from ..costmodel.chips.catalog import CATALOG, lookup
 
     if ":" not in target:
         raise UsageError(f"--target needs a topology, e.g. {target}:4x4")
     hw = lookup(target)
-    if hw.kind != "tpu" or hw.name not in _TOPOLOGY_PREFIX:
+    if not hw.detection.libtpu_prefix:
+        compilable = sorted(name for name, chip in CATALOG.items() if chip.detection.libtpu_prefix)
         raise UsageError(f"--target {target}: only TPU targets can be compiled ahead of time "
-                         f"({', '.join(sorted(_TOPOLOGY_PREFIX))})")
+                         f"({', '.join(compilable)})")
     shape = "x".join(str(d) for d in hw.topology)
-    return hw.name, f"{_TOPOLOGY_PREFIX[hw.name]}:{shape}"
+    return hw.name, f"{hw.detection.libtpu_prefix}:{shape}"
 
 
 def check_target(target: str) -> None:

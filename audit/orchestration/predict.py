@@ -20,7 +20,9 @@ XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for 
 
 
 def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    # No TPU is opened, only its compiler: two predictions at once must not fight over
+    # libtpu's single-process lock file.
+    env = dict(os.environ, JAX_PLATFORMS="cpu", ALLOW_MULTIPLE_LIBTPU_LOAD="1")
     cmd = [sys.executable, "-P", "-m", "audit.child.aot", str(script), "--target", target, "--out", str(out),
            "--", *argv]
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -18,24 +18,7 @@ from typing import Any
 from .catalog import CATALOG
 from .hardware import Hardware, Interconnect, Quantity
 
-# TPU device_type_string, squashed to lower case without spaces -> catalog name.
-_TPU_TYPES = (
-    (r"v6(lite|e)", "tpu-v6e"), (r"v5(lite|e)", "tpu-v5e"), (r"v5p?$", "tpu-v5p"),
-    (r"v4p?$", "tpu-v4"), (r"v3$", "tpu-v3"), (r"v2$", "tpu-v2"),
-)
-# Substrings of a GPU's marketing name -> catalog name, most specific first.
-_GPU_NAMES = (
-    ("mi355", "mi355x"), ("mi300x", "mi300x"), ("h100pcie", "h100-pcie"), ("h200", "h200"),
-    ("h100", "h100"), ("b200", "b200"), ("a100", "a100"),
-)
 _GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
-# (vendor, compute capability major, minor, SMs/CUs) -> catalog name, for planes with no name.
-_GPU_FINGERPRINTS = {
-    ("amd", 9, 4, 304): "mi300x", ("amd", 9, 5, 256): "mi355x",
-    ("nvidia", 8, 0, 108): "a100", ("nvidia", 9, 0, 132): "h100", ("nvidia", 9, 0, 114): "h100-pcie",
-    ("nvidia", 10, 0, 148): "b200",
-}
-_H200_MIN_BYTES = 100e9  # H100 and H200 share SM count and capability; H200 has 141 GB
 # Dense bf16 FLOPs per SM (NVIDIA, by capability major) or CU (AMD, by gfx major.minor) per clock,
 # from datasheet peak / (units x boost clock).
 _BF16_PER_UNIT_CLOCK: dict[tuple, tuple[int, str]] = {
@@ -140,9 +123,9 @@ def _tpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
 
 def _tpu_name(type_string: str) -> str | None:
     squashed = re.sub(r"[\s_-]+", "", type_string.lower()).removeprefix("tpu")
-    for pattern, name in _TPU_TYPES:
-        if re.match(pattern, squashed):
-            return name
+    for hw in CATALOG.values():
+        if hw.kind == "tpu" and any(re.match(p, squashed) for p in hw.detection.trace_names):
+            return hw.name
     return None
 
 
@@ -212,19 +195,29 @@ def _capability(stats: dict[str, Any]) -> tuple[int, int] | None:
 
 
 def _gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
+    """The catalog GPU a plane names, else the one its fingerprint (and HBM size) matches."""
+    fragments = sorted(((f, hw.name) for hw in CATALOG.values() if hw.kind == "gpu"
+                        for f in hw.detection.trace_names), key=lambda item: -len(item[0]))
     for key in _GPU_NAME_STATS:
         label = re.sub(r"[\s_-]+", "", str(stats.get(key, "")).lower())
-        for fragment, name in _GPU_NAMES:
+        for fragment, name in fragments:
             if label and fragment in label:
                 return name, f"{key} {stats[key]!r}"
     cap, cores = _capability(stats), _num(stats, "core_count")
     if cap is None or cores is None:
         return None, ""
-    name = _GPU_FINGERPRINTS.get((vendor, cap[0], cap[1], int(cores)))
-    if name == "h100" and (_num(stats, "memory_size") or 0) > _H200_MIN_BYTES:
-        name = "h200"
+    print_ = (vendor, cap[0], cap[1], int(cores))
+    candidates = [hw for hw in CATALOG.values() if print_ in hw.detection.fingerprints]
+    if not candidates:
+        return None, ""
+    memory = _num(stats, "memory_size")
+    if memory is not None:
+        candidates.sort(key=lambda hw: abs((hw.hbm_bytes.value if hw.hbm_bytes else 0.0) - memory))
     unit = "CUs" if vendor == "amd" else "SMs"
-    return name, f"vendor {vendor}, compute capability {cap[0]}.{cap[1]}, {int(cores)} {unit}"
+    how = f"vendor {vendor}, compute capability {cap[0]}.{cap[1]}, {int(cores)} {unit}"
+    if len(candidates) > 1 and memory is not None:
+        how += f", {memory / 1e9:.0f} GB of memory"
+    return candidates[0].name, how
 
 
 def _clock_peak(stats: dict[str, Any], vendor: str) -> tuple[float, str] | None:

@@ -79,6 +79,23 @@ class Interconnect:
 
 
 @dataclass(frozen=True)
+class Detection:
+    """How traces and compilers name a chip, so that adding a chip is one catalog entry.
+
+    `trace_names`: for a GPU, fragments of its marketing name (lower case, no spaces,
+    dashes or underscores; the longest match wins); for a TPU, regular expressions matched
+    at the start of its `device_type_string` squashed the same way, less a leading `tpu`.
+    `fingerprints`: (vendor, compute capability major, minor, SMs or CUs) of GPU planes
+    that state no name; where chips share one, the HBM size the trace states decides.
+    `libtpu_prefix`: libtpu's topology name prefix, for ahead-of-time compiles.
+    """
+
+    trace_names: tuple[str, ...] = ()
+    fingerprints: tuple[tuple[str, int, int, int], ...] = ()
+    libtpu_prefix: str = ""
+
+
+@dataclass(frozen=True)
 class Hardware:
     """One accelerator chip (or the host CPU), per chip.
 
@@ -103,6 +120,7 @@ class Hardware:
     aliases: tuple[str, ...] = ()
     # TPU v2/v3 chips hold two cores that JAX sees as two devices; the numbers above are per chip.
     devices_per_chip: int = 1
+    detection: Detection = field(default_factory=Detection)
 
     def peak(self, dtype: str) -> Quantity:
         """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states."""
