@@ -158,3 +158,45 @@ def test_gpu_nodes_are_pods_over_dcn():
     fsdp = {s["strategy"]: s for s in r["strategies"]}["fsdp"]
     assert fsdp["degrees"] == {"fsdp": 8, "tp": 1, "pods": 8}
     assert fsdp["dcn_ratio"] is not None
+
+
+TRAIN_TARGETS = ["tpu-v5p:16x20x28", "tpu-v5p:4x4x8", "tpu-v5e:16x16", "tpu-v6e:8x4", "h100:8x8", "mi355x:8x4"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(sorted(MODELS)), st.sampled_from(TRAIN_TARGETS), st.sampled_from([1e6, 4e6, 16e6]))
+def test_every_feasible_plan_shards_whole_heads_on_physical_axes(name, target, batch):
+    """A plan a model can run: TP divides heads, KV heads and d_ff, every degree divides the chip
+    count, TP fits one axis of the slice (TPU) or the NVLink/xGMI domain (GPU)."""
+    cfg, hw = MODELS[name], lookup(target)
+    chips = 1
+    for n in hw.topology:
+        chips *= n
+    r = plan_train(cfg, TrainSetup(1e12, batch, chips), hw)
+    domain = hw.interconnect.domain_size
+    for row in r["strategies"]:
+        if not row["feasible"]:
+            assert any("not allowed" in n for n in row["notes"])
+            continue
+        deg = row["degrees"]
+        tp = deg.get("tp", 1)
+        per_pod = chips // deg["pods"]
+        assert cfg.heads % tp == 0 and cfg.kv_heads % tp == 0 and cfg.d_ff % tp == 0
+        assert all(per_pod % v == 0 for k, v in deg.items() if k != "pods")
+        assert deg.get("dp", deg.get("fsdp", 1)) * tp == per_pod
+        axes = hw.topology if hw.kind == "tpu" else (domain,)
+        assert any(n % tp == 0 for n in axes)
+    rec = r["recommendation"]
+    if rec["strategy"] is not None:
+        assert {row["strategy"]: row for row in r["strategies"]}[rec["strategy"]]["feasible"]
+
+
+def test_llama3_70b_on_a_full_v5p_pod_recommends_degrees_it_can_run():
+    """8960 v5p chips: the book's unconstrained optimum is X ~ 1619 (TP ~ 5.5); LLaMA-3 70B has 64 heads
+    and 8 KV heads, so TP is at most 8 and a power of two, and pure 8960-way TP is not a plan."""
+    r = plan_train(MODELS["llama3-70b"], TrainSetup(15e12, 4e6, 8960), lookup("tpu-v5p"))
+    rec = r["recommendation"]["degrees"]
+    assert rec["tp"] in (2, 4, 8) and rec["fsdp"] * rec["tp"] == 8960
+    rows = {row["strategy"]: row for row in r["strategies"]}
+    assert not rows["tp"]["feasible"]
+    assert "16x20x28" in " ".join(rows["fsdp+tp"]["notes"])

@@ -102,6 +102,8 @@ def train_text(r: dict) -> list[str]:
         deg = ",".join(f"{k}={v}" for k, v in row["degrees"].items())
         crit = "-" if row["critical_batch_per_chip"] is None else f"{row['critical_batch_per_chip']:.0f}"
         fits = "" if row["fits"] else " (does not fit)"
+        if not row.get("feasible", True):
+            fits += " (degrees not allowed for this model)"
         lines.append(f"{row['strategy']:<9}{deg:<26}{row['ratio']:>15.2f}{crit:>15}"
                      f"{nbytes(row['memory_per_chip_bytes']):>11}  {row['bound']}{fits}")
     lines.append(f"batch per chip {r['strategies'][0]['batch_per_chip']:.0f} tokens")

@@ -27,6 +27,8 @@ class ChipNumbers:
     torus_axes: int
     domain_chips: int = 1
     kind: str = "tpu"
+    link_kind: str = "ici"
+    max_torus: tuple[int, ...] = ()
 
     @property
     def alpha(self) -> float | None:
@@ -66,7 +68,8 @@ def chip_numbers(hw: Hardware, compute_dtype: str = "bf16") -> ChipNumbers:
     return ChipNumbers(name=hw.name, flops_per_s=hw.peak(compute_dtype), hbm_bytes_per_s=hw.hbm_bytes_per_s,
                        hbm_bytes=hw.hbm_bytes, ici_axis_bytes_per_s=ici, dcn_bytes_per_s=ic.dcn_bytes_per_s,
                        topology=tuple(hw.topology), torus_axes=max(ic.torus_axes, 1),
-                       domain_chips=max(ic.domain_size, 1), kind=hw.kind)
+                       domain_chips=max(ic.domain_size, 1), kind=hw.kind, link_kind=ic.kind,
+                       max_torus=tuple(ic.max_torus))
 
 
 def mesh_axes(chips: ChipNumbers) -> int:

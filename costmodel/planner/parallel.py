@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .degrees import divisors
+
 STRATEGIES = ("dp", "fsdp", "fsdp+tp", "tp")
 
 
@@ -26,6 +28,12 @@ class Parallel:
     alpha: float
     axes: int
     dcn_alpha: float | None = None  # C / W_dcn per chip, FLOPs per byte
+    # Tensor-parallel degrees the model and slice allow (None: any divisor of the pod, as the book).
+    tp_allowed: tuple[int, ...] | None = None
+    tp_rule: str = ""
+
+    def tp_ok(self, degree: int) -> bool:
+        return self.tp_allowed is None or degree in self.tp_allowed
 
 
 @dataclass
@@ -41,6 +49,7 @@ class Verdict:
     x_opt: float | None = None
     x_range: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    feasible: bool = True  # False: the degrees cannot shard this model on this slice
 
     @property
     def ratio(self) -> float:
@@ -69,8 +78,12 @@ def tensor_parallel(p: Parallel) -> Verdict:
     """TP over Y = N chips: compute-bound when Y < n * F / alpha, whatever the batch (ch. 5.1.3)."""
     max_y = p.axes * p.d_ff / p.alpha
     ratio = max_y / p.chips_per_pod
-    return Verdict("tp", {"fsdp": 1, "tp": p.chips_per_pod, "pods": p.pods}, ratio, dcn_ratio(p), None,
-                   max_tp_degree=max_y, notes=["critical batch does not exist: TP comms scale with the batch"])
+    verdict = Verdict("tp", {"fsdp": 1, "tp": p.chips_per_pod, "pods": p.pods}, ratio, dcn_ratio(p), None,
+                      max_tp_degree=max_y, notes=["critical batch does not exist: TP comms scale with the batch"])
+    if not p.tp_ok(p.chips_per_pod):
+        verdict.feasible = False
+        verdict.notes.append(f"tp={p.chips_per_pod} is not allowed: {p.tp_rule}")
+    return verdict
 
 
 def mixed_axes(axes: int) -> tuple[int, int]:
@@ -106,23 +119,25 @@ def compute_bound_x_range(p: Parallel) -> tuple[float, float] | None:
     return ((-bq - root) / (2 * a), (-bq + root) / (2 * a))
 
 
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 def mixed(p: Parallel) -> Verdict:
     """FSDP x TP with the divisor of N closest in comms to X_opt (book ch. 5.1.4)."""
     mx, my = mixed_axes(p.axes)
     # X = N is plain FSDP (listed on its own), so the mix keeps at least 2-way TP.
-    candidates = [x for x in _divisors(p.chips_per_pod) if x < p.chips_per_pod] or [p.chips_per_pod]
-    best_x = min(candidates, key=lambda x: mixed_comms_over_math(x, p))
+    candidates = [x for x in divisors(p.chips_per_pod)
+                  if x < p.chips_per_pod and p.tp_ok(p.chips_per_pod // x)]
+    feasible = bool(candidates)
+    best_x = min(candidates or [p.chips_per_pod], key=lambda x: mixed_comms_over_math(x, p))
     critical = 4 * p.alpha ** 2 / (mx * my * p.d_ff)
     verdict = Verdict("fsdp+tp", {"fsdp": best_x, "tp": p.chips_per_pod // best_x, "pods": p.pods},
                       1.0 / mixed_comms_over_math(best_x, p), dcn_ratio(p), critical,
                       max_tp_degree=p.axes * p.d_ff / p.alpha, x_opt=x_opt(p), x_range=compute_bound_x_range(p))
     if p.axes == 1:
         verdict.notes.append("one mesh axis: FSDP and TP share it, so the closed form is optimistic")
+    if not feasible:
+        verdict.feasible = False
+        verdict.notes.append(f"no TP degree of at least 2 is allowed: {p.tp_rule}")
+    elif p.tp_allowed is not None:
+        verdict.notes.append(f"TP degree chosen among {', '.join(map(str, p.tp_allowed))}: {p.tp_rule}")
     return verdict
 
 

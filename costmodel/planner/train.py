@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from ...errors import InputError
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
+from .degrees import tp_degrees
 from .parallel import STRATEGIES, Parallel, Verdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
@@ -80,9 +81,11 @@ def parallel_inputs(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers) -> 
                          hint="parallelism needs an interconnect; pick a TPU or GPU")
     pods, per_pod = pods_of(setup, chips)
     dcn = chips.dcn_bytes_per_s
+    tp = tp_degrees(cfg, chips, per_pod)
     return Parallel(batch_per_pod=setup.batch_tokens / pods, chips_per_pod=per_pod, pods=pods,
                     d_ff=cfg.d_ff, alpha=chips.alpha, axes=mesh_axes(chips),
-                    dcn_alpha=None if dcn is None else chips.flops_per_s.value / dcn.value)
+                    dcn_alpha=None if dcn is None else chips.flops_per_s.value / dcn.value,
+                    tp_allowed=tp.allowed, tp_rule=tp.rule)
 
 
 def _memory_per_chip(v: Verdict, mem: dict[str, float], p: Parallel) -> float:
@@ -116,7 +119,12 @@ def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: 
 def recommend(rows: list[dict], min_chips: int) -> dict:
     """The simplest strategy that fits and is compute-bound, else the best ratio that fits."""
     by_name = {r["strategy"]: r for r in rows}
-    fitting = [by_name[s] for s in PREFERENCE if by_name[s]["fits"]]
+    fitting = [by_name[s] for s in PREFERENCE if by_name[s]["fits"] and by_name[s]["feasible"]]
+    if not fitting and any(r["fits"] for r in rows):
+        notes = [n for r in rows if r["fits"] for n in r["notes"] if "not allowed" in n]
+        return {"strategy": None, "degrees": None,
+                "reason": "no strategy that fits in memory can shard this model on this slice: "
+                          + (notes[0] if notes else "degrees not allowed")}
     if not fitting:
         return {"strategy": None, "degrees": None,
                 "reason": f"nothing fits in memory: needs at least {min_chips} chips, or fewer "
