@@ -40,6 +40,9 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     elif comm_reason:
         reasons.append(comm_reason)
     overhead = hw.op_overhead_s.value if hw.op_overhead_s is not None else 0.0
+    if launches_nothing(cost):
+        overhead = 0.0
+        reasons.append("launches nothing (no FLOPs, no bytes, no communication): costs nothing")
     details["overhead_s"] = overhead
     terms = {"compute": compute_s, "memory": memory_s, "collective": comm_s}
     known = {k: v for k, v in terms.items() if v is not None}
@@ -50,7 +53,7 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     bound = max(known, key=lambda k: known[k])
     if bound == "collective" and comm is not None and comm.bound_by == "latency":
         bound = "latency"
-    if overhead > known[max(known, key=lambda k: known[k])]:
+    if overhead > known[max(known, key=lambda k: known[k])] or launches_nothing(cost):
         bound = "latency"
     if cost.flops is None or cost.bytes is None:
         reasons.append("FLOPs or bytes unknown: expected time is a lower bound")
@@ -60,6 +63,12 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
         else hbm_s
     return Expectation(compute_s, memory_s, comm_s, expected, bound, tuple(_dedupe(reasons)),
                        peak_s, peak_bytes, details)
+
+
+def launches_nothing(cost: OpCost) -> bool:
+    """Parameters, tuples, bitcasts, a done waiting on its start: no kernel, so no per-op overhead."""
+    return (cost.flops == 0 and cost.bytes == 0 and not cost.comm_bytes and not cost.transcendentals
+            and cost.collective is None)
 
 
 def per_device_rates(hw: Hardware, dtype: str) -> tuple[float, float]:

@@ -178,6 +178,18 @@ class Module:
     entry: str
     id: int = 0
     source: str = ""  # "proto" or "text"
+    # A scheduled module (`is_scheduled=true`, or a proto with a schedule) runs each computation's
+    # instructions in `schedule` order (computation name -> instruction names); text lists them so.
+    is_scheduled: bool = False
+    schedule: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def sequence(self, computation: str) -> list[Instruction]:
+        """The computation's instructions in the order they run (schedule order when known)."""
+        comp = self.computations[computation]
+        order = self.schedule.get(computation)
+        if not order or len(order) != len(comp.instructions):
+            return list(comp.instructions)
+        return [comp[name] for name in order]
 
     @property
     def entry_computation(self) -> Computation:

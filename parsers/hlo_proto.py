@@ -294,8 +294,22 @@ def module_from_proto(proto, origin: str = "") -> Module:
         raise InputError(f"HLO module {proto.name!r} has no entry computation {entry!r}",
                          path=origin or None)
     computations = resolve_sources(computations, _frame_tables(proto.stack_frame_index))
+    schedule = _schedule(proto)
     return Module(name=proto.name, computations=computations, entry=entry, id=proto.id,
-                  source="proto")
+                  source="proto", is_scheduled=bool(schedule), schedule=schedule)
+
+
+def _schedule(proto) -> dict[str, tuple[str, ...]]:
+    """Computation name -> instruction names in scheduled order, from the module's HloScheduleProto."""
+    out: dict[str, tuple[str, ...]] = {}
+    for c in proto.computations:
+        if c.id not in proto.schedule.sequences:
+            continue
+        names = {i.id: i.name for i in c.instructions}
+        ids = proto.schedule.sequences[c.id].instruction_ids
+        if all(i in names for i in ids):
+            out[c.name] = tuple(names[i] for i in ids)
+    return out
 
 
 def _parse(message_class, data: bytes):

@@ -36,7 +36,15 @@ _MESSAGES: dict[str, list[tuple]] = {
         ("computations", 3, "HloComputationProto", "repeated"),
         ("id", 5, "int64"),
         ("entry_computation_id", 6, "int64"),
+        ("schedule", 7, "HloScheduleProto"),
         ("stack_frame_index", 17, "StackFrameIndexProto"),
+    ],
+    # The order a scheduled module runs each computation's instructions in (by computation id).
+    "HloScheduleProto": [
+        ("sequences", 1, "map<int64,InstructionSequence>"),
+    ],
+    "InstructionSequence": [
+        ("instruction_ids", 1, "int64", "repeated"),
     ],
     "StackFrameIndexProto": [
         ("file_names", 1, "string", "repeated"),

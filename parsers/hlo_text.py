@@ -16,6 +16,7 @@ from .hlo_syntax import TOKEN, int_list, unquote, find_close, parse_shape, split
 from .replica_groups import parse_replica_groups, parse_source_target_pairs
 
 _HEADER = re.compile(r"^HloModule\b\s*([^\s,]*)")
+_SCHEDULED = re.compile(r"\bis_scheduled=true\b")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _OPCODE = re.compile(r"\s*([A-Za-z][\w\-.$]*)\(")
@@ -336,4 +337,5 @@ def parse_hlo_text(text: str, origin: str = "") -> Module:
     entry = reader.entry or list(reader.computations)[-1]
     _mark_fusions(reader.computations)
     computations = resolve_sources(reader.computations, reader.tables)
-    return Module(name=header.group(1), computations=computations, entry=entry, source="text")
+    return Module(name=header.group(1), computations=computations, entry=entry, source="text",
+                  is_scheduled=bool(_SCHEDULED.search(lines[first])))

@@ -12,7 +12,8 @@ COLUMNS = [
     ("measured_s", "measured_s"), ("measured_s_max", "measured_s_max"), ("self_s", "self_s"),
     ("flops", "flops"), ("bytes", "bytes"), ("comm_bytes", "comm_bytes"), ("dtype", "dtype"),
     ("compute_s", "compute_s"), ("memory_s", "memory_s"), ("comm_s", "comm_s"),
-    ("expected_s", "expected_s"), ("bound_by", "bound_by"), ("efficiency", "efficiency"),
+    ("expected_s", "expected_s"), ("exposed_s", "exposed_s"), ("hidden_s", "hidden_s"),
+    ("bound_by", "bound_by"), ("efficiency", "efficiency"),
     ("flagged", "flagged"), ("flops_source", None), ("bytes_source", None), ("reasons", None),
 ]
 

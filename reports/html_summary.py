@@ -115,6 +115,9 @@ def verdict_html(report: dict) -> str:
               f"min {qty.seconds(st.get('min'))} · max {qty.seconds(st.get('max'))}" if st else ""),
         _stat("Roofline fraction", qty.percent(frac), "sum of expected / sum of measured op time")
         if not predicted else _stat("Expected op time", qty.seconds(s.get("expected_s")), "from the cost model"),
+        _stat("Expected step with overlap", qty.seconds(s.get("expected_step_s")),
+              f"exposed communication {qty.seconds(s.get('exposed_comm_s'))} · hidden "
+              f"{qty.seconds(s.get('hidden_comm_s'))} [model, schedule walk]"),
         _stat("Flagged ops", qty.count(s.get("flagged_ops")), "far from their roofline"),
         _stat("Unmodeled ops", qty.count(s.get("unmodeled_ops")), "no cost model; time still counted"),
         _stat("Devices", qty.count(s.get("devices")),
@@ -127,8 +130,10 @@ def verdict_html(report: dict) -> str:
     what = "expected" if predicted else "measured"
     table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">share'
              f"</th></tr></thead><tbody>{rows}</tbody></table>") if rows else ""
+    gap = ((report.get("xla") or {}).get("gap") or {}).get("text")
+    versus = f'<p class="note">Against XLA\'s estimate: {escape(gap)}</p>' if gap else ""
     return (f'<p class="headline">{escape(headline(report))}</p><div class="stats">{"".join(stats)}</div>'
-            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>')
+            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>{versus}')
 
 
 FLAGGED_OPEN = 10  # shown at once; the rest sit in a collapsed list that printing opens

@@ -30,6 +30,8 @@ _COLLECTIVE_COLUMNS = (
     ("Axes", "text", lambda c: ", ".join(str(a) for a in c.get("axes") or []) or qty.UNKNOWN),
     ("Hops", "num", lambda c: qty.count(c.get("hops"))),
     ("Expected", "num", lambda c: qty.seconds(c.get("expected_s"))),
+    ("Exposed (schedule)", "num", lambda c: qty.seconds(c.get("exposed_s"))),
+    ("Window compute", "num", lambda c: qty.seconds(c.get("window_compute_s"))),
     ("Measured", "num", lambda c: qty.seconds(c.get("measured_s"))),
     ("Achieved / peak bandwidth", "num", _bandwidth),
     ("Overlapped", "text", lambda c: _yes_no(c.get("overlapped"))),

@@ -58,11 +58,11 @@ def _verdict(report: dict) -> list[str]:
     st = s.get("step_time_s") or {}
     predicted = is_predicted(report)
     header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
-        ["Expected op time", "Flagged ops", "Unmodeled ops", "Devices"]
+        ["Expected op time", "Expected step (overlap)", "Exposed comm", "Flagged ops", "Unmodeled ops", "Devices"]
     row = [qty.seconds(st.get("median")), qty.seconds(st.get("min")), qty.seconds(st.get("max"))] + \
         ([] if predicted else [qty.percent(s.get("roofline_fraction"))]) + \
-        [qty.seconds(s.get("expected_s")), qty.count(s.get("flagged_ops")), qty.count(s.get("unmodeled_ops")),
-         qty.count(s.get("devices"))]
+        [qty.seconds(s.get("expected_s")), qty.seconds(s.get("expected_step_s")), qty.seconds(s.get("exposed_comm_s")),
+         qty.count(s.get("flagged_ops")), qty.count(s.get("unmodeled_ops")), qty.count(s.get("devices"))]
     by = s.get("time_by_bound_s") or {}
     parts = [(b, float(by[b])) for b in BOUNDS if qty.known(by.get(b)) and by[b] > 0]
     if qty.known(s.get("idle_s")) and s["idle_s"] > 0:
@@ -71,6 +71,9 @@ def _verdict(report: dict) -> list[str]:
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + _table(header, [row])
     if total > 0:
         lines += ["", "Time by bound: " + " · ".join(f"{b} {qty.percent(t / total)}" for b, t in parts)]
+    gap = ((report.get("xla") or {}).get("gap") or {}).get("text")
+    if gap:
+        lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
     return lines
 
 
@@ -98,12 +101,12 @@ def _collectives(report: dict) -> list[str]:
     if not rows:
         return []
     predicted = is_predicted(report)
-    header = ["Collective", "Kind", "Bytes", "Group", "Expected"] + \
+    header = ["Collective", "Kind", "Bytes", "Group", "Expected", "Exposed (schedule)"] + \
         ([] if predicted else ["Measured", "Achieved / peak", "Overlapped"])
     body = []
     for c in rows[:MAX_COLLECTIVES]:
         cells = [md_text(c.get("name"), 60), md_text(c.get("kind"), 30), qty.nbytes(c.get("bytes")),
-                 qty.count(c.get("group_size")), qty.seconds(c.get("expected_s"))]
+                 qty.count(c.get("group_size")), qty.seconds(c.get("expected_s")), qty.seconds(c.get("exposed_s"))]
         if not predicted:
             ov = c.get("overlapped")
             cells += [qty.seconds(c.get("measured_s")),

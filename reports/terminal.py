@@ -24,8 +24,9 @@ def _header(report: dict) -> list[str]:
         lines.append(f"predicted, not measured: expected step time {units.seconds(st['median'])} [model]")
         xla = report.get("xla") or {}
         if xla.get("optimal_seconds") is not None:
+            gap = (xla.get("gap") or {}).get("text")
             lines.append(f"XLA's own estimate: {units.seconds(xla['optimal_seconds'])} [xla]; "
-                         "it does not price all-gather/reduce-scatter/all-to-all over the topology")
+                         + (gap or "it does not price all-gather/reduce-scatter/all-to-all over the topology"))
         if (report.get("memory") or {}).get("verdict"):
             lines.append(f"memory per device: {report['memory']['verdict']} [xla memory_analysis, catalog]")
     else:
@@ -37,11 +38,22 @@ def _header(report: dict) -> list[str]:
             f"op time per device {units.seconds(s['measured_s'])} [trace], expected "
             f"{units.seconds(s['expected_s'])} [model]: roofline fraction "
             f"{units.percent(s['roofline_fraction'])}; idle {units.seconds(s['idle_s'])}")
+    lines.append(overlap_line(s))
     by = s["time_by_bound_s"]
     total = sum(v for v in by.values() if v) or None
     parts = [f"{k} {units.percent(v / total) if total else '-'}" for k, v in by.items()]
     lines.append("time by bound: " + ", ".join(parts))
     return lines
+
+
+def overlap_line(s: dict) -> str:
+    """The step both ways: the no-overlap sum and the schedule walk with async collectives hidden."""
+    if s.get("expected_step_s") is None:
+        return (f"expected op time {units.seconds(s.get('expected_s'))} [model] (no overlap); "
+                "overlapped step unknown: the program has no schedule")
+    return (f"expected step {units.seconds(s['expected_step_s'])} with async overlap [model, schedule walk], "
+            f"{units.seconds(s.get('expected_s'))} with none; communication exposed "
+            f"{units.seconds(s.get('exposed_comm_s'))}, hidden {units.seconds(s.get('hidden_comm_s'))}")
 
 
 def render_terminal(report: dict, *, top: int = 15, width: int = 140) -> str:

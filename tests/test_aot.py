@@ -43,6 +43,11 @@ def test_predicted_reports_say_so_and_carry_xla_estimate_and_memory_fit(allgathe
     assert all(o["measured_s"] is None and o["provenance"]["time"] == "predicted" for o in r["ops"])
     assert r["summary"]["xla_optimal_s"] and r["summary"]["xla_optimal_s"] > 0
     assert "all-gather" in r["xla"]["explanation"]
+    gap = r["xla"]["gap"]
+    # The explanation adds up: ours = exposed communication + per-op overhead + rooflines.
+    assert gap["ours_step_s"] == pytest.approx(gap["exposed_comm_s"] + gap["overhead_s"] + gap["roofline_s"])
+    assert gap["difference_s"] == pytest.approx(gap["ours_step_s"] - r["xla"]["optimal_seconds"])
+    assert "op launches" in gap["text"] and "not hidden by compute" in gap["text"]
     assert r["memory"]["fits"] is True and r["memory"]["hbm_bytes"] == pytest.approx(16e9, rel=0.1)
     assert r["memory"]["verdict"].startswith("fits")
 

@@ -15,6 +15,8 @@ from ..costmodel.optable import OpRow, Thresholds, build_rows, measure, safe_rat
 from ..costmodel.records import Expectation, OpCost
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..costmodel.schedule import windows_by_op
+from .overlap import attach_overlap
 from .report_rows import collective_rows, host_summary, op_dicts
 
 SCHEMA = "audit.report/v1"
@@ -56,6 +58,8 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
         warnings.append(f"no HLO in the profile for program(s) {', '.join(missing)}: their ops are "
                         "measured but not costed")
     ops = op_dicts(rows, hw, opts.thresholds, per_device)
+    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations))
+    warnings += step_warnings
     overlap = overlapped_collectives(events, {o["name"] for o in ops if o["comm_bytes"]})
     kind_of = {(o["program_id"], o["name"]): o["bound_by"] for o in ops}
     device_names = {(h.host, d): n for h in hosts for d, n in h.device_names.items()}
@@ -67,6 +71,7 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
             "idle_s": idle_seconds(steps, events),
             "step_source": hosts[0].step_source,
             "platform": profile.platform,
+            **step_fields,
         },
         source={"kind": "xplane", "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run,
@@ -118,12 +123,15 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, w
     for pid, module in modules.items():
         rows.extend(static_rows(module, pid, costs.get(pid, {}), expectations, devices or 0))
     ops = op_dicts(rows, hw, options.thresholds, None)
+    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations))
     expected_total = sum(o["expected_s"] or 0.0 for o in ops if o["opcode"] not in CONTAINER_OPCODES)
+    step = step_fields["expected_step_s"]
+    step = expected_total if step is None else step
     return _assemble(
-        ops=ops, hw=hw, warnings=warnings, predicted=predicted,
+        ops=ops, hw=hw, warnings=warnings + step_warnings, predicted=predicted,
         summary_extra={"devices": devices, "hosts": 0, "steps": 0,
-                       "step_time_s": {"min": expected_total, "median": expected_total, "max": expected_total},
-                       "idle_s": None, "step_source": "predicted"},
+                       "step_time_s": {"min": step, "median": step, "max": step},
+                       "idle_s": None, "step_source": "predicted", **step_fields},
         source={"paths": [], "workload": None, "command": None, "jax_version": None, **source},
         steps=[], collectives=collective_rows(ops, {}), timeline=[],
     )

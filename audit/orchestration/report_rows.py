@@ -6,6 +6,7 @@ from ..analyses.steps import CONTAINER_OPCODES, step_time_stats
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.optable import OpRow, Thresholds, op_quantities, safe_ratio
 from ..analyses.suggestions import suggest
+from .overlap import window_fields
 
 
 def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device) -> list[dict]:
@@ -131,6 +132,7 @@ def collective_rows(ops: list[dict], overlap: dict[str, bool]) -> list[dict]:
             "achieved_bytes_per_s": safe_ratio(moved, per_exec),
             "peak_bytes_per_s": placed.get("bandwidth_bytes_per_s"),
             "overlapped": overlap.get(op["name"], False) if per_exec is not None else None,
+            **window_fields(op),
             "note": "; ".join(n for n in [info.note, *placed.get("notes", [])] if n),
         })
         op["overlapped"] = overlap.get(op["name"], False)
