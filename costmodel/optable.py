@@ -90,6 +90,7 @@ class OpRow:
     trace_flops: float | None = None
     trace_bytes: float | None = None
     trace_category: str = ""
+    position: float | None = None  # 0..1 in its computation's schedule, for matching across compiles
 
 
 def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: dict[int, str],
@@ -126,6 +127,7 @@ def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: d
             expectation=expectations.get((pid, str(rec.op))),
             trace_flops=_num(getattr(rec, "trace_flops", None)),
             trace_bytes=_num(getattr(rec, "trace_bytes", None)),
+            position=module.position(str(rec.op)) if (module and instr) else None,
         ))
     return rows
 
@@ -146,7 +148,7 @@ def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
             source=instr.metadata.source, shape=str(instr.shape),
             fingerprint=fingerprint(module, instr), devices=devices, occurrences=float(trips),
             measured_s=None, measured_s_max=None, self_s=None, cost=cost,
-            expectation=expectations.get((pid, name)),
+            expectation=expectations.get((pid, name)), position=module.position(name),
         ))
     return rows
 

@@ -191,6 +191,18 @@ class Module:
             return list(comp.instructions)
         return [comp[name] for name in order]
 
+    def position(self, name: str) -> float | None:
+        """Where an op runs within its computation: 0 first, 1 last, in schedule order."""
+        index = self.__dict__.get("_positions")
+        if index is None:
+            index = {}
+            for comp in self.computations.values():
+                seq = self.sequence(comp.name)
+                for n, instr in enumerate(seq):
+                    index[instr.name] = n / max(len(seq) - 1, 1)
+            self.__dict__["_positions"] = index
+        return index.get(name)
+
     @property
     def entry_computation(self) -> Computation:
         return self.computations[self.entry]

@@ -46,7 +46,14 @@ def _lines(diff: dict, md: bool) -> list[str]:
                    f"bytes {_signed(t['bytes']['delta'], u.nbytes)}, "
                    f"communicated {_signed(t['comm_bytes']['delta'], u.nbytes)}, "
                    f"expected time {_signed(t['expected_s']['delta'], u.seconds)}")
+    if ct.get("uncertain_pairs"):
+        out.append(f"{ct['uncertain_pairs']} changed op(s) were paired by framework op or name only: "
+                   "the pairing may be wrong (marked 'uncertain')")
     return out
+
+
+def _unsure(r: dict) -> str:
+    return " [uncertain pairing]" if r.get("uncertain") else ""
 
 
 def render_diff_terminal(diff: dict, *, top: int = 10) -> str:
@@ -55,7 +62,7 @@ def render_diff_terminal(diff: dict, *, top: int = 10) -> str:
     for r in ct["changed_ops"][:top]:
         lines.append(f"  changed {r['name']} ({r['opcode']}, {r['framework_op'] or '-'}): FLOPs "
                      f"{u.flops(r['flops']['base'])} -> {u.flops(r['flops']['head'])}; "
-                     f"shape {r['shape_base']} -> {r['shape_head']}")
+                     f"shape {r['shape_base']} -> {r['shape_head']}{_unsure(r)}")
     for r in ct["added_ops"][:top]:
         lines.append(f"  added   {r['name']} ({r['opcode']}): {u.flops(r['flops'])}, comm {u.nbytes(r['comm_bytes'])}, "
                      f"expected {u.seconds(r['expected_s'])}")
@@ -71,7 +78,8 @@ def render_diff_markdown(diff: dict, *, top: int = 10, html_path: str | None = N
     lines = _lines(diff, md=True)
     out = ["### audit diff", ""] + [ln if ln.startswith(("-", "**")) else ln for ln in lines] + [""]
     ct = diff["compile_time"]
-    rows = ([("changed", r["name"], r["opcode"], r["framework_op"], f"{u.flops(r['flops']['base'])} → {u.flops(r['flops']['head'])}",
+    rows = ([("changed" + _unsure(r), r["name"], r["opcode"], r["framework_op"],
+              f"{u.flops(r['flops']['base'])} → {u.flops(r['flops']['head'])}",
               f"{r['shape_base']} → {r['shape_head']}") for r in ct["changed_ops"][:top]]
             + [("added", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"]),
                 f"comm {u.nbytes(r['comm_bytes'])}, expected {u.seconds(r['expected_s'])}") for r in ct["added_ops"][:top]]
@@ -92,7 +100,7 @@ def render_diff_html(diff: dict, *, top: int = 25) -> str:
     ct = diff["compile_time"]
     parts = ['<section class="audit-diff"><h2>Diff</h2>']
     parts += [f"<p>{escape(ln)}</p>" for ln in lines]
-    rows = ([("changed", r["name"], r["opcode"], r["framework_op"],
+    rows = ([("changed" + _unsure(r), r["name"], r["opcode"], r["framework_op"],
               f"{u.flops(r['flops']['base'])} → {u.flops(r['flops']['head'])}") for r in ct["changed_ops"][:top]]
             + [("added", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"])) for r in ct["added_ops"][:top]]
             + [("removed", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"])) for r in ct["removed_ops"][:top]])

@@ -1,7 +1,9 @@
 """Compare two reports: what changed in the program (exact), and what changed in time (beyond noise).
 
-Ops are matched across compilations by module and structural fingerprint, since HLO names
-are not stable between compiles; leftovers fall back to names, the rest are added/removed.
+Ops are matched across compilations structurally, since HLO names are not stable between
+compiles: by fingerprint, then by opcode, framework op and shape, then (uncertain) by
+framework op alone or by name with the same opcode and dtype; within each key by position
+in the schedule. The rest are added/removed.
 """
 
 from __future__ import annotations
@@ -34,38 +36,83 @@ def _module_key(name: str) -> str:
     return name or "?"
 
 
-def match_ops(base: dict, head: dict) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
-    """Pair ops by (module, fingerprint), then by (module, name); return pairs, removed, added."""
-    def index(ops: list[dict]) -> dict:
-        idx: dict = defaultdict(list)
-        for op in ops:
-            idx[(_module_key(op["module"]), op["fingerprint"])].append(op)
-        for v in idx.values():
-            v.sort(key=lambda o: o["name"])
-        return idx
+# Matching passes, surest first: (name, key of an op, whether a pair found this way is uncertain).
+# Within one key, ops pair by their position in the schedule. The name pass needs the same
+# opcode and dtype, so an all-reduce of f32[33] is never paired with an unrelated bf16 one.
+_PASSES = (
+    ("fingerprint", lambda o: (o["fingerprint"],), False),
+    ("shape", lambda o: (o["opcode"], o.get("framework_op") or "", o.get("shape") or "")
+     if o.get("shape") else None, False),
+    ("framework op", lambda o: (o["opcode"], o["framework_op"]) if o.get("framework_op") else None, True),
+    ("name", lambda o: (o["opcode"], o["name"], o.get("dtype") or ""), True),
+)
+_MAX_GREEDY = 250_000  # candidate pairs in one group beyond which ops pair in schedule order
 
-    b_ops = [o for o in base["ops"] if not o.get("container")]
-    h_ops = [o for o in head["ops"] if not o.get("container")]
-    b_idx, h_idx = index(b_ops), index(h_ops)
-    pairs: list[tuple[dict, dict]] = []
-    left_b: list[dict] = []
-    left_h: list[dict] = []
-    for key in sorted(set(b_idx) | set(h_idx)):
-        bs, hs = b_idx.get(key, []), h_idx.get(key, [])
-        pairs.extend(zip(bs, hs))
-        left_b.extend(bs[len(hs):])
-        left_h.extend(hs[len(bs):])
-    by_name = {(_module_key(o["module"]), o["name"]): o for o in left_h}
-    removed = []
-    for op in left_b:
-        other = by_name.pop((_module_key(op["module"]), op["name"]), None)
-        if other is not None and other["opcode"] == op["opcode"]:
-            pairs.append((op, other))
-        else:
-            if other is not None:
-                by_name[(_module_key(op["module"]), op["name"])] = other
-            removed.append(op)
-    return pairs, removed, list(by_name.values())
+
+@dataclass(frozen=True)
+class Pairing:
+    """How a base op was paired with a head op, and whether the pairing may be wrong."""
+
+    how: str
+    uncertain: bool
+    distance: float | None  # difference of schedule positions (0..1), None when unknown
+
+
+def _order(op: dict) -> tuple:
+    pos = op.get("position")
+    return (pos if pos is not None else 2.0, op["name"])
+
+
+def _pair_group(bs: list[dict], hs: list[dict]) -> list[tuple[dict, dict]]:
+    """Pair two groups of interchangeable ops by nearest schedule position (ties: name order)."""
+    bs, hs = sorted(bs, key=_order), sorted(hs, key=_order)
+    if len(bs) == len(hs) or len(bs) * len(hs) > _MAX_GREEDY or \
+            any(o.get("position") is None for o in bs + hs):
+        return list(zip(bs, hs))
+    candidates = sorted(((abs(b["position"] - h["position"]), i, j) for i, b in enumerate(bs)
+                         for j, h in enumerate(hs)))
+    used_b: set[int] = set()
+    used_h: set[int] = set()
+    pairs = []
+    for _, i, j in candidates:
+        if i in used_b or j in used_h:
+            continue
+        used_b.add(i)
+        used_h.add(j)
+        pairs.append((bs[i], hs[j]))
+    return sorted(pairs, key=lambda p: _order(p[0]))
+
+
+def match_ops_detailed(base: dict, head: dict) -> tuple[list[tuple[dict, dict, Pairing]], list[dict], list[dict]]:
+    """Pair ops structurally, pass by pass; return (base, head, pairing) triples, removed, added."""
+    left_b = [o for o in base["ops"] if not o.get("container")]
+    left_h = [o for o in head["ops"] if not o.get("container")]
+    out: list[tuple[dict, dict, Pairing]] = []
+    for how, key, uncertain in _PASSES:
+        groups: dict = defaultdict(lambda: ([], []))
+        for side, ops in ((0, left_b), (1, left_h)):
+            for op in ops:
+                k = key(op)
+                if k is not None:
+                    groups[(_module_key(op["module"]), k)][side].append(op)
+        paired: set[int] = set()
+        for k in sorted(groups, key=str):
+            bs, hs = groups[k]
+            # One op of a framework op on each side is that op, whatever its new shape.
+            unsure = uncertain and not (how == "framework op" and len(bs) == len(hs) == 1)
+            for b, h in _pair_group(bs, hs):
+                pb, ph = b.get("position"), h.get("position")
+                out.append((b, h, Pairing(how, unsure, None if pb is None or ph is None else abs(pb - ph))))
+                paired.update((id(b), id(h)))
+        left_b = [o for o in left_b if id(o) not in paired]
+        left_h = [o for o in left_h if id(o) not in paired]
+    return out, left_b, left_h
+
+
+def match_ops(base: dict, head: dict) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+    """Pair ops structurally (see `match_ops_detailed`); return pairs, removed, added."""
+    triples, removed, added = match_ops_detailed(base, head)
+    return [(b, h) for b, h, _ in triples], removed, added
 
 
 def _total(report: dict, field: str) -> float:
@@ -87,8 +134,13 @@ def _changed(a: float | None, b: float | None) -> bool:
     return abs(a - b) > _REL_EQ * max(abs(a), abs(b), 1.0)
 
 
-def compile_time(base: dict, head: dict, pairs, removed, added) -> dict:
-    """Deterministic changes per step: totals, counts, per-op flops/bytes, added/removed ops."""
+def compile_time(base: dict, head: dict, pairs, removed, added,
+                 pairings: dict[tuple[int, int], Pairing] | None = None) -> dict:
+    """Deterministic changes per step: totals, counts, per-op flops/bytes, added/removed ops.
+
+    `pairings` (keyed by the ids of the base and head op) says how each pair was found; a
+    changed op from an uncertain pairing says so instead of reading as a sure change.
+    """
     totals = {}
     for field in ("flops", "bytes", "comm_bytes", "expected_s"):
         b, h = _total(base, field), _total(head, field)
@@ -103,6 +155,12 @@ def compile_time(base: dict, head: dict, pairs, removed, added) -> dict:
             hv = None if h.get(field) is None else h[field] / _per_step(head)
             row[field] = {"base": bv, "head": hv}
             changed |= _changed(bv, hv)
+        pairing = (pairings or {}).get((id(b), id(h)))
+        if pairing is not None:
+            row.update(pairing=pairing.how, uncertain=pairing.uncertain, position_distance=pairing.distance)
+            if pairing.uncertain:
+                row["pairing_note"] = (f"paired by {pairing.how} only: {b['name']} ({b.get('shape')}) and "
+                                       f"{h['name']} ({h.get('shape')}) may be different ops")
         if changed:
             per_op.append(row)
     per_op.sort(key=lambda r: -abs((r["flops"]["head"] or 0) - (r["flops"]["base"] or 0)))
@@ -119,6 +177,8 @@ def compile_time(base: dict, head: dict, pairs, removed, added) -> dict:
         "totals_per_step": totals,
         "counts": {"base": cb, "head": ch, "changed": cb != ch},
         "changed_ops": per_op,
+        "uncertain_pairs": sum(1 for r in per_op if r.get("uncertain")),
+        "pairing_counts": dict(Counter(p.how for p in (pairings or {}).values())),
         "added_ops": [brief(o, head) for o in added],
         "removed_ops": [brief(o, base) for o in removed],
         "changed": any(t["changed"] for t in totals.values()) or bool(per_op or added or removed) or cb != ch,
@@ -183,8 +243,9 @@ def _rel_mad(xs: list[float]) -> float:
 
 def diff_reports(base: dict, head: dict, gates: Gates = Gates()) -> dict:
     """The diff document: compile-time changes, measured changes, and which gates tripped."""
-    pairs, removed, added = match_ops(base, head)
-    ct = compile_time(base, head, pairs, removed, added)
+    triples, removed, added = match_ops_detailed(base, head)
+    pairs = [(b, h) for b, h, _ in triples]
+    ct = compile_time(base, head, pairs, removed, added, {(id(b), id(h)): p for b, h, p in triples})
     me = measured(base, head, pairs, gates.fail_on)
     tripped = []
     if me.get("regression"):

@@ -38,7 +38,7 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
         op = {
             "key": r.key, "program_id": r.program_id, "module": r.module, "name": r.name,
             "opcode": r.opcode, "category": r.category, "framework_op": r.framework_op,
-            "source": r.source, "shape": r.shape, "fingerprint": r.fingerprint,
+            "source": r.source, "shape": r.shape, "fingerprint": r.fingerprint, "position": r.position,
             "devices": r.devices, "occurrences": r.occurrences,
             "measured_s": r.measured_s, "measured_s_max": r.measured_s_max, "self_s": r.self_s,
             **{k: q[k] for k in ("flops", "transcendentals", "bytes", "comm_bytes", "dtype",
