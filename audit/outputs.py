@@ -22,6 +22,9 @@ def output_options(f: F) -> F:
         click.option("--markdown", "markdown_path", metavar="FILE|-", help="Write a markdown summary for a PR comment."),
         click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Ops shown in the terminal summary."),
         click.option("--hardware", metavar="NAME[:TOPOLOGY]", help="Chip to audit against (default: detected from the trace)."),
+        click.option("--allow-smaller", is_flag=True,
+                     help="Accept a --hardware topology with fewer devices than the program: the rest are priced "
+                          "as further slices/nodes (default: exit 2)."),
         click.option("--min-efficiency", default=0.5, show_default=True, type=click.FloatRange(0, 1),
                      help="Flag ops whose expected/measured time is below this..."),
         click.option("--min-share", default=0.01, show_default=True, type=click.FloatRange(0, 1),
@@ -36,7 +39,8 @@ def output_options(f: F) -> F:
 
 
 def analysis_options(kwargs: dict) -> dict:
-    return {"min_efficiency": kwargs.get("min_efficiency", 0.5), "min_share": kwargs.get("min_share", 0.01)}
+    return {"min_efficiency": kwargs.get("min_efficiency", 0.5), "min_share": kwargs.get("min_share", 0.01),
+            "allow_smaller": kwargs.get("allow_smaller", False)}
 
 
 def check_outputs(json_path: str | None, markdown_path: str | None, **_: Any) -> None:

@@ -91,6 +91,7 @@ class OpRow:
     trace_bytes: float | None = None
     trace_category: str = ""
     position: float | None = None  # 0..1 in its computation's schedule, for matching across compiles
+    custom_call_target: str = ""
 
 
 def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: dict[int, str],
@@ -128,6 +129,7 @@ def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: d
             trace_flops=_num(getattr(rec, "trace_flops", None)),
             trace_bytes=_num(getattr(rec, "trace_bytes", None)),
             position=module.position(str(rec.op)) if (module and instr) else None,
+            custom_call_target=instr.custom_call_target if instr else "",
         ))
     return rows
 
@@ -149,6 +151,7 @@ def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
             fingerprint=fingerprint(module, instr), devices=devices, occurrences=float(trips),
             measured_s=None, measured_s_max=None, self_s=None, cost=cost,
             expectation=expectations.get((pid, name)), position=module.position(name),
+            custom_call_target=instr.custom_call_target,
         ))
     return rows
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import AuditError, UsageError
 from .network.collectives import CollectiveTime, collective_time, human
-from .chips.hardware import Hardware
+from .chips.hardware import LINK_NAMES, Hardware
 from .records import Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
@@ -177,8 +177,11 @@ def _comm_reason(expectation: Expectation, measured_s: float | None, hw: Hardwar
         return (f"latency-bound: {kind} of {human(info['bytes'], 'B')} over {info['hops']} hops "
                 f"(latency floor {human(info['latency_s'], 's')})")
     achieved = moved / measured_s if measured_s else None
+    link = info["link"]
+    link = (hw.interconnect.scale_out_name if link == "dcn"
+            else LINK_NAMES.get(link, "host memory" if link == "memory" else link))
     return (f"{kind} reached {human(achieved, 'B/s')} of {human(info['bandwidth_bytes_per_s'], 'B/s')} "
-            f"({info['link']}, {info['group_size']} devices)")
+            f"({link}, {info['group_size']} devices)")
 
 
 def _dedupe(items: list[str]) -> list[str]:

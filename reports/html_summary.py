@@ -29,8 +29,11 @@ def _quantity(q: object, fmt) -> str:
 def _ceilings(hw: dict) -> list[tuple[str, str]]:
     sources = hw.get("peak_flops_source") or {}
     peaks = hw.get("peak_flops_per_s") or {}
-    rows = [(f"Peak {dtype}", escape(qty.flops_per_s(v)) + _src(sources.get(dtype) or hw.get("source")))
-            for dtype, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0))]
+    used = {p["peak"]: p for p in hw.get("peaks_used") or []}
+    rows = [(f"Peak {p['peak']}", escape(qty.flops_per_s(p["flops_per_s"])) + _src(p["source"])
+             + escape(f" · priced {qty.count(p['ops'])} ops")) for p in used.values()]
+    rows += [(f"Peak {dtype}", escape(qty.flops_per_s(v)) + _src(sources.get(dtype) or hw.get("source")))
+             for dtype, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0)) if dtype not in used]
     rows.append(("HBM bandwidth", escape(qty.bytes_per_s(hw.get("hbm_bytes_per_s")))
                  + _src(hw.get("hbm_bytes_per_s_source") or hw.get("source"))))
     if qty.known(hw.get("hbm_bytes")):
@@ -38,7 +41,7 @@ def _ceilings(hw: dict) -> list[tuple[str, str]]:
     ic = hw.get("interconnect") or {}
     if ic.get("kind") and ic.get("kind") != "none":
         link = ic.get("link_bytes_per_s")
-        rows.append(("Interconnect", escape(str(ic["kind"])) + (
+        rows.append(("Interconnect", escape(str(ic.get("name") or ic["kind"])) + (
             " · link " + _quantity(link, qty.bytes_per_s) if link else "")))
     return rows
 

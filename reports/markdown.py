@@ -43,10 +43,18 @@ def _hardware_line(report: dict) -> str:
     peaks = hw.get("peak_flops_per_s") or {}
     sources = hw.get("peak_flops_source") or {}
     bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(hw.get('source') or 'unknown')})"]
-    bits += [f"{md_text(d)} {qty.flops_per_s(v)} ({md_text(sources.get(d) or hw.get('source'))})"
-             for d, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0))[:3]]
+    used = hw.get("peaks_used") or []
+    if used:  # the peaks that priced the ops, not whichever are largest
+        bits += [f"{md_text(p['peak'])} {qty.flops_per_s(p['flops_per_s'])} ({md_text(p['source'])}; "
+                 f"{qty.count(p['ops'])} ops)" for p in used]
+    else:
+        bits += [f"{md_text(d)} {qty.flops_per_s(v)} ({md_text(sources.get(d) or hw.get('source'))})"
+                 for d, v in sorted(peaks.items(), key=lambda kv: (kv[0] != "bf16", -float(kv[1] or 0)))[:3]]
     bits.append(f"HBM {qty.bytes_per_s(hw.get('hbm_bytes_per_s'))} "
                 f"({md_text(hw.get('hbm_bytes_per_s_source') or hw.get('source'))})")
+    link = (hw.get("interconnect") or {}).get("name")
+    if link and (hw.get("interconnect") or {}).get("kind") not in ("none", "host-memory"):
+        bits.append(md_text(link))
     jax = (report.get("source") or {}).get("jax_version")
     if jax:
         bits.append(f"JAX {md_text(jax)}")

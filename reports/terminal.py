@@ -9,15 +9,25 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _peaks(hw: dict) -> str:
+    """The peaks that priced the ops (with how many ops each), else the bf16 peak."""
+    used = hw.get("peaks_used") or []
+    if used:
+        return "peaks used " + ", ".join(f"{p['peak']} {units.flops_rate(p['flops_per_s'])} [{p['source']}] "
+                                         f"({p['ops']} ops)" for p in used)
+    peak = hw["peak_flops_per_s"].get("bf16") or next(iter(hw["peak_flops_per_s"].values()), None)
+    return (f"bf16 peak {units.flops_rate(peak)} "
+            f"[{hw.get('peak_flops_source', {}).get('bf16', hw['source'])}]")
+
+
 def _header(report: dict) -> list[str]:
     src, hw, s = report["source"], report["hardware"], report["summary"]
     what = src.get("workload") or ", ".join(src.get("paths") or []) or "-"
-    peak = hw["peak_flops_per_s"].get("bf16") or next(iter(hw["peak_flops_per_s"].values()), None)
     lines = [
         f"audit: {what}",
-        f"hardware: {hw['name']} ({hw['source']}): bf16 peak {units.flops_rate(peak)} "
-        f"[{hw.get('peak_flops_source', {}).get('bf16', hw['source'])}], "
-        f"HBM {units.bytes_rate(hw['hbm_bytes_per_s'])} [{hw.get('hbm_bytes_per_s_source', hw['source'])}]",
+        f"hardware: {hw['name']} ({hw['source']}): {_peaks(hw)}, "
+        f"HBM {units.bytes_rate(hw['hbm_bytes_per_s'])} [{hw.get('hbm_bytes_per_s_source', hw['source'])}]"
+        + (f", {hw['interconnect']['name']}" if (hw.get("interconnect") or {}).get("name") else ""),
     ]
     st = s["step_time_s"]
     if s.get("predicted"):

@@ -103,8 +103,7 @@ def _interconnect(hw: Hardware) -> str:
     if net.kind == "ici":
         return f"ICI {net.torus_axes}D torus <= {'x'.join(map(str, net.max_torus))}, {speed}/link one-way"
     if net.kind in ("nvlink", "xgmi"):
-        name = "NVLink" if net.kind == "nvlink" else "Infinity Fabric"
-        return f"{name} x{net.domain_size}, {speed}/GPU one-way"
+        return f"{net.link_name} x{net.domain_size}, {speed}/GPU one-way"
     if net.kind == "host-memory":
         return f"host memory, {speed}"
     return "unknown"

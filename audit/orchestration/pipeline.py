@@ -16,6 +16,7 @@ from ..costmodel.records import Expectation, OpCost
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..costmodel.schedule import windows_by_op
+from .caveats import check_partitions, loop_caveats, peaks_used, unmodeled_warning
 from .overlap import attach_overlap
 from .report_rows import collective_rows, host_summary, op_dicts
 
@@ -25,6 +26,7 @@ SCHEMA = "audit.report/v1"
 @dataclass(frozen=True)
 class Options:
     thresholds: Thresholds = Thresholds()
+    allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
 
 
 def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware: str | None = None,
@@ -47,11 +49,12 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
     hw = _hardware(hardware, profile.platform, {k: v for h in hosts for k, v in h.device_stats.items()})
     modules, names = profile.modules(), profile.module_names()
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
+    smaller = check_partitions(hw, hardware, devices, opts.allow_smaller)
     costs, expectations = cost_programs(modules, hw, devices)
     per_device, per_op = measure(events)
     rows = build_rows(per_op, modules, names, costs, expectations)
     step_list = step_table(steps, events)
-    warnings = list(profile.warnings)
+    warnings = list(profile.warnings) + smaller
     missing = sorted({names.get(r.program_id, str(r.program_id)) for r in rows
                       if r.program_id not in modules})
     if missing:
@@ -106,6 +109,9 @@ def analyse_hlo(path: str | os.PathLike, *, hardware: str | None = None, source:
     if hardware is None:
         warnings.append("no --hardware given: expected times are for this machine's CPU")
     hw = _hardware(hardware, "cpu", {})
+    from ..costmodel.ops.module import device_count
+
+    warnings += check_partitions(hw, hardware, device_count(module), opts.allow_smaller)
     return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
                            warnings=warnings, options=opts)
 
@@ -127,11 +133,14 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, w
     expected_total = sum(o["expected_s"] or 0.0 for o in ops if o["opcode"] not in CONTAINER_OPCODES)
     step = step_fields["expected_step_s"]
     step = expected_total if step is None else step
+    loop_warnings, loops = loop_caveats(modules)
     return _assemble(
-        ops=ops, hw=hw, warnings=warnings + step_warnings, predicted=predicted,
+        ops=ops, hw=hw, warnings=warnings + loop_warnings + step_warnings, predicted=predicted,
         summary_extra={"devices": devices, "hosts": 0, "steps": 0,
                        "step_time_s": {"min": step, "median": step, "max": step},
-                       "idle_s": None, "step_source": "predicted", **step_fields},
+                       "idle_s": None, "step_source": "predicted", **step_fields,
+                       "unknown_trip_count_loops": loops,
+                       "unknown_trip_count_ops": sum(entry["ops"] for entry in loops)},
         source={"paths": [], "workload": None, "command": None, "jax_version": None, **source},
         steps=[], collectives=collective_rows(ops, {}), timeline=[],
     )
@@ -157,7 +166,8 @@ def _options(options: Options | dict | None) -> Options:
     if not options:
         return Options()
     return Options(thresholds=Thresholds(**{k: v for k, v in options.items()
-                                            if k in ("min_efficiency", "min_share")}))
+                                            if k in ("min_efficiency", "min_share")}),
+                   allow_smaller=bool(options.get("allow_smaller", False)))
 
 
 def _hardware(spec: str | None, platform: str, device_stats: dict) -> Hardware:
@@ -182,10 +192,9 @@ def _assemble(*, ops: list[dict], hw: Hardware, warnings: list[str], predicted: 
     expected_total = sum(o["expected_s"] for o in modeled)
     measured_modeled = sum(o["self_s"] or 0.0 for o in modeled)
     unmodeled = [o for o in measured_ops if o["provenance"]["flops"] == "unknown"]
-    if unmodeled:
-        warnings = warnings + [f"{len(unmodeled)} op(s) have no cost model and are listed as unknown: "
-                               + ", ".join(o["name"] for o in unmodeled[:8])
-                               + (" ..." if len(unmodeled) > 8 else "")]
+    unmodeled_line = unmodeled_warning(ops)
+    if unmodeled_line:
+        warnings = warnings + [unmodeled_line]
     flagged = [o for o in ops if o["flagged"]]
     flagged.sort(key=lambda o: -(o["wasted_s"] or 0.0))
     summary = {
@@ -204,7 +213,7 @@ def _assemble(*, ops: list[dict], hw: Hardware, warnings: list[str], predicted: 
         "tool": {"name": "audit", "version": __version__},
         "source": {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                    "jax_running": _jax_version(), **source},
-        "hardware": hw.to_json(),
+        "hardware": {**hw.to_json(), "peaks_used": peaks_used(ops, hw)},
         "summary": summary,
         "steps": steps,
         "ops": ops,

@@ -39,6 +39,7 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
             "key": r.key, "program_id": r.program_id, "module": r.module, "name": r.name,
             "opcode": r.opcode, "category": r.category, "framework_op": r.framework_op,
             "source": r.source, "shape": r.shape, "fingerprint": r.fingerprint, "position": r.position,
+            "custom_call_target": r.custom_call_target,
             "devices": r.devices, "occurrences": r.occurrences,
             "measured_s": r.measured_s, "measured_s_max": r.measured_s_max, "self_s": r.self_s,
             **{k: q[k] for k in ("flops", "transcendentals", "bytes", "comm_bytes", "dtype",
@@ -54,6 +55,8 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
             "achieved_flops_per_s": safe_ratio(q["flops"], r.measured_s),
             "achieved_bytes_per_s": safe_ratio(q["bytes"], r.measured_s),
             "container": container,
+            "peak_flops_per_s": (r.expectation.peak_flops_per_s
+                                 if r.expectation is not None and q["flops"] else None),
         }
         if r.cost is not None and r.cost.collective is not None:
             placed = r.expectation.details.get("collective") if r.expectation is not None else None

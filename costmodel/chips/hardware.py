@@ -25,6 +25,9 @@ class Quantity:
         return out
 
 
+LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "xgmi": "Infinity Fabric (xGMI)"}
+
+
 @dataclass(frozen=True)
 class Interconnect:
     """Chip-to-chip links. Bandwidths are per chip, bytes/s; latencies in s.
@@ -53,6 +56,16 @@ class Interconnect:
     # cubes), none otherwise. "": no torus.
     wraparound_rule: str = ""
 
+    @property
+    def link_name(self) -> str:
+        """The vendor's name for the scale-up links: ICI (TPU), NVLink (NVIDIA), Infinity Fabric (AMD)."""
+        return LINK_NAMES.get(self.kind, self.kind or "interconnect")
+
+    @property
+    def scale_out_name(self) -> str:
+        """What joins slices or nodes: DCN between TPU slices, the inter-node network between GPU nodes."""
+        return "DCN" if self.kind == "ici" else "inter-node network"
+
     def wraparound(self, topology: tuple[int, ...]) -> tuple[bool, ...]:
         """Which axes of a slice shape have a wraparound link, by this chip's torus rules."""
         if self.wraparound_rule == "full-axis":
@@ -64,7 +77,7 @@ class Interconnect:
         return tuple(False for _ in topology)
 
     def to_json(self) -> dict:
-        out: dict = {"kind": self.kind}
+        out: dict = {"kind": self.kind, "name": self.link_name, "scale_out": self.scale_out_name}
         for name in ("link_bytes_per_s", "pcie_bytes_per_s", "dcn_bytes_per_s",
                      "hop_latency_s", "collective_latency_s"):
             q = getattr(self, name)

@@ -11,8 +11,9 @@ AllGather of the whole array) and twice that on a line. Each hop costs at least 
 per-hop latency, so small messages are latency-bound. Concurrent groups whose rings
 cross the same links (interleaved groups) split those links' bandwidth.
 
-GPU (NVLink/NVSwitch): a ring within the NVLink domain sends (n-1)/n * V per GPU at
-the per-GPU NVLink bandwidth; beyond the domain the inter-node bandwidth applies.
+GPU (NVLink/NVSwitch on NVIDIA, Infinity Fabric/xGMI on AMD): a ring within the domain
+sends (n-1)/n * V per GPU at the per-GPU link bandwidth; beyond the domain the inter-node
+network's bandwidth applies.
 CPU (simulated devices): an in-memory copy at host memory bandwidth, approximate.
 """
 
@@ -50,7 +51,7 @@ class CollectiveTime:
     hops: int
     wraparound: bool | None
     axes: tuple[AxisSpan, ...]
-    link: str  # "ici", "nvlink", "dcn", "memory", "none"
+    link: str  # "ici", "nvlink", "xgmi", "dcn", "memory", "none"
     approximate: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -99,7 +100,7 @@ def collective_time(kind: str, volume_bytes: float, placement: GroupPlacement, h
     if placement.leaves_domain:
         return _ring(name, volume_bytes, placement, hw, link="dcn")
     if placement.kind == "switch":
-        return _ring(name, volume_bytes, placement, hw, link="nvlink")
+        return _ring(name, volume_bytes, placement, hw, link=hw.interconnect.kind or "nvlink")
     return _torus(name, volume_bytes, placement, hw, wraparound)
 
 
@@ -211,13 +212,13 @@ def _ring_bytes(name: str, volume: float, n: int) -> float:
 def _ring(name: str, volume: float, placement: GroupPlacement, hw: Hardware, link: str) -> CollectiveTime:
     ic = hw.interconnect
     n = placement.group_size
-    if link == "nvlink":
-        bandwidth = _need(ic.link_bytes_per_s, "NVLink bandwidth", hw)
-        notes: tuple[str, ...] = (f"ring over {n} GPUs in one NVLink domain",)
+    if link != "dcn":
+        bandwidth = _need(ic.link_bytes_per_s, f"{ic.link_name} bandwidth", hw)
+        notes: tuple[str, ...] = (f"ring over {n} GPUs in one {ic.link_name} domain",)
     else:
-        bandwidth = _need(ic.dcn_bytes_per_s, "inter-node (DCN) bandwidth", hw)
-        where = "ICI slices" if hw.kind == "tpu" else "NVLink domains"
-        notes = (f"group spans {placement.domains} {where}: inter-node bandwidth, flat ring",)
+        bandwidth = _need(ic.dcn_bytes_per_s, f"{ic.scale_out_name} bandwidth", hw)
+        where = "ICI slices" if hw.kind == "tpu" else f"{ic.link_name} domains"
+        notes = (f"group spans {placement.domains} {where}: {ic.scale_out_name} bandwidth, flat ring",)
     steps = 1 if name in ("all-to-all", "collective-permute") else n - 1
     if name == "all-reduce":
         steps *= 2

@@ -1,10 +1,10 @@
-"""Where devices sit: TPU torus coordinates, GPU NVLink domains, or one CPU host.
+"""Where devices sit: TPU torus coordinates, GPU NVLink/xGMI domains, or one CPU host.
 
 A `Placement` maps device ids to physical coordinates for one chip type and
 slice shape; `place_group` says which physical axes a collective's group spans,
 how long its ring is on each axis, whether that ring closes with a wraparound
 link, how many hops its longest path takes, and whether it leaves the ICI slice
-or NVLink domain (`mesh_layout.mesh_group` does the same for a logical mesh).
+or NVLink/xGMI domain (`mesh_layout.mesh_group` does the same for a logical mesh).
 
 Default TPU device order is x fastest, then y, then z (id = x + X*y + X*Y*z);
 pass explicit coordinates where the real assignment is known.
@@ -46,7 +46,7 @@ class Placement:
         return tuple(out)
 
     def domain(self, device: int) -> int:
-        """Which slice (TPU) or NVLink domain (GPU) a device id falls in."""
+        """Which slice (TPU) or NVLink/xGMI domain (GPU) a device id falls in."""
         return device // self.size
 
 
@@ -73,7 +73,7 @@ class GroupPlacement:
     kind: str  # one of KINDS
     devices: tuple[int, ...]
     axes: tuple[AxisSpan, ...]  # torus axes with more than one position; empty otherwise
-    domains: int  # ICI slices / NVLink domains the group touches
+    domains: int  # ICI slices / NVLink or xGMI domains the group touches
     notes: tuple[str, ...] = ()
     path_hops: int | None = None  # longest source-target path, for point-to-point transfers
 

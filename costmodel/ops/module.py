@@ -27,7 +27,8 @@ from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
 from .loops import trip_count, while_parts
 from ..records import OpCost
 
-__all__ = ["HANDLERS", "UNMODELED", "cost_module", "module_totals", "unmodeled_ops", "device_count"]
+__all__ = ["HANDLERS", "UNMODELED", "cost_module", "module_totals", "unmodeled_ops", "device_count",
+           "unknown_trip_loops"]
 
 
 def _times(a: int | None, b: int | None) -> int | None:
@@ -74,6 +75,26 @@ def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
                 plan[callee.name] = (n, inner_wrapper)
                 pending.append(callee.name)
     return plan
+
+
+def unknown_trip_loops(module: Module) -> list[tuple[str, int]]:
+    """(while op, ops it runs) for every loop whose trip count is unknown: such ops are counted once."""
+    out = []
+    for name, (trips, _) in execution_plan(module).items():
+        for instr in module.computations[name].instructions:
+            if instr.opcode != "while" or trip_count(module, instr)[0] is not None:
+                continue
+            seen: set[str] = set()
+            pending = [c.name for c in while_parts(module, instr) if c is not None]
+            while pending:
+                comp = module.computations[pending.pop()]
+                if comp.name in seen:
+                    continue
+                seen.add(comp.name)
+                for inner in comp.instructions:
+                    pending += [c.name for c, _ in _callees(module, inner, None) if not c.is_fusion]
+            out.append((instr.name, sum(len(module.computations[c].instructions) for c in seen)))
+    return out
 
 
 def device_count(module: Module) -> int | None:

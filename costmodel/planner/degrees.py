@@ -13,11 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..chips.hardware import LINK_NAMES
 from .chip_numbers import ChipNumbers
 from .transformer import ModelConfig
-
-
-LINK_DOMAIN = {"nvlink": "NVLink", "xgmi": "Infinity Fabric (xGMI)"}
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ def tp_degrees(cfg: ModelConfig, chips: ChipNumbers, chips_per_pod: int) -> TpDe
             f"d_ff ({cfg.d_ff}) and the {chips_per_pod} chips")
     if axes is not None:
         allowed = [d for d in allowed if any(n % d == 0 for n in axes)]
-        where = f"the {LINK_DOMAIN.get(chips.link_kind, 'switch')} domain" if chips.kind != "tpu" \
+        where = f"the {LINK_NAMES.get(chips.link_kind, 'switch')} domain" if chips.kind != "tpu" \
             else "one axis of the slice"
         rule += f", and fit {where} ({'x'.join(str(n) for n in axes)})"
     return TpDegrees(tuple(allowed), rule)

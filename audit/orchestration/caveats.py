@@ -1,0 +1,83 @@
+"""What a report must say about its own limits: loops counted once, a topology too small for
+the program, ops with no cost model. Each check returns plain warning lines (or raises)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from ..costmodel.chips.hardware import Hardware
+from ..errors import UsageError
+from ..parsers.hlo_model import Module
+
+def capacity(hw: Hardware) -> int | None:
+    """Devices the named topology holds (None when no topology was named)."""
+    if not hw.topology:
+        return None
+    return math.prod(hw.topology) * max(hw.devices_per_chip, 1)
+
+
+def check_partitions(hw: Hardware, spec: str | None, partitions: int | None, allow_smaller: bool) -> list[str]:
+    """A `--hardware` topology smaller than the program: exit 2, or a note with --allow-smaller."""
+    room = capacity(hw)
+    if not spec or room is None or not partitions or partitions <= room:
+        return []
+    unit = f"{'slices' if hw.kind == 'tpu' else 'nodes'} over the {hw.interconnect.scale_out_name}"
+    if not allow_smaller:
+        raise UsageError(
+            f"the program spans {partitions} devices but --hardware {spec} holds {room}",
+            hint=f"name a topology with at least {partitions} devices, or pass --allow-smaller to price the "
+                 f"extra devices as further {spec} {unit}")
+    copies = math.ceil(partitions / room)
+    return [f"--allow-smaller: the program spans {partitions} devices and --hardware {spec} holds {room}; "
+            f"collectives are priced as if on {copies} {spec} {unit}, which is slower than one larger "
+            f"{hw.interconnect.link_name} domain"]
+
+
+def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict]]:
+    """Loops with no known trip count: warning lines and one summary entry per loop."""
+    from ..costmodel.ops.module import unknown_trip_loops
+
+    loops = [{"program_id": pid, "name": name, "ops": ops}
+             for pid, module in modules.items() for name, ops in unknown_trip_loops(module)]
+    if not loops:
+        return [], []
+    held = sum(entry["ops"] for entry in loops)
+    listed = ", ".join(f"{e['name']} ({e['ops']} ops)" for e in loops[:6]) + (" ..." if len(loops) > 6 else "")
+    return [f"{len(loops)} while loop(s) have no known trip count, so the {held} op(s) they hold are "
+            f"counted once per run and the expected time is a lower bound: {listed}"], loops
+
+
+def unmodeled_warning(ops: list[dict]) -> str | None:
+    """Ops with no cost model, grouped by what they are (custom calls by target)."""
+    unmodeled = [o for o in ops if not o["container"] and o["provenance"]["flops"] == "unknown"]
+    if not unmodeled:
+        return None
+    groups = Counter(f"{o['opcode']} {o['custom_call_target']}" if o.get("custom_call_target") else o["opcode"]
+                     for o in unmodeled)
+    kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
+    names = ", ".join(o["name"] for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
+    return (f"{len(unmodeled)} op(s) have no cost model and are listed as unknown: {kinds} "
+            f"(e.g. {names})")
+
+
+def peaks_used(ops: list[dict], hw: Hardware) -> list[dict]:
+    """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows)."""
+    share = max(hw.devices_per_chip, 1)
+    used: dict[float, dict] = {}
+    for o in ops:
+        rate = o.get("peak_flops_per_s")
+        if o["container"] or not rate or not o["flops"]:
+            continue
+        entry = used.setdefault(rate, {"flops_per_s": rate * share, "ops": 0, "flops": 0.0, "dtypes": set()})
+        entry["ops"] += 1
+        entry["flops"] += o["flops"]
+        entry["dtypes"].add(o["dtype"] or "?")
+    out = []
+    for rate, entry in sorted(used.items(), key=lambda kv: -kv[1]["flops"]):
+        key = next((k for k, q in hw.peak_flops.items()
+                    if math.isclose(q.value, entry["flops_per_s"], rel_tol=1e-9)), None)
+        out.append({"peak": key or "/".join(sorted(entry["dtypes"])), "flops_per_s": entry["flops_per_s"],
+                    "source": hw.peak_flops[key].source if key else "catalog, derived",
+                    "ops": entry["ops"], "flops": entry["flops"], "dtypes": sorted(entry["dtypes"])})
+    return out
