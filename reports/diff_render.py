@@ -45,7 +45,9 @@ def _lines(diff: dict, md: bool) -> list[str]:
                    f"FLOPs {_signed(t['flops']['delta'], u.flops)}, "
                    f"bytes {_signed(t['bytes']['delta'], u.nbytes)}, "
                    f"communicated {_signed(t['comm_bytes']['delta'], u.nbytes)}, "
-                   f"expected time {_signed(t['expected_s']['delta'], u.seconds)}")
+                   f"expected time {_signed(t['expected_s']['delta'], u.seconds)}"
+                   + (f", expected step with overlap {_signed(t['expected_step_s']['delta'], u.seconds)}"
+                      if "expected_step_s" in t else ""))
     if ct.get("uncertain_pairs"):
         out.append(f"{ct['uncertain_pairs']} changed op(s) were paired by framework op or name only: "
                    "the pairing may be wrong (marked 'uncertain')")

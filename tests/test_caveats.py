@@ -108,3 +108,8 @@ def test_the_hardware_line_shows_the_peak_that_priced_the_dot(tmp_path, chip):
     assert "bf16" in line and "1 ops" in line
     assert "bf16" in render_terminal(r).splitlines()[1]
     assert "priced 1 ops" in render_html(r)
+
+
+def test_the_summary_counts_unmodeled_ops_by_target(report):
+    assert report["summary"]["unmodeled_by_target"] == {"custom-call my_vendor_kernel": 2,
+                                                        "custom-call another_kernel": 1}

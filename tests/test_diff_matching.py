@@ -83,3 +83,11 @@ def test_a_name_is_never_enough_across_dtypes():
                         dtype="bf16")])
     triples, removed, added = match_ops_detailed(base, head)
     assert not triples and len(removed) == 1 and len(added) == 1
+
+
+def test_the_overlapped_step_is_compared_at_compile_time(reports):
+    diff = diff_reports(reports["base"], reports["head"])
+    step = diff["compile_time"]["totals_per_step"]["expected_step_s"]
+    assert step["base"] == pytest.approx(reports["base"]["summary"]["expected_step_s"])
+    assert step["delta"] > 0 and step["changed"]
+    assert "expected step with overlap +" in render_diff_terminal(diff)

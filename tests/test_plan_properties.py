@@ -200,3 +200,12 @@ def test_llama3_70b_on_a_full_v5p_pod_recommends_degrees_it_can_run():
     rows = {row["strategy"]: row for row in r["strategies"]}
     assert not rows["tp"]["feasible"]
     assert "16x20x28" in " ".join(rows["fsdp+tp"]["notes"])
+
+
+def test_serving_says_when_the_model_parallel_degree_splits_heads():
+    from audit.costmodel.planner.serve import ServeSetup as Setup
+
+    split = plan_serve(MODELS["llama3-70b"], Setup(32, 8192, 16), lookup("tpu-v5e:4x4"))["model_parallel"]
+    whole = plan_serve(MODELS["llama3-70b"], Setup(32, 8192, 8), lookup("tpu-v5e:4x2"))["model_parallel"]
+    assert not split["degree_allowed"] and "KV heads (8)" in split["degree_note"]
+    assert whole["degree_allowed"] and whole["degree_note"] == ""

@@ -127,6 +127,8 @@ def serve_text(r: dict) -> list[str]:
         lines.append(f"model parallel {mp['model_parallel_degree']}-way: ICI-bound beyond "
                      f"{mp['max_degree_compute_bound']:.0f} (compute-bound) / {mp['max_degree_memory_bound']:.0f} "
                      f"(memory-bound) ways; {'ICI-bound' if mp['ici_bound'] else 'not ICI-bound'} here")
+        if mp.get("degree_note"):
+            lines.append(f"  {mp['degree_note']}")
     if r["prefill"]:
         p = r["prefill"]
         lines.append(f"prefill {p['tokens']} tokens at {100 * s['mfu']:.0f}% MFU: {seconds(p['time_s'])} "

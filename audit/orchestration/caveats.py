@@ -48,13 +48,22 @@ def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict]]:
             f"counted once per run and the expected time is a lower bound: {listed}"], loops
 
 
+def _unmodeled(ops: list[dict]) -> list[dict]:
+    return [o for o in ops if not o["container"] and o["provenance"]["flops"] == "unknown"]
+
+
+def unmodeled_groups(ops: list[dict]) -> dict[str, int]:
+    """How many ops have no cost model, by opcode (custom calls by `custom-call TARGET`)."""
+    return dict(Counter(f"{o['opcode']} {o['custom_call_target']}" if o.get("custom_call_target") else o["opcode"]
+                        for o in _unmodeled(ops)).most_common())
+
+
 def unmodeled_warning(ops: list[dict]) -> str | None:
     """Ops with no cost model, grouped by what they are (custom calls by target)."""
-    unmodeled = [o for o in ops if not o["container"] and o["provenance"]["flops"] == "unknown"]
+    unmodeled = _unmodeled(ops)
     if not unmodeled:
         return None
-    groups = Counter(f"{o['opcode']} {o['custom_call_target']}" if o.get("custom_call_target") else o["opcode"]
-                     for o in unmodeled)
+    groups = Counter(unmodeled_groups(ops))
     kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
     names = ", ".join(o["name"] for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
     return (f"{len(unmodeled)} op(s) have no cost model and are listed as unknown: {kinds} "

@@ -16,7 +16,7 @@ from ..costmodel.records import Expectation, OpCost
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..costmodel.schedule import windows_by_op
-from .caveats import check_partitions, loop_caveats, peaks_used, unmodeled_warning
+from .caveats import check_partitions, loop_caveats, peaks_used, unmodeled_groups, unmodeled_warning
 from .overlap import attach_overlap
 from .report_rows import collective_rows, host_summary, op_dicts
 
@@ -205,6 +205,7 @@ def _assemble(*, ops: list[dict], hw: Hardware, warnings: list[str], predicted: 
         "time_by_bound_s": time_by_bound(ops) if not predicted else _expected_by_bound(ops),
         "flagged_ops": len(flagged),
         "unmodeled_ops": len(unmodeled),
+        "unmodeled_by_target": unmodeled_groups(ops),
         "predicted": predicted,
         "units": "seconds per device, summed over the analysed steps",
     }

@@ -46,10 +46,11 @@ def axis_lengths(chips: ChipNumbers, chips_per_pod: int) -> tuple[int, ...] | No
     return None
 
 
-def tp_degrees(cfg: ModelConfig, chips: ChipNumbers, chips_per_pod: int) -> TpDegrees:
-    """Degrees that divide heads, KV heads, d_ff and the pod, and fit one physical axis."""
+def tp_degrees(cfg: ModelConfig, chips: ChipNumbers, chips_per_pod: int, *, one_axis: bool = True) -> TpDegrees:
+    """Degrees that divide heads, KV heads, d_ff and the pod, and (with `one_axis`) fit one
+    physical axis; serving shards over the whole slice, so it passes `one_axis=False`."""
     model_gcd = math.gcd(math.gcd(cfg.heads, cfg.kv_heads), cfg.d_ff)
-    axes = axis_lengths(chips, chips_per_pod)
+    axes = axis_lengths(chips, chips_per_pod) if one_axis else None
     allowed = [d for d in divisors(chips_per_pod) if model_gcd % d == 0]
     rule = (f"a TP degree must divide heads ({cfg.heads}), KV heads ({cfg.kv_heads}), "
             f"d_ff ({cfg.d_ff}) and the {chips_per_pod} chips")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from ...errors import InputError
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
+from .degrees import tp_degrees
 from .transformer import (ModelConfig, dtype_bytes, kv_bytes_per_token, matmul_params, param_breakdown,
                           params_read_per_step)
 
@@ -96,7 +97,11 @@ def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) ->
     t_ici = 2.0 * b * d / w_ici
     t_hbm = d * f * wb / (y * chips.hbm_bytes_per_s.value)
     t_math = 2.0 * b * d * f / (y * chips.flops_per_s.value)
-    return {"model_parallel_degree": y, "axes": mesh_axes(chips), "beta": beta,
+    allowed = tp_degrees(cfg, chips, y, one_axis=False)
+    note = "" if y in allowed.allowed else (f"{y}-way model parallelism does not shard whole heads: "
+                                            f"{allowed.rule}; KV heads would be replicated or heads split")
+    return {"model_parallel_degree": y, "degree_allowed": y in allowed.allowed,
+            "degree_note": note, "axes": mesh_axes(chips), "beta": beta,
             "max_degree_compute_bound": mesh_axes(chips) * f / chips.alpha,
             "max_degree_memory_bound": f * wb / (2.0 * b * beta),
             "matmul_ici_s": t_ici, "matmul_hbm_s": t_hbm, "matmul_math_s": t_math,
