@@ -7,9 +7,11 @@ runs between its start and its done while the compute stream carries on with wha
 the scheduler placed in between; only the part that outlasts that compute is exposed.
 
 The walk models what XLA's latency-hiding scheduler assumes: one compute stream
-that runs every other op back to back, and one stream per kind of asynchronous op
-(all-gather, reduce-scatter, all-reduce, ...), so two collectives of one kind queue
-behind each other. A start launches its work at once on its stream (or when that
+that runs every other op back to back, and collective streams. On TPU each kind of
+asynchronous collective (all-gather, reduce-scatter, all-reduce, ...) is its own
+resource, so two collectives of one kind queue behind each other while different kinds
+overlap; on GPU every collective shares one stream (XLA's
+`kGpuAsyncStreamCollectives`), with copies and send/recv on their own. A start launches its work at once on its stream (or when that
 stream frees up); a done waits until the work is finished. Synchronous collectives
 run on the compute stream, fully exposed. While bodies and called computations are
 walked in place (a loop's body once per trip); conditionals count each branch once,
@@ -85,12 +87,23 @@ class _Pending:
     end_s: float
 
 
+# Streams of their own on GPU: host/device copies and point-to-point transfers.
+_OWN_GPU_STREAM = {"copy", "send-recv", "async"}
+
+
 class _Walker:
-    def __init__(self, module: Module, expected: Mapping[str, float], collective: Mapping[str, str]):
+    def __init__(self, module: Module, expected: Mapping[str, float], collective: Mapping[str, str],
+                 shared_stream: bool):
         self.module = module
         self.expected = expected
         self.collective = collective
+        self.shared_stream = shared_stream
         self.result = StepWalk()
+
+    def stream(self, kind: str) -> str:
+        if self.shared_stream and kind not in _OWN_GPU_STREAM:
+            return "collectives"
+        return kind
 
     def seconds(self, name: str) -> float:
         return self.expected.get(name) or 0.0
@@ -123,11 +136,12 @@ class _Walker:
         for instr in self.module.sequence(computation):
             if launches(instr):
                 kind = self.kind(instr)
+                stream = self.stream(kind)
                 duration = self.seconds(instr.name) + self.wrapped_seconds(instr)
-                begin = max(t, streams.get(kind, 0.0))
+                begin = max(t, streams.get(stream, 0.0))
                 window = Window(instr.name, "", kind, computation, duration, executions=executions)
                 pending[instr.name] = _Pending(window, t, begin + duration)
-                streams[kind] = begin + duration
+                streams[stream] = begin + duration
                 self.result.no_overlap_s += duration * executions
             elif waits(instr):
                 start = self._start_of(instr, pending)
@@ -184,21 +198,23 @@ class _Walker:
 
 
 def walk_schedule(module: Module, expected: Mapping[str, float],
-                  collective: Mapping[str, str] = {}) -> StepWalk:
+                  collective: Mapping[str, str] = {}, *, shared_stream: bool = False) -> StepWalk:
     """Walk the entry computation in schedule order.
 
     **Arguments:** `expected`: instruction name -> expected seconds per execution (missing or
     None: 0); `collective`: names of synchronous communication ops -> their kind, so their
-    time counts as exposed communication.
+    time counts as exposed communication; `shared_stream`: all collectives on one stream (GPU)
+    rather than one per kind (TPU).
     **Returns:** the no-overlap sum, the overlapped step and every asynchronous window.
     """
-    walker = _Walker(module, expected, collective)
+    walker = _Walker(module, expected, collective, shared_stream)
     walker.result.step_s = walker.walk(module.entry, 1)
     return walker.result
 
 
 def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str, object]],
-                  expectations: Mapping[tuple[int, str], object]) -> dict[int, StepWalk | None]:
+                  expectations: Mapping[tuple[int, str], object], *,
+                  shared_stream: bool = False) -> dict[int, StepWalk | None]:
     """The walk of every program: None for a program with asynchronous ops but no schedule.
 
     **Arguments:** `costs`: program -> op name -> OpCost; `expectations`: (program, op name) ->
@@ -213,5 +229,5 @@ def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str
         if not module.is_scheduled and any(launches(i) for _, i in module.instructions()):
             out[pid] = None
             continue
-        out[pid] = walk_schedule(module, expected, sync)
+        out[pid] = walk_schedule(module, expected, sync, shared_stream=shared_stream)
     return out

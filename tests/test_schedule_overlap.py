@@ -158,3 +158,37 @@ def test_the_overlapped_step_lies_between_the_compute_and_the_no_overlap_sum(ite
     # The step is compute plus the stalls at each done.
     assert walk.step_s == pytest.approx(compute + walk.exposed_comm_s, abs=1e-15)
     assert walk.no_overlap_s - walk.step_s == pytest.approx(walk.hidden_s, abs=1e-15)
+
+
+TWO_KINDS = """HloModule two, is_scheduled=true, num_partitions=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  p = f32[1024]{0} parameter(0)
+  ag = (f32[1024]{0}, f32[4096]{0}) all-gather-start(p), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  ar = f32[1024]{0} all-reduce-start(p), channel_id=2, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  c = f32[1024]{0} add(p, p)
+  agd = f32[4096]{0} all-gather-done(ag)
+  ard = f32[1024]{0} all-reduce-done(ar)
+  ROOT out = (f32[4096]{0}, f32[1024]{0}, f32[1024]{0}) tuple(agd, ard, c)
+}
+"""
+
+
+def test_gpu_collectives_share_one_stream_tpu_kinds_overlap():
+    """100 us all-gather and 100 us all-reduce launched together beside 150 us of compute: on TPU
+    (a resource per kind) both hide; on GPU (one collective stream) the all-reduce waits for the
+    gather and 50 us is exposed."""
+    assert _hlo.hlo_module_from_text(TWO_KINDS) is not None
+    module = parse_hlo_text(TWO_KINDS)
+    seconds = {"ag": 100e-6, "ar": 100e-6, "c": 150e-6}
+    tpu = walk_schedule(module, seconds)
+    gpu = walk_schedule(module, seconds, shared_stream=True)
+    assert tpu.step_s == pytest.approx(150e-6) and tpu.exposed_comm_s == pytest.approx(0.0)
+    assert gpu.step_s == pytest.approx(200e-6) and gpu.exposed_comm_s == pytest.approx(50e-6)
+    assert {w.start: w.exposed_s for w in gpu.windows} == pytest.approx({"ag": 0.0, "ar": 50e-6})

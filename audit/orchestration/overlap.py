@@ -41,8 +41,9 @@ def attach_overlap(ops: list[dict], walks: dict[int, StepWalk | None]) -> tuple[
         "expected_step_s": expected - hidden if known else None,
         "exposed_comm_s": exposed if known else None,
         "hidden_comm_s": hidden if known else None,
-        "overlap_model": ("schedule walk: one compute stream, one stream per asynchronous op kind; "
-                          "an async op hides behind the compute scheduled between its start and done"),
+        "overlap_model": ("schedule walk: one compute stream and collective streams (TPU: one per collective "
+                          "kind; GPU: one shared); an async op hides behind the compute scheduled between its "
+                          "start and done"),
     }, warnings
 
 

@@ -61,7 +61,8 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
         warnings.append(f"no HLO in the profile for program(s) {', '.join(missing)}: their ops are "
                         "measured but not costed")
     ops = op_dicts(rows, hw, opts.thresholds, per_device)
-    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations))
+    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations,
+                                                                    shared_stream=hw.kind == "gpu"))
     warnings += step_warnings
     overlap = overlapped_collectives(events, {o["name"] for o in ops if o["comm_bytes"]})
     kind_of = {(o["program_id"], o["name"]): o["bound_by"] for o in ops}
@@ -129,7 +130,8 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, w
     for pid, module in modules.items():
         rows.extend(static_rows(module, pid, costs.get(pid, {}), expectations, devices or 0))
     ops = op_dicts(rows, hw, options.thresholds, None)
-    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations))
+    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations,
+                                                                    shared_stream=hw.kind == "gpu"))
     expected_total = sum(o["expected_s"] or 0.0 for o in ops if o["opcode"] not in CONTAINER_OPCODES)
     step = step_fields["expected_step_s"]
     step = expected_total if step is None else step
