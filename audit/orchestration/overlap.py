@@ -15,7 +15,7 @@ from ..costmodel.schedule import StepWalk
 def attach_overlap(ops: list[dict], walks: dict[int, StepWalk | None]) -> tuple[dict, list[str]]:
     """Put hidden/exposed seconds on the ops; return the summary fields and any warnings."""
     windows = {(pid, w.start): w for pid, walk in walks.items() if walk is not None for w in walk.windows}
-    hidden = exposed = 0.0
+    hidden = hidden_comm = exposed = 0.0
     for op in ops:
         if op["container"] or op["expected_s"] is None:
             continue
@@ -30,6 +30,7 @@ def attach_overlap(ops: list[dict], walks: dict[int, StepWalk | None]) -> tuple[
             op["exposed_s"], op["hidden_s"] = op["expected_s"], 0.0
         if op["comm_bytes"] and "exposed_s" in op:
             exposed += op["exposed_s"]
+            hidden_comm += op["hidden_s"]
     unscheduled = sorted(str(pid) for pid, walk in walks.items() if walk is None)
     warnings = []
     if unscheduled:
@@ -40,7 +41,8 @@ def attach_overlap(ops: list[dict], walks: dict[int, StepWalk | None]) -> tuple[
     return {
         "expected_step_s": expected - hidden if known else None,
         "exposed_comm_s": exposed if known else None,
-        "hidden_comm_s": hidden if known else None,
+        "hidden_comm_s": hidden_comm if known else None,
+        "hidden_s": hidden if known else None,  # communication and asynchronous copies
         "overlap_model": ("schedule walk: one compute stream and collective streams (TPU: one per collective "
                           "kind; GPU: one shared); an async op hides behind the compute scheduled between its "
                           "start and done"),
