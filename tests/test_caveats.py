@@ -113,3 +113,11 @@ def test_the_hardware_line_shows_the_peak_that_priced_the_dot(tmp_path, chip):
 def test_the_summary_counts_unmodeled_ops_by_target(report):
     assert report["summary"]["unmodeled_by_target"] == {"custom-call my_vendor_kernel": 2,
                                                         "custom-call another_kernel": 1}
+
+
+def test_run_checks_the_topology_before_running_anything(capsys, tmp_path):
+    # The bundled workload runs on 8 simulated devices: h100:4 is too small, and nothing may run.
+    assert main(["run", "--hardware", "h100:4", "--out", str(tmp_path / "never"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "spans 8 devices" in err
+    assert not (tmp_path / "never").exists()

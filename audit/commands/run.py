@@ -64,6 +64,11 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
         raise InputError("--out must be a directory", path=out)
     req = RunRequest(script=script, args=list(args), steps=steps, warmup=warmup, platform=platform,
                      devices=devices if devices or workload else DEFAULT_DEVICES, quiet=kwargs["quiet"])
+    if kwargs.get("hardware") and req.devices:  # a topology too small for the run fails before it starts
+        from ..costmodel.chips.catalog import lookup
+        from ..orchestration.caveats import check_partitions
+
+        check_partitions(lookup(kwargs["hardware"]), kwargs["hardware"], req.devices, kwargs.get("allow_smaller", False))
     if target:
         from ..child.aot import check_target
 
