@@ -192,3 +192,48 @@ def test_gpu_collectives_share_one_stream_tpu_kinds_overlap():
     assert tpu.step_s == pytest.approx(150e-6) and tpu.exposed_comm_s == pytest.approx(0.0)
     assert gpu.step_s == pytest.approx(200e-6) and gpu.exposed_comm_s == pytest.approx(50e-6)
     assert {w.start: w.exposed_s for w in gpu.windows} == pytest.approx({"ag": 0.0, "ar": 50e-6})
+
+
+LOOP = """HloModule loop, is_scheduled=true, num_partitions=4
+
+body {
+  p = (s32[], f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[1024]{0} get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ag = (f32[1024]{0}, f32[4096]{0}) all-gather-start(x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  y = f32[1024]{0} multiply(x, x)
+  agd = f32[4096]{0} all-gather-done(ag)
+  s = f32[1024]{0} slice(agd), slice={[0:1024]}
+  z = f32[1024]{0} add(y, s)
+  ROOT t = (s32[], f32[1024]{0}) tuple(j, z)
+}
+
+cond {
+  p = (s32[], f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  x0 = f32[1024]{0} parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[1024]{0}) tuple(zero, x0)
+  w = (s32[], f32[1024]{0}) while(init), condition=cond, body=body, backend_config={"known_trip_count":{"n":"5"}}
+  ROOT r = f32[1024]{0} get-tuple-element(w), index=1
+}
+"""
+
+
+def test_a_loop_body_is_walked_once_per_trip():
+    """5 trips of: 30 us gather started, 20 us multiply in its window, 10 us stall, 5 us slice and add."""
+    assert _hlo.hlo_module_from_text(LOOP) is not None
+    seconds = {"ag": 30e-6, "y": 20e-6, "s": 2e-6, "z": 3e-6}
+    walk = walk_schedule(parse_hlo_text(LOOP), seconds)
+    assert walk.step_s == pytest.approx(5 * (20e-6 + 10e-6 + 5e-6))
+    assert walk.no_overlap_s == pytest.approx(5 * 55e-6)
+    (window,) = walk.windows
+    assert window.executions == 5 and window.exposed_s == pytest.approx(10e-6)
+    assert walk.exposed_comm_s == pytest.approx(5 * 10e-6) and walk.hidden_s == pytest.approx(5 * 20e-6)
