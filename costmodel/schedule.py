@@ -17,8 +17,9 @@ run on the compute stream, fully exposed. While bodies and called computations a
 walked in place (a loop's body once per trip); conditionals count each branch once,
 as the no-overlap sum does.
 
-Every op's time is its roofline expectation per execution, so the walk is a lower
-bound too: the no-overlap sum and the overlapped step bracket the real step.
+Every op's time is its roofline expectation per execution, so the overlapped step is
+a lower bound like each op's time, and a tighter one than the no-overlap sum wherever
+the schedule hides communication.
 """
 
 from __future__ import annotations
@@ -29,18 +30,18 @@ from typing import Mapping
 from ..parsers.hlo_model import Instruction, Module
 from .ops.loops import trip_count, while_parts
 
-# Opcodes that launch work on a side stream, paired with the opcode that waits for it.
-_SUGARED_STARTS = ("-start",)
-_LAUNCHES = {"async-start", "send", "recv", "copy-start"}
-_WAITS = {"async-done", "send-done", "recv-done", "copy-done"}
+# Opcodes that launch work on a side stream besides every `X-start`, and their waits besides `X-done`.
+_LAUNCHES = {"send", "recv"}
+_WAITS = {"send-done", "recv-done"}
 
 
 def launches(instr: Instruction) -> bool:
     """Whether the op starts asynchronous work that a later done waits for."""
-    return instr.opcode in _LAUNCHES or instr.opcode.endswith(_SUGARED_STARTS)
+    return instr.opcode in _LAUNCHES or instr.opcode.endswith("-start")
 
 
 def waits(instr: Instruction) -> bool:
+    """Whether the op waits for asynchronous work a start launched."""
     return instr.opcode in _WAITS or instr.opcode.endswith("-done")
 
 
@@ -198,7 +199,7 @@ class _Walker:
 
 
 def walk_schedule(module: Module, expected: Mapping[str, float],
-                  collective: Mapping[str, str] = {}, *, shared_stream: bool = False) -> StepWalk:
+                  collective: Mapping[str, str] | None = None, *, shared_stream: bool = False) -> StepWalk:
     """Walk the entry computation in schedule order.
 
     **Arguments:** `expected`: instruction name -> expected seconds per execution (missing or
@@ -207,7 +208,7 @@ def walk_schedule(module: Module, expected: Mapping[str, float],
     rather than one per kind (TPU).
     **Returns:** the no-overlap sum, the overlapped step and every asynchronous window.
     """
-    walker = _Walker(module, expected, collective, shared_stream)
+    walker = _Walker(module, expected, collective or {}, shared_stream)
     walker.result.step_s = walker.walk(module.entry, 1)
     return walker.result
 
