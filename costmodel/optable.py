@@ -183,6 +183,7 @@ def op_quantities(row: OpRow) -> dict:
         "comm_s": per_exec(exp.comm_s) if exp else None,
         "expected_s": per_exec(exp.expected_s) if exp else None,
         "bound_by": exp.bound_by if exp else "unknown",
+        "memory_level": (exp.memory_level or None) if exp else None,
         "provenance": {"flops": prov_flops, "bytes": prov_bytes,
                        "time": "measured" if row.measured_s is not None else "predicted"},
     }

@@ -74,3 +74,5 @@ class Expectation:
     peak_flops_per_s: float | None = None
     peak_bytes_per_s: float | None = None
     details: dict = field(default_factory=dict)
+    # The memory level whose bandwidth judged the op: "L2", "Infinity Cache", "HBM", "DRAM"...
+    memory_level: str = ""

@@ -1,6 +1,7 @@
 """Expected time and verdict per op: the roofline of book ch. 1 plus the collectives of ch. 3.
 
-compute_s = FLOPs / peak(dtype), memory_s = bytes / HBM bandwidth, comm_s = the
+compute_s = FLOPs / peak(dtype), memory_s = bytes / the bandwidth of the smallest memory
+level that holds the op's working set (a cache, else HBM or DRAM), comm_s = the
 collective's time on its placement; expected = the largest term that applies, plus
 the platform's fixed per-op overhead. This is the only place hardware rates meet costs.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import AuditError, UsageError
 from .network.collectives import CollectiveTime, collective_time, human
-from .chips.hardware import LINK_NAMES, Hardware
+from .chips.hardware import LINK_NAMES, Hardware, Quantity
 from .records import Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
@@ -26,12 +27,14 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     if not cost.modeled:
         reason = cost.reason or "opaque op: no cost available"
         return Expectation(None, None, None, None, "unknown", (reason,))
-    peak_s, hbm_s = per_device_rates(hw, cost.dtype or "bf16")
+    peak_s, _ = per_device_rates(hw, cost.dtype or "bf16")
     peak = hw.peak(cost.dtype or "bf16")
+    level, level_bw, hbm_s = memory_rate(hw, cost.bytes)
     compute_s = None if cost.flops is None else cost.flops / peak_s
     memory_s = None if cost.bytes is None else cost.bytes / hbm_s
     reasons: list[str] = list(cost.notes)
-    details: dict = {"peak_flops_source": peak.source, "hbm_source": hw.hbm_bytes_per_s.source}
+    details: dict = {"peak_flops_source": peak.source, "hbm_source": hw.hbm_bytes_per_s.source,
+                     "memory_level": level, "memory_level_source": level_bw.source}
     comm, comm_reason = _collective(cost, hw, coords)
     comm_s = None if comm is None else comm.time_s
     if comm is not None:
@@ -49,7 +52,7 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     if not known or (cost.collective is not None and comm_s is None):
         why = comm_reason or cost.reason or "neither FLOPs nor bytes are known"
         return Expectation(compute_s, memory_s, comm_s, None, "unknown", tuple(_dedupe(reasons + [why])),
-                           peak_s, hbm_s, details)
+                           peak_s, hbm_s, details, memory_level=level)
     bound = max(known, key=lambda k: known[k])
     if bound == "collective" and comm is not None and comm.bound_by == "latency":
         bound = "latency"
@@ -62,7 +65,7 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     peak_bytes = comm.bandwidth_bytes_per_s if comm is not None and bound in ("collective", "latency") \
         else hbm_s
     return Expectation(compute_s, memory_s, comm_s, expected, bound, tuple(_dedupe(reasons)),
-                       peak_s, peak_bytes, details)
+                       peak_s, peak_bytes, details, memory_level=level)
 
 
 def launches_nothing(cost: OpCost) -> bool:
@@ -76,6 +79,14 @@ def per_device_rates(hw: Hardware, dtype: str) -> tuple[float, float]:
     several devices (TPU v2/v3 cores)."""
     share = max(hw.devices_per_chip, 1)
     return hw.peak(dtype).value / share, hw.hbm_bytes_per_s.value / share
+
+
+def memory_rate(hw: Hardware, working_set: float | None) -> tuple[str, Quantity, float]:
+    """(level name, its bandwidth, bytes/s for one JAX device) of the smallest memory level
+    that holds an op's working set (the bytes it reads and writes): a cache-aware roofline,
+    one memory roof per level, so an op on cache-resident data is judged at cache speed."""
+    name, bandwidth = hw.memory_level(working_set)
+    return name, bandwidth, bandwidth.value / max(hw.devices_per_chip, 1)
 
 
 def _collective(cost: OpCost, hw: Hardware, coords: dict[int, tuple[int, ...]] | None,
@@ -152,9 +163,10 @@ def _compute_reason(cost: OpCost, measured_s: float | None, hw: Hardware) -> str
 
 
 def _memory_reasons(cost: OpCost, measured_s: float | None, hw: Hardware) -> list[str]:
-    _, hbm = per_device_rates(hw, cost.dtype or "bf16")
+    level, _, bandwidth = memory_rate(hw, cost.bytes)
     achieved = cost.bytes / measured_s if cost.bytes and measured_s else None
-    out = [f"memory-bound: reached {human(achieved, 'B/s')} of {human(hbm, 'B/s')} HBM bandwidth"]
+    held = "" if level == hw.main_memory else f"; its {human(cost.bytes, 'B')} working set fits in {level}"
+    out = [f"memory-bound: reached {human(achieved, 'B/s')} of {human(bandwidth, 'B/s')} {level} bandwidth{held}"]
     intensity = _intensity(cost)
     dtype = cost.dtype or "bf16"
     ridge = hw.ridge(dtype)

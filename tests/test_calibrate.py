@@ -51,7 +51,40 @@ def test_cache_hit_returns_identical_numbers_without_measuring(measured, cache_d
     assert stored["schema"] == calibrate.CACHE_SCHEMA
     record = stored["entries"][calibrate.machine_key()]
     assert record["matmul_flops_per_s"] == again.peak("f32").value
-    assert set(record["methods"]) == {"matmul", "copy", "op_overhead"}
+    assert set(record["methods"]) == {"matmul", "matmul_bf16", "copy", "op_overhead"}
+    assert [c["name"] for c in record["cache_levels"]] == [c.name for c in again.caches]
+
+
+def test_cache_levels_come_from_the_os_and_are_measured_no_slower_than_dram(measured):
+    _, hw = measured
+    stated = calibrate.cache_levels()
+    assert [c.name for c in hw.caches] == [level["name"] for level in stated]
+    sizes = [c.capacity_bytes.value for c in hw.caches]
+    assert sizes == sorted(sizes)  # smallest first
+    rates = [c.bytes_per_s.value for c in hw.caches]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))  # a smaller level is never slower
+    for level in hw.caches:
+        assert level.capacity_bytes.source == "calibrated" and "/sys/devices/system/cpu" in level.capacity_bytes.note
+        assert level.bytes_per_s.source == "calibrated" and "best of" in level.bytes_per_s.note
+        assert level.bytes_per_s.value >= hw.hbm_bytes_per_s.value
+        assert 1e9 < level.bytes_per_s.value < 1e14
+    if hw.caches:  # a working set that fits the smallest cache is judged there, a huge one in DRAM
+        assert hw.memory_level(hw.caches[0].capacity_bytes.value)[0] == hw.caches[0].name
+        assert hw.memory_level(1e12) == ("DRAM", hw.hbm_bytes_per_s)
+    assert hw.peak("bf16").value >= hw.peak("f32").value  # the faster of the two measured rates
+
+
+def test_a_cache_written_before_cache_levels_is_measured_again(tmp_path, monkeypatch, measured):
+    _, real = measured
+    old = _record_like(real, flops=1e11)
+    for key in ("cache_levels", "matmul_bf16_flops_per_s"):
+        del old[key]
+    (tmp_path / calibrate.CACHE_FILE).write_text(json.dumps(
+        {"schema": calibrate.CACHE_SCHEMA, "entries": {calibrate.machine_key(): old}}))
+    monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(calibrate, "measure", lambda: calls.append(1) or _record_like(real, flops=2e11))
+    assert calibrate.cpu_hardware().peak("f32").value == 2e11 and calls == [1]
 
 
 def test_cache_key_names_cpu_cores_and_jax_version():
@@ -93,9 +126,10 @@ def _must_not_measure():
 
 def _record_like(hw, *, flops: float) -> dict:
     return {
-        "matmul_flops_per_s": flops, "copy_bytes_per_s": hw.hbm_bytes_per_s.value,
+        "matmul_flops_per_s": flops, "matmul_bf16_flops_per_s": flops, "copy_bytes_per_s": hw.hbm_bytes_per_s.value,
         "op_overhead_s": hw.op_overhead_s.value,
-        "methods": {"matmul": "m", "copy": "c", "op_overhead": "o"},
+        "methods": {"matmul": "m", "matmul_bf16": "b", "copy": "c", "op_overhead": "o"},
+        "cache_levels": [],
         "cpu_model": calibrate.cpu_model(), "cores": 1, "jax_version": "x",
         "memory_bytes": None, "last_level_cache_bytes": None, "measured_at": "2026-01-01T00:00:00Z",
     }

@@ -10,9 +10,13 @@ from audit.cli import main
 from audit.costmodel.chips import calibrate
 from audit.costmodel.chips.catalog import CATALOG
 
-_RECORD = {"matmul_flops_per_s": 2e11, "copy_bytes_per_s": 1.5e10, "op_overhead_s": 4e-7,
-           "methods": {"matmul": "best of 3: jitted f32 matmul", "copy": "best of 3: x + 1",
-                       "op_overhead": "dot chain"},
+_RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_bytes_per_s": 1.5e10,
+           "op_overhead_s": 4e-7,
+           "cache_levels": [{"name": "L2", "capacity_bytes": 1048576.0, "bytes_per_s": 2e11,
+                             "capacity_source": "OS: /sys/devices/system/cpu/cpu0/cache/index2/size",
+                             "method": "best of 7: y = a*y + b loop"}],
+           "methods": {"matmul": "best of 3: jitted f32 matmul", "matmul_bf16": "best of 3: jitted bf16 matmul",
+                       "copy": "best of 3: x + 1", "op_overhead": "dot chain"},
            "cpu_model": "test CPU", "cores": 4, "jax_version": "x", "measured_at": "2026-01-01T00:00:00Z"}
 
 
@@ -90,3 +94,15 @@ def test_bad_names_exit_2_with_one_line(capsys, args, words):
     err = captured.err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("audit: error:")
     assert all(w in err for w in words), err
+
+
+def test_show_lists_each_cache_level_with_its_source(capsys, monkeypatch):
+    assert main(["hardware", "show", "mi300x", "--json"]) == 0
+    quantities = json.loads(capsys.readouterr().out)["quantities"]
+    assert quantities["caches.Infinity Cache.capacity_bytes"]["value"] == 256e6
+    assert "CDNA 3" in quantities["caches.Infinity Cache.bytes_per_s"]["note"]
+    monkeypatch.setattr(calibrate, "measure", lambda: dict(_RECORD))
+    assert main(["hardware", "show", "cpu", "--json"]) == 0
+    quantities = json.loads(capsys.readouterr().out)["quantities"]
+    assert quantities["caches.L2.bytes_per_s"]["source"] == "calibrated"
+    assert "/sys/devices/system/cpu" in quantities["caches.L2.capacity_bytes"]["note"]

@@ -53,7 +53,10 @@ def test_hardware_detected_from_trace_with_provenance(gemm_report):
     hw = gemm_report["hardware"]
     assert hw["name"] == "mi300x"
     assert hw["source"] == "trace"
-    assert hw["hbm_bytes_per_s_source"] == "trace"  # the plane's memory_bandwidth stat wins over the catalog
+    # The plane's memory_bandwidth stat is half the datasheet, below what real kernels reach:
+    # the higher datasheet figure is the roof, and the notes say so.
+    assert hw["hbm_bytes_per_s_source"] == "catalog" and hw["hbm_bytes_per_s"] == 5.3e12
+    assert any("higher datasheet figure" in n for n in hw["notes"])
     assert hw["peak_flops_per_s"]["bf16"] > 1e14
 
 

@@ -43,7 +43,7 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
             "devices": r.devices, "occurrences": r.occurrences,
             "measured_s": r.measured_s, "measured_s_max": r.measured_s_max, "self_s": r.self_s,
             **{k: q[k] for k in ("flops", "transcendentals", "bytes", "comm_bytes", "dtype",
-                                 "compute_s", "memory_s", "comm_s", "expected_s", "bound_by")},
+                                 "compute_s", "memory_s", "comm_s", "expected_s", "bound_by", "memory_level")},
             "efficiency": efficiency,
             "flagged": bool(flagged and not container),
             "reasons": _dedupe(reasons),

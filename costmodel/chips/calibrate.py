@@ -3,7 +3,11 @@
 A CPU has no datasheet the tool could trust (core counts, clocks, vector units and
 memory channels vary too much), so its ceilings are what this process can achieve:
 a jitted f32 matmul for FLOP/s, a jitted elementwise add over a large array for
-bytes/s, and a chain of tiny dots for the fixed cost of one op. Simulated JAX
+DRAM bytes/s, the same kind of op looped over arrays that fit each cache level
+(sizes from the OS, /sys/devices/system/cpu/cpu0/cache) for that level's bytes/s,
+and a chain of tiny dots for the fixed cost of one op. Every figure is the best of
+several repetitions: a roof is the fastest the machine goes, and other processes
+only ever slow a repetition down. Simulated JAX
 devices (`--xla_force_host_platform_device_count`) share the same cores, so these
 are per-process numbers: each device gets at most this much, usually less.
 """
@@ -24,14 +28,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...errors import AuditError
-from .hardware import Hardware, Interconnect, Quantity
+from .hardware import Hardware, Interconnect, MemoryLevel, Quantity
 
 CACHE_SCHEMA = "audit.cpu-calibration/v1"
 CACHE_FILE = "cpu-calibration.json"
-_MATMUL_N = (1024, 2048)  # grow to the larger size when the smaller runs too fast to time well
+_MATMUL_N = (512, 1024, 2048)
 _COPY_ELEMENTS = 1 << 24  # 64 MiB of f32: far beyond any last-level cache
 _CHAIN = 32  # tiny dependent dots, to expose the per-op cost
-_REPEATS = 3
+_REPEATS = 5
+_CACHE_BYTES_MOVED = 2e8  # per timed loop: long enough to time, ~2 ms at cache speed
+_CACHE_REPEATS = 7
+_CACHE_FILL = (8, 4)  # working sets of 1/8 and 1/4 of a level (two arrays of that size in flight)
+_SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 _TIMEOUT_S = 120
 
 
@@ -110,23 +118,39 @@ def measure_in_process() -> dict[str, Any]:
 
     device = jax.devices("cpu")[0]
     flops, n = _matmul_flops(device)
+    bf16_flops, bf16_n = _matmul_flops(device, "bfloat16")
     bandwidth = _copy_bandwidth(device)
     overhead = _op_overhead(device)
+    caches = [dict(level, **_cache_bandwidth(device, level["capacity_bytes"])) for level in cache_levels()]
+    # A smaller level is at least as fast as a larger one behind it (the loop's own overhead
+    # weighs most on the smallest arrays), and every cache at least as fast as DRAM.
+    floor = bandwidth
+    for level in reversed(caches):
+        if level["bytes_per_s"] < floor:
+            level["bytes_per_s"] = floor
+            level["method"] += "; raised to the next larger level's figure, which it cannot be slower than"
+        floor = level["bytes_per_s"]
     return {
         "matmul_flops_per_s": flops,
+        "matmul_bf16_flops_per_s": bf16_flops,
         "copy_bytes_per_s": bandwidth,
         "op_overhead_s": overhead,
         "methods": {
-            "matmul": f"best of {_REPEATS}: jitted f32[{n},{n}] @ f32[{n},{n}], 2*N^3 FLOPs / time",
-            "copy": f"best of {_REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}], "
+            "matmul": f"best of {_REPEATS * _MATMUL_N[-1] // n}, N in {list(_MATMUL_N)}: jitted "
+                      f"f32[{n},{n}] @ f32[{n},{n}], 2*N^3 FLOPs / time",
+            "matmul_bf16": f"best of {_REPEATS * _MATMUL_N[-1] // bf16_n}, N in {list(_MATMUL_N)}: jitted "
+                           f"bf16[{bf16_n},{bf16_n}] @ bf16[{bf16_n},{bf16_n}], 2*N^3 FLOPs / time",
+            "copy": f"best of {2 * _REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}], "
                     f"(read + write) {8 * _COPY_ELEMENTS} bytes / time",
-            "op_overhead": f"best of {_REPEATS}: ({_CHAIN} dependent f32[8,8] dots - 1 dot) / {_CHAIN - 1}",
+            "op_overhead": f"smallest of 3, each best of {_REPEATS}: ({_CHAIN} dependent f32[8,8] dots - 1 dot) "
+                           f"/ {_CHAIN - 1}",
         },
         "cpu_model": cpu_model(),
         "cores": _usable_cores(),
         "jax_version": jax.__version__,
         "memory_bytes": _memory_bytes(),
         "last_level_cache_bytes": _last_level_cache_bytes(),
+        "cache_levels": caches,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -141,20 +165,30 @@ def hardware_from_record(record: dict[str, Any]) -> Hardware:
     bandwidth = _cal(record["copy_bytes_per_s"], "B/s", f"{methods['copy']}; {when}; {shared}")
     return Hardware(
         name="cpu", kind="cpu", vendor=_vendor(record["cpu_model"]),
-        peak_flops={"f32": _cal(record["matmul_flops_per_s"], "FLOP/s",
-                                f"{methods['matmul']}; {when}; {shared}")},
+        peak_flops=_peaks(record, when, shared),
         hbm_bytes_per_s=bandwidth,
         hbm_bytes=None if not mem else _cal(mem, "B", "physical memory (sysconf)"),
         onchip_bytes=None if not llc else _cal(llc, "B", "last-level cache size (sysfs)"),
         interconnect=Interconnect(kind="host-memory", link_bytes_per_s=bandwidth, links_per_axis=1,
                                   domain_size=_cpu_device_count()),
         op_overhead_s=_cal(record["op_overhead_s"], "s", f"{methods['op_overhead']}; {when}"),
+        caches=tuple(MemoryLevel(level["name"], _cal(level["capacity_bytes"], "B", level["capacity_source"]),
+                                 _cal(level["bytes_per_s"], "B/s", f"{level['method']}; {when}; {shared}"))
+                     for level in record["cache_levels"]),
         source="calibrated",
         notes=(f"calibrated: {when}, JAX {record['jax_version']}",
                "collectives between simulated devices are memory copies at the measured bandwidth",
-               "no separate bf16 peak measured: bf16 dots are judged against the f32 rate"),
+               "bf16 dots are judged against the faster of the bf16 and f32 rates (CPUs with bf16 "
+               "dot instructions run them faster, others convert to f32)"),
         aliases=("host",),
     )
+
+
+def _peaks(record: dict[str, Any], when: str, shared: str) -> dict[str, Quantity]:
+    methods = record["methods"]
+    f32 = _cal(record["matmul_flops_per_s"], "FLOP/s", f"{methods['matmul']}; {when}; {shared}")
+    bf16 = _cal(record["matmul_bf16_flops_per_s"], "FLOP/s", f"{methods['matmul_bf16']}; {when}; {shared}")
+    return {"f32": f32, "bf16": bf16 if bf16.value > f32.value else f32}
 
 
 def cpu_model() -> str:
@@ -172,27 +206,28 @@ def _cal(value: float, unit: str, note: str) -> Quantity:
     return Quantity(float(value), unit, "calibrated", note)
 
 
-def _best_time(fn: Callable[[], Any]) -> float:
+def _best_time(fn: Callable[[], Any], repeats: int = _REPEATS) -> float:
     fn().block_until_ready()  # compile and warm up outside the timing
     best = math.inf
-    for _ in range(_REPEATS):
+    for _ in range(repeats):
         start = time.perf_counter()
         fn().block_until_ready()
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def _matmul_flops(device: Any) -> tuple[float, int]:
+def _matmul_flops(device: Any, dtype: str = "float32") -> tuple[float, int]:
     import jax
     import jax.numpy as jnp
 
     matmul = jax.jit(lambda a, b: a @ b)
-    for n in _MATMUL_N:
-        a = jax.device_put(jnp.ones((n, n), jnp.float32), device)
-        elapsed = _best_time(lambda a=a: matmul(a, a))
-        if elapsed > 0.02:
-            break
-    return 2.0 * n**3 / elapsed, n
+    best, size = 0.0, 0
+    for n in _MATMUL_N:  # larger sizes block better, smaller ones find quiet moments more often
+        a = jax.device_put(jnp.ones((n, n), dtype), device)
+        rate = 2.0 * n**3 / _best_time(lambda a=a: matmul(a, a), _REPEATS * _MATMUL_N[-1] // n)
+        if rate > best:
+            best, size = rate, n
+    return best, size
 
 
 def _copy_bandwidth(device: Any) -> float:
@@ -201,7 +236,52 @@ def _copy_bandwidth(device: Any) -> float:
 
     add = jax.jit(lambda x: x + 1.0)
     x = jax.device_put(jnp.zeros((_COPY_ELEMENTS,), jnp.float32), device)
-    return 8.0 * _COPY_ELEMENTS / _best_time(lambda: add(x))
+    return 8.0 * _COPY_ELEMENTS / _best_time(lambda: add(x), 2 * _REPEATS)
+
+
+def cache_levels() -> list[dict[str, Any]]:
+    """Data caches of this CPU, smallest first, as the OS states them: {name, capacity_bytes,
+    capacity_source}. Empty where the OS says nothing (the memory roof is then DRAM alone)."""
+    levels: dict[int, tuple[int, str]] = {}
+    for index in sorted(_SYSFS_CACHE.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text().strip())
+            size = _size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size and level not in levels:
+            levels[level] = (size, f"OS: {index}/size")
+    return [{"name": f"L{level}", "capacity_bytes": float(size), "capacity_source": source}
+            for level, (size, source) in sorted(levels.items())]
+
+
+def _size_bytes(text: str) -> int | None:
+    text = text.strip().upper()
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+    digits = text.rstrip("KMG")
+    return int(digits) * scale if digits.isdigit() else None
+
+
+def _cache_bandwidth(device: Any, capacity: float) -> dict[str, Any]:
+    """Bytes/s of an elementwise op whose arrays stay in a cache of `capacity` bytes: y = a*y + b
+    looped in one jitted while loop (one op call would time the dispatch, not the cache); the
+    best over working sets of 1/8 and 1/4 of the level, each the best of several loops."""
+    import jax
+    import jax.numpy as jnp
+
+    best, how = 0.0, ""
+    for fill in _CACHE_FILL:
+        elements = max(int(capacity / fill / 4 / 2), 256)  # two f32 arrays (in, out) in flight
+        trips = max(4, int(_CACHE_BYTES_MOVED / (8 * elements)))
+        loop = jax.jit(lambda y, trips=trips: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
+        y = jax.device_put(jnp.ones((elements,), jnp.float32), device)
+        rate = 8.0 * elements * trips / _best_time(lambda: loop(y), _CACHE_REPEATS)
+        if rate > best:
+            best, how = rate, f"f32[{elements}]"
+    method = (f"best of {_CACHE_REPEATS}: jitted loop of y = a*y + b over {how} (1/8 or 1/4 of the level), "
+              f"(read + write) bytes / time")
+    return {"bytes_per_s": best, "method": method}
 
 
 def _op_overhead(device: Any) -> float:
@@ -217,16 +297,24 @@ def _op_overhead(device: Any) -> float:
 
     x = jax.device_put(jnp.eye(8, dtype=jnp.float32), device)
     long, short = chain(_CHAIN), chain(1)
-    per_op = (_best_time(lambda: long(x)) - _best_time(lambda: short(x))) / (_CHAIN - 1)
+    # The smallest of a few estimates: other processes only ever add time to the long chain.
+    per_op = min((_best_time(lambda: long(x)) - _best_time(lambda: short(x))) / (_CHAIN - 1)
+                 for _ in range(3))
     return max(per_op, 1e-9)  # timing noise can make the difference vanish; never report <= 0
 
 
 def _valid(entry: dict[str, Any]) -> bool:
     try:
-        numbers = (entry["matmul_flops_per_s"], entry["copy_bytes_per_s"], entry["op_overhead_s"])
+        numbers = (entry["matmul_flops_per_s"], entry["matmul_bf16_flops_per_s"], entry["copy_bytes_per_s"],
+                   entry["op_overhead_s"])
         described = all(k in entry for k in ("cpu_model", "cores", "jax_version", "measured_at"))
         methods = entry["methods"]
-        return (described and all(k in methods for k in ("matmul", "copy", "op_overhead"))
+        caches = entry["cache_levels"]
+        levels_ok = isinstance(caches, list) and all(
+            isinstance(c, dict) and {"name", "capacity_source", "method"} <= set(c)
+            and float(c["capacity_bytes"]) > 0 and float(c["bytes_per_s"]) > 0
+            and math.isfinite(float(c["bytes_per_s"])) for c in caches)
+        return (described and levels_ok and all(k in methods for k in ("matmul", "matmul_bf16", "copy", "op_overhead"))
                 and all(float(v) > 0 and math.isfinite(float(v)) for v in numbers))
     except (KeyError, TypeError, ValueError):
         return False
@@ -270,17 +358,8 @@ def _memory_bytes() -> float | None:
 
 
 def _last_level_cache_bytes() -> float | None:
-    sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            text = (index / "size").read_text().strip().upper()
-        except OSError:
-            continue
-        scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            sizes.append(int(digits) * scale)
-    return float(max(sizes)) if sizes else None
+    sizes = [level["capacity_bytes"] for level in cache_levels()]
+    return max(sizes) if sizes else None
 
 
 def _cpu_device_count() -> int:

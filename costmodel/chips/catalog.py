@@ -12,7 +12,7 @@ import math
 import re
 
 from ...errors import UsageError
-from .hardware import Detection, Hardware, Interconnect, Quantity
+from .hardware import Detection, Hardware, Interconnect, MemoryLevel, Quantity
 
 BOOK = "How to Scale Your Model, ch. 2 table"
 _MAX_DEVICES = 1 << 20  # a topology beyond a million chips is a typo, not a machine
@@ -58,7 +58,8 @@ def _tpu(name: str, *, bf16: float, int8: float | None, hbm_bw: float, hbm: floa
 def _gpu(name: str, vendor: str, *, datasheet: str, peaks: dict[str, float], hbm_bw: float,
          hbm: float, link_kind: str, link: float, link_note: str, domain: int, pcie: float,
          dcn: float, dcn_note: str, tile: tuple[int, int], overhead: float, onchip: float | None = None,
-         onchip_note: str = "", **extra) -> Hardware:
+         onchip_note: str = "", cache_bw: float | None = None, cache_bw_note: str = "",
+         cache_name: str = "L2", **extra) -> Hardware:
     net = Interconnect(
         kind=link_kind, link_bytes_per_s=_q(link, "B/s", link_note), links_per_axis=1,
         domain_size=domain,
@@ -71,6 +72,8 @@ def _gpu(name: str, vendor: str, *, datasheet: str, peaks: dict[str, float], hbm
         name=name, kind="gpu", vendor=vendor, peak_flops=_peaks(f"{datasheet}, dense", **peaks),
         hbm_bytes_per_s=_q(hbm_bw, "B/s", datasheet), hbm_bytes=_q(hbm, "B", f"{datasheet} (GB = 1e9)"),
         onchip_bytes=None if onchip is None else _q(onchip, "B", onchip_note),
+        caches=() if onchip is None or cache_bw is None else (
+            MemoryLevel(cache_name, _q(onchip, "B", onchip_note), _q(cache_bw, "B/s", cache_bw_note)),),
         interconnect=net, mxu_tile=tile,
         op_overhead_s=_q(overhead, "s", "estimate: kernel launch and ramp-up, a few us per kernel"),
         **extra)
@@ -78,6 +81,11 @@ def _gpu(name: str, vendor: str, *, datasheet: str, peaks: dict[str, float], hbm
 
 _NV_TILE = (16, 8)  # mma.sync m16n8k16, the bf16 tensor-core instruction shape since Ampere
 _AMD_TILE = (16, 16)  # MFMA 16x16x16 bf16 (32x32x8 also exists)
+# NVIDIA states L2 read bandwidth per clock for A100 (5120 B/clk) and none for Hopper; Hopper's
+# is taken to be at least A100's per clock, at its own boost clock.
+_A100_L2 = "A100 whitepaper: L2 read bandwidth 5120 B/clk, at the 1410 MHz boost clock"
+_H100_L2 = ("estimate: A100's 5120 B/clk L2 read bandwidth (A100 whitepaper) at the {mhz} MHz boost "
+            "clock; Chips and Cheese measured about 5.5e12 B/s on H100 PCIe, so this bounds it from above")
 _NV_NOTE = "estimate: 8 x 400 Gb/s NICs per 8-GPU node (DGX system datasheet), per GPU one-way"
 
 _ENTRIES: tuple[Hardware, ...] = (
@@ -122,6 +130,7 @@ _ENTRIES: tuple[Hardware, ...] = (
          link_note="NVLink 3: 600 GB/s per GPU bidirectional, so 300 GB/s one-way", domain=8,
          pcie=3.2e10, dcn=2.5e10, dcn_note="estimate: 200 Gb/s HDR NIC per GPU (DGX A100 datasheet)",
          tile=_NV_TILE, overhead=3e-6, onchip=40e6, onchip_note="A100 datasheet: 40 MB L2 cache",
+         cache_bw=5120 * 1.41e9, cache_bw_note=_A100_L2,
          aliases=("a100-sxm", "a100-80gb", "a100-sxm4"), notes=("no fp8 tensor cores",),
          detection=Detection(trace_names=("a100",), fingerprints=(("nvidia", 8, 0, 108),))),
     _gpu("h100", "NVIDIA", datasheet="NVIDIA H100 datasheet (SXM5)",
@@ -130,6 +139,7 @@ _ENTRIES: tuple[Hardware, ...] = (
          link_note="NVLink 4: 900 GB/s per GPU bidirectional, so 450 GB/s one-way", domain=8,
          pcie=6.4e10, dcn=5e10, dcn_note=_NV_NOTE, tile=_NV_TILE, overhead=3e-6,
          onchip=50e6, onchip_note="H100 datasheet: 50 MB L2 cache", aliases=("h100-sxm", "h100-sxm5"),
+         cache_bw=5120 * 1.98e9, cache_bw_note=_H100_L2.format(mhz=1980),
          detection=Detection(trace_names=("h100",), fingerprints=(("nvidia", 9, 0, 132),))),
     _gpu("h100-pcie", "NVIDIA", datasheet="NVIDIA H100 datasheet (PCIe)",
          peaks=dict(bf16=7.56e14, f16=7.56e14, tf32=3.78e14, f32=5.12e13, fp8=1.513e15, int8=1.513e15),
@@ -137,6 +147,7 @@ _ENTRIES: tuple[Hardware, ...] = (
          link_note="NVLink bridge: 600 GB/s per pair bidirectional, so 300 GB/s one-way", domain=2,
          pcie=6.4e10, dcn=5e10, dcn_note="estimate: one 400 Gb/s NIC per GPU", tile=_NV_TILE,
          overhead=3e-6, onchip=50e6, onchip_note="H100 datasheet: 50 MB L2 cache",
+         cache_bw=5120 * 1.755e9, cache_bw_note=_H100_L2.format(mhz=1755),
          detection=Detection(trace_names=("h100pcie",), fingerprints=(("nvidia", 9, 0, 114),))),
     _gpu("h200", "NVIDIA", datasheet="NVIDIA H200 datasheet (SXM)",
          peaks=dict(bf16=9.894e14, f16=9.894e14, tf32=4.947e14, f32=6.69e13, fp8=1.979e15, int8=1.979e15),
@@ -144,6 +155,7 @@ _ENTRIES: tuple[Hardware, ...] = (
          link_note="NVLink 4: 900 GB/s per GPU bidirectional, so 450 GB/s one-way", domain=8,
          pcie=6.4e10, dcn=5e10, dcn_note=_NV_NOTE, tile=_NV_TILE, overhead=3e-6,
          onchip=50e6, onchip_note="H100/H200: 50 MB L2 cache", aliases=("h200-sxm",),
+         cache_bw=5120 * 1.98e9, cache_bw_note=_H100_L2.format(mhz=1980),
          detection=Detection(trace_names=("h200",), fingerprints=(("nvidia", 9, 0, 132),))),
     _gpu("b200", "NVIDIA", datasheet="NVIDIA HGX B200 datasheet (per GPU = 1/8, dense = sparse / 2)",
          peaks=dict(bf16=2.25e15, f16=2.25e15, tf32=1.125e15, f32=7.5e13, fp8=4.5e15, int8=4.5e15,
@@ -160,6 +172,8 @@ _ENTRIES: tuple[Hardware, ...] = (
          link_note="Infinity Fabric: 7 links x 128 GB/s bidirectional, so 448 GB/s one-way per GPU",
          domain=8, pcie=6.4e10, dcn=5e10, dcn_note="estimate: one 400 Gb/s NIC per GPU",
          tile=_AMD_TILE, overhead=5e-6, onchip=256e6, onchip_note="MI300X datasheet: 256 MB Infinity Cache",
+         cache_name="Infinity Cache", cache_bw=17.2e12,
+         cache_bw_note="AMD CDNA 3 architecture whitepaper: 17.2 TB/s peak Infinity Cache bandwidth",
          aliases=("mi300", "instinct-mi300x"),
          detection=Detection(trace_names=("mi300x",), fingerprints=(("amd", 9, 4, 304),))),
     _gpu("mi355x", "AMD", datasheet="AMD Instinct MI355X datasheet",

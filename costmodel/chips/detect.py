@@ -31,10 +31,11 @@ _BF16_PER_UNIT_CLOCK: dict[tuple, tuple[int, str]] = {
     ("amd", 9, 5): (4096, "MI355X: 2.5e15 / (256 CUs x 2.4 GHz)"),
 }
 _BW_DISAGREEMENT = 0.2  # relative difference from the datasheet worth a note
-# Below this fraction of the datasheet, a trace's memory_bandwidth is suspect: no SKU of a
-# catalog chip is that much slower. ROCm states 2 x memory clock x bus width, half of what
+# Below this fraction of the datasheet, a trace's memory_bandwidth is not a ceiling: no SKU of
+# a catalog chip is that much slower. ROCm states 2 x memory clock x bus width, half of what
 # HBM3 moves (4 transfers per clock): MI300X traces say 2.66e12 B/s, and their own kernels
-# reach over 4e12 B/s. The trace's figure still wins over the catalog, with a note.
+# reach over 4e12 B/s. A roof is an upper bound on speed, so the higher datasheet figure is
+# used there, with a note; within this range the trace's figure (a slower SKU) wins.
 _BW_IMPLAUSIBLE = 0.6
 
 
@@ -271,12 +272,15 @@ def _gpu_memory_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Ha
         old = hw.hbm_bytes_per_s
         ratio = bandwidth / old.value if old.source == "catalog" and math.isfinite(old.value) else 1.0
         stated = f"trace memory_bandwidth {bandwidth:.4g} B/s is {ratio:.2f}x the datasheet's {old.value:.4g} B/s"
-        changes["hbm_bytes_per_s"] = _trace(bandwidth, "B/s", f"{plane}: memory_bandwidth")
         if ratio < _BW_IMPLAUSIBLE:
-            notes.append(f"{stated}; the trace's value is used, but it is likely too low (counted at 2 "
-                         "transfers per memory clock): memory-bound ops may beat this ceiling")
-        elif abs(ratio - 1) > _BW_DISAGREEMENT:
-            notes.append(f"{stated}; the trace's value is used")
+            changes["hbm_bytes_per_s"] = replace(old, note=f"{old.note}; above the trace's memory_bandwidth "
+                                                 f"{bandwidth:.4g} B/s ({plane}), which real kernels exceed")
+            notes.append(f"{stated}, too low to be a ceiling (counted at 2 transfers per memory clock; "
+                         "real kernels exceed it): ops are judged against the higher datasheet figure")
+        else:
+            changes["hbm_bytes_per_s"] = _trace(bandwidth, "B/s", f"{plane}: memory_bandwidth")
+            if abs(ratio - 1) > _BW_DISAGREEMENT:
+                notes.append(f"{stated}; the trace's value is used")
     if size is not None:
         changes["hbm_bytes"] = _trace(size, "B", f"{plane}: memory_size")
     return replace(hw, notes=tuple(notes), **changes)

@@ -92,6 +92,21 @@ class Interconnect:
 
 
 @dataclass(frozen=True)
+class MemoryLevel:
+    """An on-chip memory level in front of HBM (a cache, or on-chip memory the program fills):
+    how much it holds and how fast it streams, each with provenance. An op whose working set
+    fits is judged against this level's bandwidth, the fastest it could go."""
+
+    name: str  # "L1", "L2", "L3", "Infinity Cache"
+    capacity_bytes: Quantity
+    bytes_per_s: Quantity
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "capacity_bytes": self.capacity_bytes.to_json(),
+                "bytes_per_s": self.bytes_per_s.to_json()}
+
+
+@dataclass(frozen=True)
 class Detection:
     """How traces and compilers name a chip, so that adding a chip is one catalog entry.
 
@@ -134,6 +149,27 @@ class Hardware:
     # TPU v2/v3 chips hold two cores that JAX sees as two devices; the numbers above are per chip.
     devices_per_chip: int = 1
     detection: Detection = field(default_factory=Detection)
+    # Faster memory levels in front of HBM/DRAM, smallest first; empty where none is known.
+    caches: tuple[MemoryLevel, ...] = ()
+
+    @property
+    def main_memory(self) -> str:
+        """What the last memory level is called: DRAM on a CPU, HBM on an accelerator."""
+        return "DRAM" if self.kind == "cpu" else "HBM"
+
+    def memory_level(self, working_set_bytes: float | None) -> tuple[str, Quantity]:
+        """(name, bandwidth) of the memory level that judges an op whose reads and writes
+        come to `working_set_bytes`: the fastest level that holds it (the smallest, on any
+        real hierarchy), else main memory, which is also the answer when the size is unknown.
+        A roof is an upper bound on speed, so a level is never chosen where it would be
+        slower than a larger one; and a larger working set never gets a faster roof."""
+        best = (self.main_memory, self.hbm_bytes_per_s)
+        if working_set_bytes is None:
+            return best
+        for level in self.caches:
+            if working_set_bytes <= level.capacity_bytes.value and level.bytes_per_s.value > best[1].value:
+                best = (level.name, level.bytes_per_s)
+        return best
 
     def peak(self, dtype: str) -> Quantity:
         """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states."""
@@ -156,6 +192,9 @@ class Hardware:
         for name in ("hbm_bytes", "onchip_bytes", "op_overhead_s"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        for level in self.caches:
+            out[f"caches.{level.name}.capacity_bytes"] = level.capacity_bytes
+            out[f"caches.{level.name}.bytes_per_s"] = level.bytes_per_s
         for name in ("link_bytes_per_s", "pcie_bytes_per_s", "dcn_bytes_per_s",
                      "hop_latency_s", "collective_latency_s"):
             q = getattr(self.interconnect, name)
@@ -186,6 +225,8 @@ class Hardware:
             out["op_overhead_s"] = self.op_overhead_s.value
         if self.devices_per_chip != 1:
             out["devices_per_chip"] = self.devices_per_chip
+        if self.caches:
+            out["caches"] = [level.to_json() for level in self.caches]
         return out
 
 

@@ -1,21 +1,29 @@
 """The fusion handler: the flops of the fused ops, the bytes that cross the fusion boundary.
 
 Inside a fusion intermediate values stay in registers or on-chip memory, so
-only the fusion's inputs and outputs touch HBM. An input that the fused code
-only slices (slice, dynamic-slice, gather) costs the slices, not the whole
-array; an output that is a dynamic-update-slice of an input is updated in
-place, so that input is not read and only the update is written.
+only the fusion's inputs and outputs touch HBM, and each input only as far as
+the fused code uses it (XLA's operand utilization): an input that is sliced,
+dynamic-sliced or gathered, directly or after elementwise ops, costs the part
+selected; a broadcast input is read once. An output that is a
+dynamic-update-slice or scatter into an input is updated in place, so that
+input is not read and only the update is written.
 """
 
 from __future__ import annotations
 
-from ...parsers.hlo_model import Computation, Instruction
+from ...parsers.hlo_model import Computation, Instruction, Shape
+from ...parsers.hlo_opcodes import ELEMENTWISE
 from .base import (CostContext, computation_flops, cost, cost_instruction, first_dtype, handles,
                           nbytes, on_chip_note, unknown_cost, zero_cost)
 from ..records import OpCost
 
 _SLICING = ("slice", "dynamic-slice", "gather")
+_IN_PLACE = ("dynamic-update-slice", "scatter")
 _PASS_THROUGH = ("bitcast",)
+# Ops whose output element i needs only operand element i (or a same-size rearrangement of
+# them): the fraction of the output that is used is the fraction of each operand that is read.
+_PROPORTIONAL = ELEMENTWISE | {"bitcast", "reshape", "copy", "transpose", "reverse", "tuple",
+                               "get-tuple-element"}
 
 
 def parameters_by_index(comp: Computation) -> dict[int, Instruction]:
@@ -36,59 +44,82 @@ def _through_bitcasts(name: str, comp: Computation) -> str:
     return name
 
 
-def _in_place_updates(comp: Computation) -> dict[int, tuple[str, float]]:
-    """Output index -> (aliased parameter name, update bytes) for in-place dynamic-update-slices."""
+def _outputs(comp: Computation) -> list[Instruction | None]:
     root = comp.root_instruction
-    outputs = [comp.get(n) for n in root.operands] if root.opcode == "tuple" else [root]
+    return [comp.get(n) for n in root.operands] if root.opcode == "tuple" else [root]
+
+
+def _in_place_updates(comp: Computation) -> dict[int, tuple[str, float]]:
+    """Output index -> (aliased parameter name, bytes written) for outputs that update a fused
+    input in place: a dynamic-update-slice writes its update, a scatter its updates."""
     found: dict[int, tuple[str, float]] = {}
-    for index, out in enumerate(outputs):
-        if out is None or out.opcode != "dynamic-update-slice":
+    for index, out in enumerate(_outputs(comp)):
+        if out is None or out.opcode not in _IN_PLACE or len(out.operands) < 2:
             continue
         target = comp.get(_through_bitcasts(out.operands[0], comp))
-        update = comp.get(out.operands[1])
-        if target is not None and target.opcode == "parameter" and update is not None:
-            found[index] = (target.name, float(nbytes(update.shape)))
+        if out.opcode == "dynamic-update-slice":
+            updates = [comp.get(out.operands[1])]
+        else:  # scatter(operand, indices, update): the single-operand form fusions hold
+            updates = [comp.get(n) for n in out.operands[len(out.operands) // 2 + 1:]]
+        if target is not None and target.opcode == "parameter" and updates and None not in updates:
+            found[index] = (target.name, float(sum(nbytes(u.shape) for u in updates)))
     return found
 
 
-def _sliced_bytes(param: Instruction, comp: Computation, ctx: CostContext) -> float | None:
-    """Bytes read of a fused input that is only sliced (directly or inside a nested fusion);
-    None when some use needs the whole input."""
-    uses = [u for u in comp.instructions if param.name in u.operands]
-    if not uses:
-        return None
-    total = 0.0
-    for use in uses:
-        if use.opcode in _SLICING and use.operands[0] == param.name and param.name not in use.operands[1:]:
-            total += nbytes(use.shape)
+def _ratio(part: Shape, whole: Shape) -> float:
+    return part.elements / whole.elements if whole.elements else 1.0
+
+
+def utilization(comp: Computation, ctx: CostContext, in_place: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Fraction of each value of a fused computation that the fusion's outputs need, walked
+    from the root back: a slice, dynamic-slice or gather needs the part it selects, an
+    elementwise op what its users need, a broadcast its operand once, any other op its whole
+    operands. Uses add up (capped at 1). `in_place` names root updates (dynamic-update-slice,
+    scatter) whose target buffer is updated in place and so not read."""
+    util: dict[str, float] = {comp.root_instruction.name: 1.0}
+    for instr in reversed(comp.instructions):
+        used = min(util.get(instr.name, 0.0), 1.0)
+        if used <= 0.0:
             continue
-        inner = ctx.called(use, "calls", 0) if use.opcode == "fusion" else None
-        if inner is None:
-            return None
-        inner_params = parameters_by_index(inner)
-        for index, name in enumerate(use.operands):
-            if name != param.name:
-                continue
-            sliced = _sliced_bytes(inner_params[index], inner, ctx) if index in inner_params else None
-            if sliced is None:
-                return None
-            total += sliced
-    return total
+        for position, name in enumerate(instr.operands):
+            operand = comp.get(name)
+            if operand is not None:
+                share = _operand_share(instr, position, operand, used, ctx, in_place)
+                util[name] = util.get(name, 0.0) + share
+    return util
+
+
+def _operand_share(instr: Instruction, position: int, operand: Instruction, used: float,
+                   ctx: CostContext, in_place: frozenset[str]) -> float:
+    """Fraction of `operand` that `instr` reads when `used` of its output is needed."""
+    opcode = instr.opcode
+    if opcode in _IN_PLACE and instr.name in in_place and position == 0:
+        return 0.0
+    if opcode in _SLICING:
+        return min(1.0, used * _ratio(instr.shape, operand.shape)) if position == 0 else 1.0
+    if opcode == "broadcast":
+        return min(1.0, used * _ratio(instr.shape, operand.shape))
+    if opcode in _PROPORTIONAL and not operand.shape.is_tuple and not instr.shape.is_tuple:
+        return used
+    if opcode == "fusion":
+        inner = ctx.called(instr, "calls", 0)
+        params = parameters_by_index(inner) if inner is not None else {}
+        if position in params:
+            return min(1.0, utilization(inner, ctx).get(params[position].name, 0.0))
+    return 1.0
 
 
 def fusion_bytes(instr: Instruction, comp: Computation, ctx: CostContext) -> tuple[float, float]:
-    """(bytes read, bytes written) across the boundary of one fusion."""
+    """(bytes read, bytes written) across the boundary of one fusion: each input by the
+    fraction of it the fused code uses, each output whole unless it updates an input in place."""
     in_place = _in_place_updates(comp)
-    aliased = {name for name, _ in in_place.values()}
+    outputs = _outputs(comp)
+    util = utilization(comp, ctx, frozenset(outputs[i].name for i in in_place))
     params = parameters_by_index(comp)
-    read = 0.0
-    for index, shape in enumerate(ctx.operand_shapes(instr)):
-        param = params.get(index)
-        if param is None:
-            read += nbytes(shape)
-        elif param.name not in aliased:
-            sliced = _sliced_bytes(param, comp, ctx)
-            read += nbytes(shape) if sliced is None else min(float(nbytes(shape)), sliced)
+    read = sum(nbytes(shape) * (min(util.get(params[i].name, 0.0), 1.0) if i in params else 1.0)
+               for i, shape in enumerate(ctx.operand_shapes(instr)))
+    # An in-place scatter combines each update with the element it replaces, so reads that too.
+    read += sum(b for i, (_, b) in in_place.items() if outputs[i].opcode == "scatter")
     leaves = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     written = sum(in_place[i][1] if i in in_place else float(nbytes(leaf)) for i, leaf in enumerate(leaves))
     return read, written
