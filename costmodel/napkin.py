@@ -16,7 +16,7 @@ from .network.collectives import collective_time
 from .chips.hardware import Hardware
 from .ops.compute import dot_flops
 from .records import OpCost
-from .roofline import expect
+from .roofline import expect, memory_rate, per_device_rates
 from .network.mesh_layout import mesh_group
 
 _SHAPE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*\[\s*([0-9,\s]*)\]\s*$")
@@ -66,7 +66,9 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict:
         "op": "matmul", "m": m, "k": k, "n": n, "dtype": dt, "hardware": hw.name,
         "flops": flops, "bytes": read + written, "intensity": flops / (read + written),
         "ridge_intensity": hw.ridge(dt), "peak_flops_per_s": exp.peak_flops_per_s,
-        "peak_flops_source": hw.peak(dt).source, "hbm_bytes_per_s": exp.peak_bytes_per_s,
+        "peak_flops_source": hw.peak(dt).source, "hbm_bytes_per_s": per_device_rates(hw, dt)[1],
+        "memory_level": exp.memory_level, "memory_bytes_per_s": memory_rate(hw, read + written)[2],
+        "memory_source": memory_rate(hw, read + written)[1].source,
         "compute_s": exp.compute_s, "memory_s": exp.memory_s,
         "overhead_s": exp.details.get("overhead_s", 0.0),
         "time_s": exp.expected_s, "bound_by": exp.bound_by, "notes": list(exp.reasons),

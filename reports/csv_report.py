@@ -13,7 +13,7 @@ COLUMNS = [
     ("flops", "flops"), ("bytes", "bytes"), ("comm_bytes", "comm_bytes"), ("dtype", "dtype"),
     ("compute_s", "compute_s"), ("memory_s", "memory_s"), ("comm_s", "comm_s"),
     ("expected_s", "expected_s"), ("exposed_s", "exposed_s"), ("hidden_s", "hidden_s"),
-    ("bound_by", "bound_by"), ("efficiency", "efficiency"),
+    ("bound_by", "bound_by"), ("memory_level", "memory_level"), ("efficiency", "efficiency"),
     ("flagged", "flagged"), ("flops_source", None), ("bytes_source", None), ("reasons", None),
 ]
 

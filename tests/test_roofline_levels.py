@@ -232,3 +232,14 @@ def test_real_mi300x_ops_do_not_beat_their_roofs(mi300x_ops):
     levels = {o["memory_level"] for o in mi300x_ops}
     assert levels <= {"HBM", "Infinity Cache"} and "Infinity Cache" in levels
     assert all(math.isfinite(o["expected_s"]) for o in mi300x_ops)
+
+
+def test_calc_names_the_memory_level_and_keeps_hbm_bandwidth_its_meaning():
+    from audit.costmodel.napkin import matmul
+
+    small = matmul(1024, 1024, 1024, "bf16", CATALOG["h100"])  # 6.3 MB: fits the 50 MB L2
+    assert small["memory_level"] == "L2" and small["memory_source"] == "catalog"
+    assert small["hbm_bytes_per_s"] == 3.35e12 and small["memory_bytes_per_s"] == CATALOG["h100"].caches[0].bytes_per_s.value
+    assert small["memory_s"] == pytest.approx(small["bytes"] / small["memory_bytes_per_s"])
+    large = matmul(16384, 16384, 16384, "bf16", CATALOG["h100"])
+    assert large["memory_level"] == "HBM" and large["memory_bytes_per_s"] == 3.35e12

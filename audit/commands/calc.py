@@ -43,10 +43,11 @@ def matmul(m: int, k: int, n: int, dtype: str, hardware: str, json_path: str | N
     lines = [
         f"matmul {result['dtype']}[{m},{k}] x [{k},{n}] on {result['hardware']}",
         f"  FLOPs            {result['flops']:.4g} FLOP",
-        f"  HBM bytes        {result['bytes']:.4g} B",
+        f"  bytes            {result['bytes']:.4g} B (read + written)",
         f"  intensity        {result['intensity']:.4g} FLOP/B (ridge {result['ridge_intensity']:.4g} FLOP/B)",
         f"  compute time     {human(result['compute_s'], 's')} at {human(result['peak_flops_per_s'], 'FLOP/s')}",
-        f"  memory time      {human(result['memory_s'], 's')} at {human(result['hbm_bytes_per_s'], 'B/s')}",
+        f"  memory time      {human(result['memory_s'], 's')} at {human(result['memory_bytes_per_s'], 'B/s')} "
+        f"({result['memory_level']}, {result['memory_source']})",
         f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound)",
     ]
     lines += [f"  note: {note}" for note in result["notes"]]
