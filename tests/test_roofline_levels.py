@@ -243,3 +243,58 @@ def test_calc_names_the_memory_level_and_keeps_hbm_bandwidth_its_meaning():
     assert small["memory_s"] == pytest.approx(small["bytes"] / small["memory_bytes_per_s"])
     large = matmul(16384, 16384, 16384, "bf16", CATALOG["h100"])
     assert large["memory_level"] == "HBM" and large["memory_bytes_per_s"] == 3.35e12
+
+
+def _generic(opcode: str, rows: int):
+    from audit.parsers.hlo_model import Computation, Instruction, Module, Shape
+
+    shape = Shape("f32", (rows, 64))
+    a = Instruction("a", "parameter", shape, attributes=(("parameter_number", "0"),))
+    b = Instruction("b", "parameter", shape, attributes=(("parameter_number", "1"),))
+    x = Instruction("x", opcode, shape, ("a", "b"))
+    return cost_module(Module("m", {"main": Computation("main", [a, b, x])}, "main"))["x"]
+
+
+def test_every_opcode_handler_gives_an_expected_time_that_grows_with_its_arrays():
+    from audit.costmodel.ops.module import HANDLERS
+
+    covered = set(_real_costs())
+    for opcode in HANDLERS:
+        sizes = [_generic(opcode, rows) for rows in (8, 512, 65536)]
+        if not all(c.modeled and c.bytes is not None and c.flops is not None for c in sizes):
+            continue  # needs attributes a bare instruction lacks; the real programs cover it
+        covered.add(opcode)
+        for hw in HARDWARE:
+            times = []
+            for c in sizes:
+                e = expect(c, hw)
+                terms = [t for t in (e.compute_s, e.memory_s, e.comm_s) if t is not None]
+                assert e.expected_s is None or (e.expected_s >= 0 and all(e.expected_s >= t for t in terms))
+                times.append(e.expected_s)
+            if None not in times:
+                assert times == sorted(times), (opcode, hw.name, times)
+    for opcode, make in (("dot", _dot), ("convolution", _convolution)):
+        covered.add(opcode)
+        for hw in HARDWARE:
+            times = [expect(make(n), hw).expected_s for n in (8, 256, 4096)]
+            assert all(t is not None and t >= 0 for t in times) and times == sorted(times), (opcode, hw.name)
+    # ragged-all-to-all needs its offset and size operands: its handler is tested with them.
+    assert set(HANDLERS) - covered <= {"ragged-all-to-all"}, set(HANDLERS) - covered
+
+
+def _dot(n: int) -> OpCost:
+    return costs_of(f"""HloModule m
+ENTRY %main {{
+  %x = bf16[{n},512] parameter(0)
+  %w = bf16[512,{n}] parameter(1)
+  ROOT %d = bf16[{n},{n}] dot(%x, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}""")["d"]
+
+
+def _convolution(n: int) -> OpCost:
+    return costs_of(f"""HloModule m
+ENTRY %main {{
+  %x = f32[4,{n},16] parameter(0)
+  %k = f32[3,16,32] parameter(1)
+  ROOT %c = f32[4,{n},32] convolution(%x, %k), window={{size=3 pad=1_1}}, dim_labels=b0f_0io->b0f
+}}""")["c"]
