@@ -38,6 +38,9 @@ def _ceilings(hw: dict) -> list[tuple[str, str]]:
                  + _src(hw.get("hbm_bytes_per_s_source") or hw.get("source"))))
     if qty.known(hw.get("hbm_bytes")):
         rows.append(("HBM capacity", escape(qty.nbytes(hw.get("hbm_bytes"))) + _src(hw.get("source"))))
+    for cache in hw.get("caches") or []:  # the memory roofs of ops whose bytes fit in a cache
+        rows.append((f"{cache['name']} bandwidth ({qty.nbytes(cache['capacity_bytes']['value'])})",
+                     _quantity(cache["bytes_per_s"], qty.bytes_per_s)))
     ic = hw.get("interconnect") or {}
     if ic.get("kind") and ic.get("kind") != "none":
         link = ic.get("link_bytes_per_s")

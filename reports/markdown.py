@@ -52,6 +52,9 @@ def _hardware_line(report: dict) -> str:
                  for d, v in sorted(peaks.items(), key=lambda kv: (kv[0] != "bf16", -float(kv[1] or 0)))[:3]]
     bits.append(f"HBM {qty.bytes_per_s(hw.get('hbm_bytes_per_s'))} "
                 f"({md_text(hw.get('hbm_bytes_per_s_source') or hw.get('source'))})")
+    bits += [f"{md_text(c['name'])} {qty.nbytes(c['capacity_bytes']['value'])} at "
+             f"{qty.bytes_per_s(c['bytes_per_s']['value'])} ({md_text(c['bytes_per_s']['source'])})"
+             for c in hw.get("caches") or []]
     link = (hw.get("interconnect") or {}).get("name")
     if link and (hw.get("interconnect") or {}).get("kind") not in ("none", "host-memory"):
         bits.append(md_text(link))

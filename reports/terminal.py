@@ -27,6 +27,9 @@ def _header(report: dict) -> list[str]:
         f"audit: {what}",
         f"hardware: {hw['name']} ({hw['source']}): {_peaks(hw)}, "
         f"HBM {units.bytes_rate(hw['hbm_bytes_per_s'])} [{hw.get('hbm_bytes_per_s_source', hw['source'])}]"
+        + "".join(f", {c['name']} {units.nbytes(c['capacity_bytes']['value'])} at "
+                  f"{units.bytes_rate(c['bytes_per_s']['value'])} [{c['bytes_per_s']['source']}]"
+                  for c in hw.get("caches") or [])
         + (f", {hw['interconnect']['name']}" if (hw.get("interconnect") or {}).get("name") else ""),
     ]
     st = s["step_time_s"]

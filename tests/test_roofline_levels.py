@@ -298,3 +298,15 @@ ENTRY %main {{
   %k = f32[3,16,32] parameter(1)
   ROOT %c = f32[4,{n},32] convolution(%x, %k), window={{size=3 pad=1_1}}, dim_labels=b0f_0io->b0f
 }}""")["c"]
+
+
+def test_reports_state_each_cache_roof_with_its_source(tmp_path):
+    import subprocess
+    import sys
+
+    md = tmp_path / "r.md"
+    done = subprocess.run([sys.executable, "-m", "audit", "inspect",
+                           str(shared_fixture("gpu-mi300x/gemm.xplane.pb")), "--markdown", str(md), "--top", "3"],
+                          capture_output=True, text=True, check=True)
+    assert "HBM 5.3 TB/s [catalog], Infinity Cache 256 MB at 17.2 TB/s [catalog]" in done.stdout
+    assert "Infinity Cache 256 MB at 17.2 TB/s (catalog)" in md.read_text()
