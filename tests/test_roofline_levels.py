@@ -106,6 +106,17 @@ ENTRY %main {
     assert costs["fu"].bytes_read == 256 * 4 + 64 * 256 * 4
 
 
+def test_gather_reads_each_row_at_most_once():
+    # 4096 lookups into a 100-row table: the output is 41x the table, the reads are the table.
+    costs = costs_of("""HloModule m
+ENTRY %main {
+  %t = f32[100,64] parameter(0)
+  %i = s32[4096,1] parameter(1)
+  ROOT %g = f32[4096,64] gather(%t, %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,64}
+}""")
+    assert costs["g"].bytes_read == 100 * 64 * 4 + 4096 * 4 and costs["g"].bytes_written == 4096 * 64 * 4
+
+
 # --- cache-aware memory roofs ----------------------------------------------------------------
 
 def _op(flops: float, read: float, written: float = 0.0, dtype: str = "bf16") -> OpCost:

@@ -76,8 +76,10 @@ def dynamic_update_slice(instr: Instruction, ctx: CostContext) -> OpCost:
 def gather(instr: Instruction, ctx: CostContext) -> OpCost:
     out = nbytes(instr.shape)
     indices = _small_operands_bytes(instr, ctx, 1)
-    return cost(0, out + indices, out, dtype=first_dtype(instr.shape),
-                notes=("reads the gathered rows and the indices",))
+    # Rows gathered more than once are read once: never more than the whole operand.
+    rows = min(out, nbytes(ctx.operand_shapes(instr)[0]))
+    return cost(0, rows + indices, out, dtype=first_dtype(instr.shape),
+                notes=("reads the gathered rows (each at most once) and the indices",))
 
 
 @handles("scatter")
