@@ -16,6 +16,7 @@ import pandas as pd
 from ..parsers.hlo_category import category, fingerprint
 from ..parsers.hlo_model import Module
 from .records import Expectation, OpCost
+from .roofline import expect, launches_work
 
 PS = 1e-12
 
@@ -134,6 +135,27 @@ def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: d
     return rows
 
 
+def with_trace_costs(rows: list[OpRow], hw, coords: dict[int, tuple] | None = None) -> None:
+    """An op known only as a lower bound (an opaque kernel) whose trace states its FLOPs or bytes:
+    its expectation takes them in, so it is judged on max(bytes / memory roof, FLOPs / peak)."""
+    from dataclasses import replace
+
+    for r in rows:
+        cost = r.cost
+        if cost is None or not cost.lower_bound or (r.trace_flops is None and r.trace_bytes is None):
+            continue
+        stated = []
+        if cost.flops is None and r.trace_flops is not None:
+            cost = replace(cost, flops=r.trace_flops)
+            stated.append("FLOPs")
+        if r.trace_bytes is not None and (cost.bytes is None or r.trace_bytes > cost.bytes):
+            cost = replace(cost, bytes_read=r.trace_bytes, bytes_written=0.0)
+            stated.append("bytes accessed")
+        if stated:
+            r.cost = replace(cost, notes=cost.notes + (f"{' and '.join(stated)} stated by the trace",))
+            r.expectation = expect(r.cost, hw, coords=coords)
+
+
 def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
                 expectations: dict[tuple[int, str], Expectation], devices: int = 0) -> list[OpRow]:
     """Rows for an HLO module with no measurement: every costed op, one execution each."""
@@ -168,7 +190,8 @@ def op_quantities(row: OpRow) -> dict:
         bytes_ = _scaled(cost.bytes, occ)
         transc = _scaled(cost.transcendentals, occ)
         comm = cost.comm_bytes * occ
-        prov_flops = prov_bytes = cost.provenance
+        prov_flops = cost.provenance if flops is not None else "unknown"
+        prov_bytes = cost.provenance if bytes_ is not None else "unknown"
     if row.trace_flops is not None:
         flops, prov_flops = row.trace_flops * occ, "trace"
     if row.trace_bytes is not None:
@@ -184,6 +207,7 @@ def op_quantities(row: OpRow) -> dict:
         "expected_s": per_exec(exp.expected_s) if exp else None,
         "bound_by": exp.bound_by if exp else "unknown",
         "memory_level": (exp.memory_level or None) if exp else None,
+        "launches_work": launches_work(cost),
         "provenance": {"flops": prov_flops, "bytes": prov_bytes,
                        "time": "measured" if row.measured_s is not None else "predicted"},
     }

@@ -69,9 +69,18 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
 
 
 def launches_nothing(cost: OpCost) -> bool:
-    """Parameters, tuples, bitcasts, a done waiting on its start: no kernel, so no per-op overhead."""
+    """Parameters, tuples, bitcasts, a done waiting on its start, an op costed on the async-start
+    that wraps it: no kernel, so no per-op overhead and an expected time of 0."""
     return (cost.flops == 0 and cost.bytes == 0 and not cost.comm_bytes and not cost.transcendentals
             and cost.collective is None)
+
+
+def launches_work(cost: OpCost | None) -> bool | None:
+    """The one predicate every part of the tool uses for "this op runs a kernel or moves data"
+    (None when the op has no cost at all). An op whose cost is unknown still launches work."""
+    if cost is None:
+        return None
+    return not cost.modeled or not launches_nothing(cost)
 
 
 def per_device_rates(hw: Hardware, dtype: str) -> tuple[float, float]:

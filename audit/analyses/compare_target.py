@@ -47,4 +47,4 @@ def _unnamed(report: dict, field: str) -> list[str]:
     """Ops that take time but name no framework op (copies, layout changes the compiler added)."""
     return [o["name"] for o in report["ops"]
             if not o.get("container") and not o.get("framework_op") and (o.get(field) or 0.0) > 1e-9
-            and o["opcode"] not in ("parameter", "get-tuple-element", "bitcast", "tuple", "constant")]
+            and o.get("launches_work", True) is not False]

@@ -27,7 +27,8 @@ def plan_vs_profile(report: dict, config: dict, hw: Hardware) -> dict | None:
         return {"error": str(exc), "rows": []}
     steps = report["summary"].get("steps") or 1
     predicted = report["summary"].get("predicted")
-    expected_step = (report["summary"]["expected_s"] or 0.0) / (1 if predicted else steps)
+    expected_all = report["summary"]["expected_s"]
+    expected_step = None if expected_all is None else expected_all / (1 if predicted else steps)
     measured_step = None if predicted else report["summary"]["step_time_s"].get("median")
     rows = [
         {"quantity": "FLOPs per device", "unit": "FLOP",

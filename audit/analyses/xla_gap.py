@@ -24,8 +24,8 @@ def explain_gap(report: dict, xla_s: float | None, overhead_per_op_s: float) -> 
     s = report["summary"]
     # Communication ops' overhead is inside their exposed time already, and asynchronous copies
     # run off the compute stream: count the overhead of the ops the compute stream runs.
-    ops = [o for o in report["ops"] if not o["container"] and o["expected_s"] and not o["comm_bytes"]
-           and "hidden_s" not in o]
+    ops = [o for o in report["ops"] if not o["container"] and o["expected_s"] is not None
+           and o.get("launches_work") and not o["comm_bytes"] and "hidden_s" not in o]
     launches = sum(o["occurrences"] or 0.0 for o in ops)
     overhead = launches * overhead_per_op_s
     ours = s.get("expected_step_s")

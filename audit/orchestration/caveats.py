@@ -48,26 +48,39 @@ def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict]]:
             f"counted once per run and the expected time is a lower bound: {listed}"], loops
 
 
-def _unmodeled(ops: list[dict]) -> list[dict]:
-    return [o for o in ops if not o["container"] and o["provenance"]["flops"] == "unknown"]
+def unmodeled_list(ops: list[dict]) -> list[dict]:
+    """Ops without a cost model of their own: no expectation at all, or only a lower bound."""
+    return [o for o in ops if not o["container"] and (o["expected_s"] is None or o.get("lower_bound")
+                                                       or o["provenance"]["flops"] == "unknown")]
 
 
 def unmodeled_groups(ops: list[dict]) -> dict[str, int]:
     """How many ops have no cost model, by opcode (custom calls by `custom-call TARGET`)."""
     return dict(Counter(f"{o['opcode']} {o['custom_call_target']}" if o.get("custom_call_target") else o["opcode"]
-                        for o in _unmodeled(ops)).most_common())
+                        for o in unmodeled_list(ops)).most_common())
 
 
 def unmodeled_warning(ops: list[dict]) -> str | None:
     """Ops with no cost model, grouped by what they are (custom calls by target)."""
-    unmodeled = _unmodeled(ops)
+    unmodeled = unmodeled_list(ops)
     if not unmodeled:
         return None
     groups = Counter(unmodeled_groups(ops))
     kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
     names = ", ".join(o["name"] for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
-    return (f"{len(unmodeled)} op(s) have no cost model and are listed as unknown: {kinds} "
-            f"(e.g. {names})")
+    bounded = sum(1 for o in unmodeled if o["expected_s"] is not None)
+    how = (f"{bounded} judged against a lower bound (the bytes their operands and results hold, "
+           f"FLOPs where the trace states them), {len(unmodeled) - bounded} listed as unknown"
+           if bounded else "listed as unknown")
+    return f"{len(unmodeled)} op(s) have no cost model, {how}: {kinds} (e.g. {names})"
+
+
+def not_judged_warning(ops: list[dict]) -> str:
+    """Measured ops whose expected time means nothing here, grouped by why."""
+    why = Counter(o["reasons"][0] if o["reasons"] else "" for o in ops)
+    parts = "; ".join(f"{n} {reason.split(':')[0]}" for reason, n in why.most_common())
+    return (f"{len(ops)} measured op(s) are not judged and not counted in the roofline fraction ({parts}); "
+            "each says why")
 
 
 def peaks_used(ops: list[dict], hw: Hardware) -> list[dict]:

@@ -11,12 +11,14 @@ from .. import __version__
 from ..analyses.steps import (CONTAINER_OPCODES, idle_seconds, overlapped_collectives, step_table,
                        step_time_stats, time_by_bound, timeline)
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.optable import OpRow, Thresholds, build_rows, measure, safe_ratio, static_rows
+from ..costmodel.optable import (OpRow, Thresholds, build_rows, measure, safe_ratio, static_rows,
+                                 with_trace_costs)
 from ..costmodel.records import Expectation, OpCost
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..costmodel.schedule import windows_by_op
-from .caveats import check_partitions, loop_caveats, peaks_used, unmodeled_groups, unmodeled_warning
+from .caveats import (check_partitions, loop_caveats, not_judged_warning, peaks_used, unmodeled_groups,
+                      unmodeled_list, unmodeled_warning)
 from .overlap import attach_overlap
 from .report_rows import collective_rows, host_summary, op_dicts
 
@@ -53,6 +55,7 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
     costs, expectations = cost_programs(modules, hw, devices)
     per_device, per_op = measure(events)
     rows = build_rows(per_op, modules, names, costs, expectations)
+    with_trace_costs(rows, hw)
     step_list = step_table(steps, events)
     warnings = list(profile.warnings) + smaller
     missing = sorted({names.get(r.program_id, str(r.program_id)) for r in rows
@@ -132,7 +135,8 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, w
     ops = op_dicts(rows, hw, options.thresholds, None)
     step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations,
                                                                     shared_stream=hw.kind == "gpu"))
-    expected_total = sum(o["expected_s"] or 0.0 for o in ops if o["opcode"] not in CONTAINER_OPCODES)
+    known = [o["expected_s"] for o in ops if o["opcode"] not in CONTAINER_OPCODES and o["expected_s"] is not None]
+    expected_total = sum(known) if known else None
     step = step_fields["expected_step_s"]
     step = expected_total if step is None else step
     loop_warnings, loops = loop_caveats(modules)
@@ -191,22 +195,30 @@ def _assemble(*, ops: list[dict], hw: Hardware, warnings: list[str], predicted: 
     measured_ops = [o for o in ops if not o["container"]]
     measured_total = sum(o["self_s"] or 0.0 for o in measured_ops) if not predicted else None
     modeled = [o for o in measured_ops if o["expected_s"] is not None]
-    expected_total = sum(o["expected_s"] for o in modeled)
-    measured_modeled = sum(o["self_s"] or 0.0 for o in modeled)
-    unmodeled = [o for o in measured_ops if o["provenance"]["flops"] == "unknown"]
+    # Unknown is null: a profile none of whose ops has an expected time expects nothing known.
+    expected_total = sum(o["expected_s"] for o in modeled) if modeled else None
+    judged = [o for o in modeled if o.get("verdict") != "not judged"]
+    expected_judged = sum(o["expected_s"] for o in judged) if judged else None
+    measured_judged = sum(o["self_s"] or 0.0 for o in judged)
+    unmodeled = unmodeled_list(ops)
     unmodeled_line = unmodeled_warning(ops)
     if unmodeled_line:
         warnings = warnings + [unmodeled_line]
+    unjudged = [o for o in measured_ops if o.get("verdict") == "not judged"]
+    if unjudged:
+        warnings = warnings + [not_judged_warning(unjudged)]
     flagged = [o for o in ops if o["flagged"]]
     flagged.sort(key=lambda o: -(o["wasted_s"] or 0.0))
     summary = {
         **summary_extra,
         "measured_s": measured_total,
         "expected_s": expected_total,
-        "roofline_fraction": None if predicted else safe_ratio(expected_total, measured_modeled),
+        "roofline_fraction": None if predicted else safe_ratio(expected_judged, measured_judged),
         "time_by_bound_s": time_by_bound(ops) if not predicted else _expected_by_bound(ops),
         "flagged_ops": len(flagged),
         "unmodeled_ops": len(unmodeled),
+        "lower_bound_ops": sum(1 for o in unmodeled if o["expected_s"] is not None),
+        "not_judged_ops": len(unjudged),
         "unmodeled_by_target": unmodeled_groups(ops),
         "predicted": predicted,
         "units": "seconds per device, summed over the analysed steps",

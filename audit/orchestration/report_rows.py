@@ -21,7 +21,10 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
         share = safe_ratio(r.self_s, total_self)
         flagged, efficiency = False, safe_ratio(q["expected_s"], r.measured_s)
         reasons: list[str] = []
-        if r.measured_s is not None and not container:
+        unjudged = not_judged(r, hw) if r.measured_s is not None and not container else ""
+        if unjudged:
+            reasons = [unjudged] + (list(r.expectation.reasons) if r.expectation is not None else [])
+        elif r.measured_s is not None and not container:
             flagged, efficiency = judge(q["expected_s"], r.measured_s, share or 0.0,
                                         min_efficiency=thresholds.min_efficiency,
                                         min_share=thresholds.min_share)
@@ -43,8 +46,11 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
             "devices": r.devices, "occurrences": r.occurrences,
             "measured_s": r.measured_s, "measured_s_max": r.measured_s_max, "self_s": r.self_s,
             **{k: q[k] for k in ("flops", "transcendentals", "bytes", "comm_bytes", "dtype",
-                                 "compute_s", "memory_s", "comm_s", "expected_s", "bound_by", "memory_level")},
+                                 "compute_s", "memory_s", "comm_s", "expected_s", "bound_by", "memory_level",
+                                 "launches_work")},
             "efficiency": efficiency,
+            "verdict": _verdict(flagged and not container, unjudged, q["expected_s"], r.measured_s, container),
+            "lower_bound": (r.cost.lower_bound or None) if r.cost is not None else None,
             "flagged": bool(flagged and not container),
             "reasons": _dedupe(reasons),
             "provenance": q["provenance"],
@@ -70,6 +76,38 @@ def op_dicts(rows: list[OpRow], hw: Hardware, thresholds: Thresholds, per_device
     for op in ops:
         op["suggestion"] = suggest(op, ridge, hw.kind) if op["flagged"] else ""
     return ops
+
+
+SIMULATED_COLLECTIVE = ("collective between simulated CPU devices: its time is a rendezvous wait for the "
+                        "other devices' work on the shared cores, not communication, so it is not judged")
+WAIT_ONLY = ("launches no work of its own: its measured time is a wait (for asynchronous work or other "
+             "devices), so it is not judged")
+
+
+def not_judged(row: OpRow, hw: Hardware) -> str:
+    """Why a measured op's expected time cannot be compared with its measured time ("" if it can)."""
+    from ..costmodel.roofline import launches_work
+
+    cost = row.cost
+    if cost is None:
+        return ""
+    if hw.kind == "cpu" and (cost.collective is not None or cost.comm_bytes):
+        return SIMULATED_COLLECTIVE
+    if launches_work(cost) is False and row.measured_s:
+        return WAIT_ONLY
+    return ""
+
+
+def _verdict(flagged: bool, unjudged: str, expected_s: float | None, measured_s: float | None,
+             container: bool) -> str:
+    """flagged | ok | not judged | unknown (no expected time) | not measured (a prediction)."""
+    if container or unjudged:
+        return "not judged"
+    if expected_s is None:
+        return "unknown"
+    if measured_s is None:
+        return "not measured"
+    return "flagged" if flagged else "ok"
 
 
 def _per_device_lists(per_device) -> dict:

@@ -5,7 +5,9 @@ is costed from its operands and the dot dimensions in its backend_config, a
 cuDNN convolution from its convolution dimensions, cuDNN fused attention from
 its two batched matmuls, and a Mosaic `tpu_custom_call` from the cost estimate
 the kernel author attached (provenance `xla`: stated in the program, not derived
-here). Annotation targets cost nothing; any other target is opaque (unknown).
+here). Annotation targets cost nothing. Any other kernel is opaque, but it still has to
+read its operands and write its results: it gets that memory time as a lower bound (FLOPs
+unknown, or stated by the trace), marked `lower_bound` with the reason.
 """
 
 from __future__ import annotations
@@ -110,11 +112,21 @@ def attention_cost(instr: Instruction, ctx: CostContext) -> OpCost:
     return cost(flops, read, written, transcendentals=batch * s * t, dtype=q.dtype, notes=tuple(notes))
 
 
-def mosaic_cost(instr: Instruction) -> OpCost:
+def opaque_bound(instr: Instruction, ctx: CostContext, why: str) -> OpCost:
+    """A kernel without a cost model: the bytes of its operands and results, FLOPs unknown."""
+    read = sum(nbytes(s) for s in ctx.operand_shapes(instr))
+    written = nbytes(instr.shape)
+    if not read and not written:
+        return unknown_cost(why, first_dtype(instr.shape))
+    return OpCost(flops=None, bytes_read=float(read), bytes_written=float(written), transcendentals=None,
+                  dtype=first_dtype(instr.shape), lower_bound=why,
+                  notes=(f"lower bound: {why}; only its operand and result bytes are counted",))
+
+
+def mosaic_cost(instr: Instruction, ctx: CostContext) -> OpCost:
     estimate = backend_json(instr).get("custom_call_config", {}).get("cost_estimate")
     if not isinstance(estimate, dict) or "flops" not in estimate:
-        return unknown_cost("opaque Mosaic kernel: tpu_custom_call without a cost estimate",
-                            first_dtype(instr.shape))
+        return opaque_bound(instr, ctx, "opaque Mosaic kernel: tpu_custom_call without a cost estimate")
     accessed = float(estimate.get("bytes_accessed", 0))
     out = cost(float(estimate["flops"]), accessed, 0, transcendentals=float(estimate.get("transcendentals", 0)),
                dtype=first_dtype(instr.shape), provenance="xla",
@@ -132,9 +144,8 @@ def custom_call(instr: Instruction, ctx: CostContext) -> OpCost:
     if target.startswith(ATTENTION_PREFIX):
         return attention_cost(instr, ctx)
     if target == "tpu_custom_call":
-        return mosaic_cost(instr)
+        return mosaic_cost(instr, ctx)
     if target in ANNOTATIONS:
         return zero_cost(f"custom call {target}: annotation or buffer bookkeeping, no work",
                          first_dtype(instr.shape))
-    return unknown_cost(f"opaque custom call {target or '(no target)'}: no cost model for this target",
-                        first_dtype(instr.shape))
+    return opaque_bound(instr, ctx, f"opaque custom call {target or '(no target)'}: no cost model for this target")

@@ -133,6 +133,7 @@ def module_totals(module: Module, costs: dict[str, OpCost]) -> dict:
         if not c.modeled:
             unmodeled += 1
             continue
+        unmodeled += 1 if c.lower_bound else 0  # its bytes count, its FLOPs are unknown
         if c.trip_count is None:
             unknown_trips += 1 if (c.flops or c.bytes or c.comm_bytes) else 0
             continue
@@ -146,5 +147,6 @@ def module_totals(module: Module, costs: dict[str, OpCost]) -> dict:
 
 
 def unmodeled_ops(costs: dict[str, OpCost]) -> dict[str, str]:
-    """Name -> reason for every op whose cost is unknown (opaque custom calls and the like)."""
-    return {name: c.reason for name, c in costs.items() if not c.modeled}
+    """Name -> reason for every op without a cost model of its own: unknown, or known only as a
+    lower bound from its operand and result bytes (opaque custom calls and the like)."""
+    return {name: c.reason or c.lower_bound for name, c in costs.items() if not c.modeled or c.lower_bound}
