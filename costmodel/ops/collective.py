@@ -32,13 +32,18 @@ def _groups(instr: Instruction, ctx: CostContext) -> tuple[tuple[tuple[int, ...]
     return (), None
 
 
+# Starts whose shape is (operands, output, contexts...): all-gather-start and
+# collective-permute-start, and XLA's sugar for an async-start wrapping one collective
+# (`all-to-all-start` is `async-start(calls=)` of an all-to-all, shape ((operands), output)).
+_TUPLE_STARTS = {"all-gather-start", "collective-permute-start", "reduce-scatter-start", "all-to-all-start",
+                 "collective-broadcast-start", "ragged-all-to-all-start"}
+
+
 def _split_start_shape(instr: Instruction, ctx: CostContext) -> tuple[list[Shape], list[Shape]]:
-    """Inputs and outputs of a collective. all-gather-start's shape is (inputs, outputs) and
-    collective-permute-start's is (input, output, contexts...); all-reduce-start's is its output."""
+    """Inputs and outputs of a collective; all-reduce-start's shape is its output."""
     inputs = ctx.operand_shapes(instr)
     shape = instr.shape
-    if instr.opcode in ("all-gather-start", "collective-permute-start") and shape.is_tuple \
-            and len(shape.tuple_shapes) >= 2:
+    if instr.opcode in _TUPLE_STARTS and shape.is_tuple and len(shape.tuple_shapes) >= 2:
         return inputs, [shape.tuple_shapes[1]]
     return inputs, list(shape.tuple_shapes) if shape.is_tuple else [shape]
 
@@ -99,17 +104,17 @@ def all_reduce(instr: Instruction, ctx: CostContext) -> OpCost:
     return _collective_cost(instr, ctx, "all-reduce")
 
 
-@handles("reduce-scatter")
+@handles("reduce-scatter", "reduce-scatter-start")
 def reduce_scatter(instr: Instruction, ctx: CostContext) -> OpCost:
     return _collective_cost(instr, ctx, "reduce-scatter")
 
 
-@handles("all-to-all")
+@handles("all-to-all", "all-to-all-start")
 def all_to_all(instr: Instruction, ctx: CostContext) -> OpCost:
     return _collective_cost(instr, ctx, "all-to-all")
 
 
-@handles("ragged-all-to-all")
+@handles("ragged-all-to-all", "ragged-all-to-all-start")
 def ragged_all_to_all(instr: Instruction, ctx: CostContext) -> OpCost:
     # Operands: input, output, offsets and sizes; only the input is sent.
     groups, n = _groups(instr, ctx)
@@ -119,7 +124,8 @@ def ragged_all_to_all(instr: Instruction, ctx: CostContext) -> OpCost:
     sent = data * (n - 1) / n
     info = CollectiveInfo(kind="all-to-all", bytes=float(data), group_size=n, groups=groups,
                           note="ragged: assumes the input is spread evenly over the group")
-    out = cost(0, data, nbytes(instr.shape), dtype=first_dtype(instr.shape))
+    _, outputs = _split_start_shape(instr, ctx)
+    out = cost(0, data, sum(nbytes(s) for s in outputs), dtype=first_dtype(outputs[0]))
     return replace(out, comm_bytes=float(sent), collective=info)
 
 
@@ -136,13 +142,14 @@ def collective_permute(instr: Instruction, ctx: CostContext) -> OpCost:
     return replace(out, comm_bytes=float(sent), collective=info)
 
 
-@handles("collective-broadcast")
+@handles("collective-broadcast", "collective-broadcast-start")
 def collective_broadcast(instr: Instruction, ctx: CostContext) -> OpCost:
     groups, n = _groups(instr, ctx)
     data = nbytes(ctx.operand_shapes(instr)[0])
     info = CollectiveInfo(kind="collective-broadcast", bytes=float(data), group_size=n or 0, groups=groups,
                           note="every device of the group receives V from the root")
-    out = cost(0, data, nbytes(instr.shape), dtype=first_dtype(instr.shape))
+    _, outputs = _split_start_shape(instr, ctx)
+    out = cost(0, data, sum(nbytes(s) for s in outputs), dtype=first_dtype(outputs[0]))
     return replace(out, comm_bytes=float(data), collective=info)
 
 
@@ -154,7 +161,8 @@ def send(instr: Instruction, ctx: CostContext) -> OpCost:
     return replace(out, comm_bytes=float(data))
 
 
-@handles("all-gather-done", "all-reduce-done", "collective-permute-done", "copy-done",
+@handles("all-gather-done", "all-reduce-done", "collective-permute-done", "reduce-scatter-done",
+         "all-to-all-done", "collective-broadcast-done", "ragged-all-to-all-done", "copy-done",
          "send-done", "recv-done", "async-done", "async-update")
 def completion(instr: Instruction, ctx: CostContext) -> OpCost:
     start = instr.operands[0] if instr.operands else "its start op"
