@@ -109,12 +109,13 @@ def test_real_gpu_captures_open_clean(browser, tmp_path, capture):
     assert_faithful(opened, report)
 
 
-@pytest.mark.parametrize("dump", [
-    "tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt",
-    "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",
+@pytest.mark.parametrize("dump, hardware", [
+    ("tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt", "tpu-v6e:2x4"),
+    ("gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb", "h100:4"),
 ])
-def test_real_hlo_dumps_open_as_predictions(browser, tmp_path, dump):
-    report = analyse_profile(shared_fixture(dump))
+def test_real_hlo_dumps_open_as_predictions(browser, tmp_path, dump, hardware):
+    # Accelerator dumps need --hardware: they are never priced as this machine's CPU.
+    report = analyse_profile(shared_fixture(dump), hardware=hardware)
     assert report["summary"]["predicted"]
     opened = open_report(browser, report, tmp_path)
     opened.assert_clean()

@@ -111,6 +111,7 @@ def analyse_hlo(path: str | os.PathLike, *, hardware: str | None = None, source:
     module = module if module is not None else load_hlo_file(path)
     warnings: list[str] = []
     if hardware is None:
+        _refuse_accelerator_without_hardware(module, str(path))
         warnings.append("no --hardware given: expected times are for this machine's CPU")
     hw = _hardware(hardware, "cpu", {})
     from ..costmodel.ops.module import device_count
@@ -118,6 +119,26 @@ def analyse_hlo(path: str | os.PathLike, *, hardware: str | None = None, source:
     warnings += check_partitions(hw, hardware, device_count(module), opts.allow_smaller)
     return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
                            warnings=warnings, options=opts)
+
+
+def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
+    """A GPU or TPU program is never priced as this machine's CPU: say what it is and what to pass."""
+    from ..costmodel.chips.catalog import candidates
+    from ..costmodel.ops.module import device_count
+    from ..parsers.hlo_platform import platform_of
+
+    platform = platform_of(module, path)
+    if not platform.accelerator:
+        return
+    names = candidates(platform.kind, platform.vendor, platform.arch) or candidates(platform.kind)
+    if platform.kind == "tpu":
+        names = names[::-1]  # newest first
+    devices = device_count(module)
+    example = f" (with the device count, e.g. {names[0]}:{devices})" if devices and devices > 1 else ""
+    raise InputError(f"HLO dump for {platform.describe()} ({platform.evidence}) and no --hardware: it would "
+                     "be priced as this machine's CPU", path=path,
+                     hint=f"pass --hardware {' or '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}"
+                          f"{example}")
 
 
 def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, warnings: list[str],

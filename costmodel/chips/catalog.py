@@ -205,6 +205,21 @@ def names() -> list[str]:
     return sorted(CATALOG) + ["cpu"]
 
 
+def candidates(kind: str, vendor: str = "", arch: tuple[int, int] | None = None) -> list[str]:
+    """Catalog names of the `kind` ("gpu" or "tpu") chips a compiled program could be for: those
+    whose compute capability (NVIDIA) or gfx target (AMD) is `arch` when it is known."""
+    out = []
+    for hw in _ENTRIES:
+        if hw.kind != kind or (vendor and hw.vendor.lower() != vendor):
+            continue
+        prints = hw.detection.fingerprints
+        if arch is not None and prints and not any((v, major, minor) == (vendor or v, *arch)
+                                                   for v, major, minor, _ in prints):
+            continue
+        out.append(hw.name)
+    return out
+
+
 def canonical_name(name: str) -> str:
     """The catalog name for a name or alias (case-insensitive), or raise UsageError."""
     key = name.strip().lower().replace("_", "-").replace(" ", "-")

@@ -1,0 +1,94 @@
+"""Which platform an HLO dump was compiled for, from its file name and its contents.
+
+XLA names GPU dumps after the target (`module_0016.jit_step.sm_9.0_gpu_after_optimizations`,
+`...gfx942_gpu_after_optimizations`), GPU programs call cuBLAS/hipBLASLt/cuDNN/Triton
+through custom calls and carry `operation_queue_id` in their backend configs, and TPU
+programs use tiled layouts (`{1,0:T(8,128)(2,1)}`) and TPU custom calls. A dump with none
+of these is taken for a CPU program. A hint is what decided, so a message can say why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .hlo_model import Module
+
+_SM = re.compile(r"(?<![a-z0-9])sm_(\d+)\.(\d+)")
+_GFX = re.compile(r"(?<![a-z0-9])gfx(\d{1,2})([0-9a-f])([0-9a-f])(?![0-9a-z])")
+_GPU_TARGETS = ("__cublas$", "__cudnn$", "__hipblas$", "__rocblas$", "__triton", "__gpu$", "__nccl",
+                "__miopen")
+_TPU_TARGETS = ("tpu_custom_call", "PrepareAsyncCallStart", "PrepareAsyncCallDone")
+_GPU_CONFIG_KEYS = ('"operation_queue_id"', '"gemm_backend_config"', '"cudnn_conv_backend_config"',
+                    '"cudnn_fmha_backend_config"')
+
+
+@dataclass(frozen=True)
+class Platform:
+    """`kind`: "gpu", "tpu" or "cpu"; `vendor`: "nvidia", "amd" or ""; `arch`: (major, minor) of
+    the compute capability (NVIDIA `sm_X.Y`) or the gfx target (AMD `gfx942` -> (9, 4)) when
+    the dump names it; `evidence`: what decided, in words."""
+
+    kind: str
+    vendor: str = ""
+    arch: tuple[int, int] | None = None
+    evidence: str = ""
+
+    @property
+    def accelerator(self) -> bool:
+        return self.kind in ("gpu", "tpu")
+
+    def describe(self) -> str:
+        """"an NVIDIA GPU", "an AMD GPU", "a GPU", "a TPU" or "a CPU"."""
+        if self.vendor:
+            return f"an {'NVIDIA' if self.vendor == 'nvidia' else 'AMD'} GPU"
+        return {"gpu": "a GPU", "tpu": "a TPU", "cpu": "a CPU"}[self.kind]
+
+
+def platform_of(module: Module, path: str = "") -> Platform:
+    """The platform `module` (read from `path`) was compiled for; CPU when nothing says otherwise."""
+    for name, whose in _names(module, path):
+        hit = _SM.search(name)
+        if hit:
+            return Platform("gpu", "nvidia", (int(hit[1]), int(hit[2])), f"{whose} says {hit[0]}")
+        hit = _GFX.search(name)
+        if hit:
+            return Platform("gpu", "amd", (int(hit[1]), int(hit[2], 16)), f"{whose} says {hit[0]}")
+    tiled = 0
+    for _, instr in module.instructions():
+        target = instr.custom_call_target
+        if target.startswith(_GPU_TARGETS):
+            return Platform("gpu", _vendor(target), None, f"custom call {target}")
+        if target in _TPU_TARGETS:
+            return Platform("tpu", evidence=f"custom call {target}")
+        config = instr.backend_config
+        if config and any(key in config for key in _GPU_CONFIG_KEYS):
+            return Platform("gpu", evidence="GPU backend configs (operation queues, GEMM or cuDNN configs)")
+        tiled += any(leaf.tiles for leaf in instr.shape.leaves())
+    if tiled:
+        return Platform("tpu", evidence=f"tiled TPU layouts on {tiled} instructions")
+    return Platform("cpu", evidence="no GPU or TPU target, custom call or layout in the dump")
+
+
+def _names(module: Module, path: str) -> list[tuple[str, str]]:
+    """Names that may state the target: the file's, the module's, and the other files XLA
+    dumped for the same module (`module_0016.*`: the before-optimizations dump has no target
+    in its own name, its after-optimizations sibling has)."""
+    file = Path(path) if path else None
+    out = [(file.name.lower(), "its file name")] if file else []
+    out.append((module.name.lower(), "the module name"))
+    prefix = re.match(r"(module_\d+\.)", file.name) if file else None
+    if prefix and file is not None:
+        try:
+            siblings = sorted(p.name for p in file.parent.iterdir() if p.name.startswith(prefix[1]))
+        except OSError:
+            siblings = []
+        out += [(name.lower(), f"the dump {name} of the same module") for name in siblings if name != file.name]
+    return out
+
+
+def _vendor(target: str) -> str:
+    if target.startswith(("__hipblas$", "__rocblas$", "__miopen")):
+        return "amd"
+    return ""
