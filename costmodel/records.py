@@ -46,6 +46,13 @@ class OpCost:
     reason: str = ""
     collective: CollectiveInfo | None = None
     notes: tuple[str, ...] = ()
+    # Bytes read from or written to host memory (`S(5)`: offloaded or pinned host buffers),
+    # which cross the host link (PCIe or the chip's host interface), not HBM.
+    host_bytes: float = 0.0
+    # Dots and convolutions: the precision the program asks of the matrix units, as an
+    # algorithm name (`dot_tf32_tf32_f32`) or the highest operand precision (`default`,
+    # `high`, `highest`); chips.precision maps it to a peak. "" for every other op.
+    precision: str = ""
     # Ops inside a while body run this many times per execution of the enclosing op
     # (None when the trip count is unknown); costs above are for one execution.
     trip_count: int | None = 1

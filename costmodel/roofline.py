@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..errors import AuditError, UsageError
 from .network.collectives import CollectiveTime, collective_time, human
 from .chips.hardware import LINK_NAMES, Hardware, Quantity
+from .chips.precision import matmul_peak
 from .records import Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
@@ -27,12 +28,18 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     if not cost.modeled:
         reason = cost.reason or "opaque op: no cost available"
         return Expectation(None, None, None, None, "unknown", (reason,))
-    peak_s, _ = per_device_rates(hw, cost.dtype or "bf16")
-    peak = hw.peak(cost.dtype or "bf16")
+    peak = flops_peak(cost, hw)
+    peak_s = peak.value / max(hw.devices_per_chip, 1)
     level, level_bw, hbm_s = memory_rate(hw, cost.bytes)
     compute_s = None if cost.flops is None else cost.flops / peak_s
     memory_s = None if cost.bytes is None else cost.bytes / hbm_s
-    reasons: list[str] = list(cost.notes)
+    host_s, host_note = _host_link(cost, hw)
+    if host_s is not None and (memory_s is None or host_s > memory_s):
+        link = hw.interconnect.pcie_bytes_per_s
+        memory_s, level, level_bw, hbm_s = host_s, "host link", link, link.value
+    reasons: list[str] = list(cost.notes) + ([host_note] if host_note else [])
+    if cost.precision and cost.dtype == "f32" and hw.kind != "cpu":
+        reasons.append(f"priced at {human(peak.value, 'FLOP/s')} per chip: {peak.note}")
     details: dict = {"peak_flops_source": peak.source, "hbm_source": hw.hbm_bytes_per_s.source,
                      "memory_level": level, "memory_level_source": level_bw.source}
     comm, comm_reason = _collective(cost, hw, coords)
@@ -68,11 +75,31 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
                        peak_s, peak_bytes, details, memory_level=level)
 
 
+def _host_link(cost: OpCost, hw: Hardware) -> tuple[float | None, str]:
+    """Seconds to move an op's host-memory bytes over the chip's host link, and how it was priced."""
+    if not cost.host_bytes:
+        return None, ""
+    link = hw.interconnect.pcie_bytes_per_s
+    if link is None or not link.value:
+        return None, f"{human(cost.host_bytes, 'B')} to or from host memory, but {hw.name} states no host link speed"
+    seconds = cost.host_bytes / link.value
+    return seconds, (f"{human(cost.host_bytes, 'B')} to or from host memory over the host link at "
+                     f"{human(link.value, 'B/s')} ({link.source}: {link.note}): {human(seconds, 's')}")
+
+
 def launches_nothing(cost: OpCost) -> bool:
     """Parameters, tuples, bitcasts, a done waiting on its start, an op costed on the async-start
     that wraps it: no kernel, so no per-op overhead and an expected time of 0."""
     return (cost.flops == 0 and cost.bytes == 0 and not cost.comm_bytes and not cost.transcendentals
-            and cost.collective is None)
+            and not cost.host_bytes and cost.collective is None)
+
+
+def flops_peak(cost: OpCost, hw: Hardware) -> Quantity:
+    """The peak (per chip) that prices an op's FLOPs: its dtype's, or for a dot or convolution
+    the matrix-unit mode its precision asks for (chips.precision)."""
+    if cost.precision:
+        return matmul_peak(hw, cost.dtype, cost.precision)
+    return hw.peak(cost.dtype or "bf16")
 
 
 def launches_work(cost: OpCost | None) -> bool | None:
@@ -124,7 +151,7 @@ def _mxu_reasons(cost: OpCost, hw: Hardware) -> list[str]:
     intensity = _intensity(cost)
     if hw.kind != "tpu" or intensity is None or intensity < _CONTRACTION_INTENSITY:
         return []
-    if cost.dtype in ("f32", "f64"):
+    if cost.dtype == "f64" or cost.dtype == "f32" and not cost.precision:
         peak = hw.peak(cost.dtype)
         how = f": {peak.note}" if peak.note else ""
         return [f"{cost.dtype} matmul on the MXU, priced at {human(peak.value, 'FLOP/s')} per chip{how}"]
@@ -165,7 +192,7 @@ def flag_reasons(cost: OpCost, expectation: Expectation, measured_s: float | Non
 
 
 def _compute_reason(cost: OpCost, measured_s: float | None, hw: Hardware) -> str:
-    peak, _ = per_device_rates(hw, cost.dtype or "bf16")
+    peak = flops_peak(cost, hw).value / max(hw.devices_per_chip, 1)
     achieved = cost.flops / measured_s if cost.flops and measured_s else None
     return (f"compute-bound: reached {human(achieved, 'FLOP/s')} of {human(peak, 'FLOP/s')} "
             f"({cost.dtype or 'bf16'} peak)")

@@ -193,6 +193,15 @@ def _literal_text(literal) -> str | None:
     return texts[0] if not shape.dims else "{" + ", ".join(texts) + "}"
 
 
+# xla.FftType, xla.PrecisionConfig.Precision and .Algorithm as HLO text prints them.
+_FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
+_PRECISIONS = {0: "default", 1: "high", 2: "highest"}
+_ALGORITHMS = {1: "dot_any_f8_any_f8_f32", 2: "dot_any_f8_any_f8_f32_fast_accum", 3: "dot_f16_f16_f16",
+               4: "dot_f16_f16_f32", 5: "dot_bf16_bf16_bf16", 6: "dot_bf16_bf16_f32", 7: "dot_bf16_bf16_f32_x3",
+               8: "dot_bf16_bf16_f32_x6", 9: "dot_tf32_tf32_f32", 10: "dot_tf32_tf32_f32_x3",
+               11: "dot_f32_f32_f32", 12: "dot_f64_f64_f64", 13: "dot_bf16_bf16_f32_x9"}
+
+
 # Names of the called computations by opcode, in `called_computation_ids` order.
 _CALLED_NAMES = {"while": ("body", "condition"), "fusion": ("calls",),
                  "select-and-scatter": ("select", "scatter"), "async-start": ("calls",),
@@ -231,6 +240,16 @@ def _attributes(p, called: tuple[str, ...], config: str) -> list[tuple[str, str]
         out.append(("slice_sizes", "{" + _join(p.gather_slice_sizes) + "}"))
     if p.opcode == "topk":
         out.append(("k", str(p.k)))
+    if p.opcode == "fft":
+        out.append(("fft_type", _FFT_TYPES.get(p.fft_type, str(p.fft_type))))
+        out.append(("fft_length", "{" + _join(p.fft_length) + "}"))
+    if p.HasField("precision_config"):
+        precision = p.precision_config
+        if any(precision.operand_precision):
+            out.append(("operand_precision",
+                        "{" + ",".join(_PRECISIONS.get(v, str(v)) for v in precision.operand_precision) + "}"))
+        if precision.algorithm:
+            out.append(("algorithm", _ALGORITHMS.get(precision.algorithm, str(precision.algorithm))))
     out += _called_attributes(p.opcode, called)
     if p.metadata.stack_frame_id:
         out.append(("stack_frame_id", str(p.metadata.stack_frame_id)))

@@ -88,6 +88,7 @@ _MESSAGES: dict[str, list[tuple]] = {
         ("channel_id", 26, "int64"),
         ("custom_call_target", 28, "string"),
         ("dot_dimension_numbers", 30, "DotDimensionNumbers"),
+        ("fft_type", 31, "int32"),
         ("fft_length", 32, "int64", "repeated"),
         ("gather_slice_sizes", 34, "int64", "repeated"),
         ("id", 35, "int64"),
@@ -98,6 +99,7 @@ _MESSAGES: dict[str, list[tuple]] = {
         ("backend_config", 43, "bytes"),
         ("replica_groups", 49, "ReplicaGroup", "repeated"),
         ("feature_group_count", 50, "int64"),
+        ("precision_config", 51, "PrecisionConfig"),
         ("source_target_pairs", 52, "SourceTarget", "repeated"),
         ("batch_group_count", 58, "int64"),
         ("comparison_direction", 63, "string"),
@@ -132,6 +134,10 @@ _MESSAGES: dict[str, list[tuple]] = {
         ("f8e4m3fnuzs", 25, "bytes"),
         ("f8e4m3s", 28, "bytes"),
         ("f8e3m4s", 29, "bytes"),
+    ],
+    "PrecisionConfig": [
+        ("operand_precision", 1, "int32", "repeated"),
+        ("algorithm", 2, "int32"),
     ],
     "SliceDimensions": [
         ("start", 1, "int64"),

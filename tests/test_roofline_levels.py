@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -284,13 +284,29 @@ def test_every_opcode_handler_gives_an_expected_time_that_grows_with_its_arrays(
                 times.append(e.expected_s)
             if None not in times:
                 assert times == sorted(times), (opcode, hw.name, times)
-    for opcode, make in (("dot", _dot), ("convolution", _convolution)):
+    sugared = {f"{kind}-start": partial(_async_start, kind)
+               for kind in ("reduce-scatter", "all-to-all", "ragged-all-to-all")}
+    for opcode, make in (("dot", _dot), ("convolution", _convolution), ("fft", _fft), *sugared.items()):
         covered.add(opcode)
         for hw in HARDWARE:
             times = [expect(make(n), hw).expected_s for n in (8, 256, 4096)]
             assert all(t is not None and t >= 0 for t in times) and times == sorted(times), (opcode, hw.name)
     # ragged-all-to-all needs its offset and size operands: its handler is tested with them.
     assert set(HANDLERS) - covered <= {"ragged-all-to-all"}, set(HANDLERS) - covered
+
+
+def _fft(n: int) -> OpCost:
+    return cost_module(parse_hlo_text(f"""HloModule f
+ENTRY e {{
+  a = c64[{n},1024]{{1,0}} parameter(0)
+  ROOT f = c64[{n},1024]{{1,0}} fft(a), fft_type=FFT, fft_length={{1024}}
+}}"""))["f"]
+
+
+def _async_start(kind: str, n: int) -> OpCost:
+    from test_async_spellings import module_text
+
+    return cost_module(parse_hlo_text(module_text(kind, "sugared", n)))["s"]
 
 
 def _dot(n: int) -> OpCost:

@@ -10,11 +10,11 @@ the handler modules.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
-from .layout import on_chip_bytes, shape_bytes
+from .layout import host_bytes, on_chip_bytes, shape_bytes
 from ..records import OpCost
 
 Handler = Callable[[Instruction, "CostContext"], OpCost]
@@ -130,8 +130,18 @@ def io_cost(instr: Instruction, ctx: CostContext, flops: float = 0.0, *,
     """Read every operand once and write the output once: the cost of an unfused op."""
     shapes = ctx.operand_shapes(instr)
     notes = on_chip_note(shapes + [instr.shape]) + ((note,) if note else ())
-    return cost(flops, sum(nbytes(s) for s in shapes), nbytes(instr.shape),
-                transcendentals=transcendentals, dtype=first_dtype(instr.shape), notes=notes)
+    out = cost(flops, sum(nbytes(s) for s in shapes), nbytes(instr.shape),
+               transcendentals=transcendentals, dtype=first_dtype(instr.shape), notes=notes)
+    return with_host_bytes(out, shapes + [instr.shape])
+
+
+def with_host_bytes(out: OpCost, shapes: list[Shape]) -> OpCost:
+    """The cost with the bytes its arrays in host memory (`S(5)`) move over the host link."""
+    moved = sum(host_bytes(s) for s in shapes)
+    if not moved:
+        return out
+    note = f"{moved} bytes in host memory (S(5)) cross the host link"
+    return replace(out, host_bytes=float(moved), notes=out.notes + (note,))
 
 
 def backend_json(instr: Instruction) -> dict:

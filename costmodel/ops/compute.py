@@ -45,7 +45,20 @@ def dot(instr: Instruction, ctx: CostContext) -> OpCost:
     lhs = ctx.operand_shapes(instr)[0]
     flops = dot_flops(lhs.dims, instr.dot.lhs_contracting, instr.shape.elements)
     out = io_cost(instr, ctx, flops=flops)
-    return replace(out, dtype=lhs.dtype)
+    return replace(out, dtype=lhs.dtype, precision=asked_precision(instr))
+
+
+def asked_precision(instr: Instruction) -> str:
+    """What a dot or convolution asks of the matrix units: its `algorithm=`, else the highest of
+    its `operand_precision={...}`, else `default` (chips.precision prices it)."""
+    algorithm = instr.attr("algorithm")
+    if algorithm:
+        return algorithm.lower()
+    asked = [p.strip().lower() for p in instr.attr("operand_precision").strip("{} ").split(",") if p.strip()]
+    for level in ("highest", "high"):
+        if level in asked:
+            return level
+    return "default"
 
 
 @handles("ragged-dot")
@@ -76,7 +89,7 @@ def convolution_flops(instr: Instruction, lhs: Shape, rhs: Shape, out: Shape) ->
 def convolution(instr: Instruction, ctx: CostContext) -> OpCost:
     lhs, rhs = ctx.operand_shapes(instr)[:2]
     out = io_cost(instr, ctx, flops=convolution_flops(instr, lhs, rhs, instr.shape))
-    return replace(out, dtype=lhs.dtype)
+    return replace(out, dtype=lhs.dtype, precision=asked_precision(instr))
 
 
 def _applied(instr: Instruction, ctx: CostContext) -> tuple[float | None, float | None]:
@@ -157,12 +170,28 @@ def rng(instr: Instruction, ctx: CostContext) -> OpCost:
     return io_cost(instr, ctx, flops=generated, note="one flop per generated element")
 
 
+def fft_lengths(instr: Instruction) -> tuple[int, ...]:
+    """`fft_length={4096}` (the transform's sizes, innermost dimensions), from text or proto."""
+    text = instr.attr("fft_length").strip("{} ")
+    return tuple(int(v) for v in text.split(",") if v.strip()) if text else ()
+
+
 @handles("fft")
 def fft(instr: Instruction, ctx: CostContext) -> OpCost:
-    length = _product(list(instr.dimensions)) or 1
-    transforms = instr.shape.elements // length if length else 0
-    flops = 5 * length * math.log2(length) * transforms if length > 1 else 0
-    return io_cost(instr, ctx, flops=flops, note="5*N*log2(N) flops per complex transform of length N")
+    # FFT/IFFT are complex to complex; RFFT (real in, N/2+1 complex out) and IRFFT (the
+    # reverse) do about half the work, but are counted like a complex transform of length N,
+    # as the usual 5 N log2 N rule (and XLA's own count) does.
+    lengths = fft_lengths(instr)
+    if not lengths:
+        return unknown_cost("fft without fft_length", first_dtype(instr.shape))
+    n = _product(list(lengths))
+    kind = instr.attr("fft_type") or "FFT"
+    # The side with N points per transform: the real input of an RFFT, else the output.
+    full = ctx.operand_shapes(instr)[0] if kind == "RFFT" else instr.shape
+    transforms = full.elements // n if n else 0
+    flops = 5 * n * math.log2(n) * transforms if n > 1 else 0
+    return io_cost(instr, ctx, flops=flops,
+                   note=f"{kind}: 5*N*log2(N) flops per transform of length N={n}, {transforms} transforms")
 
 
 @handles("cholesky")

@@ -48,7 +48,8 @@ def _wrapped_ops(comp: Computation, ctx: CostContext) -> list[tuple[Instruction,
 
 def wrapped_cost(comp: Computation, ctx: CostContext) -> OpCost:
     """The summed cost of everything a computation runs (what an async-start carries)."""
-    total = {"flops": 0.0, "transcendentals": 0.0, "bytes_read": 0.0, "bytes_written": 0.0, "comm_bytes": 0.0}
+    total = {"flops": 0.0, "transcendentals": 0.0, "bytes_read": 0.0, "bytes_written": 0.0, "comm_bytes": 0.0,
+             "host_bytes": 0.0}
     collective = None
     working: list[str] = []
     for instr, c in _wrapped_ops(comp, ctx):
@@ -57,7 +58,7 @@ def wrapped_cost(comp: Computation, ctx: CostContext) -> OpCost:
         for key in total:
             total[key] += getattr(c, key) or 0.0
         collective = collective or c.collective
-        if c.flops or c.bytes or c.comm_bytes:
+        if c.flops or c.bytes or c.comm_bytes or c.host_bytes:
             working.append(f"{instr.name} ({instr.opcode})")
     dtype = first_dtype(comp.root_instruction.shape) if comp.instructions else ""
     return OpCost(**total, dtype=dtype, collective=collective,

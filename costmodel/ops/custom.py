@@ -12,6 +12,7 @@ unknown, or stated by the trace), marked `lower_bound` with the reason.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from ...parsers.hlo_model import Instruction, Shape
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
@@ -54,7 +55,20 @@ def gemm_cost(instr: Instruction, ctx: CostContext) -> OpCost:
         notes.append("beta != 0: also reads C; the M*N accumulate is not counted in flops")
     if config.get("epilogue", "DEFAULT") not in ("DEFAULT", ""):
         notes.append(f"epilogue {config['epilogue']} not counted in flops")
-    return cost(flops, read, nbytes(out), dtype=shapes[0].dtype, notes=tuple(notes))
+    return replace(cost(flops, read, nbytes(out), dtype=shapes[0].dtype, notes=tuple(notes)),
+                   precision=_gemm_precision(config.get("precision_config")))
+
+
+def _gemm_precision(config: object) -> str:
+    """A GEMM's precision_config as a dot states it: `ALG_DOT_TF32_TF32_F32` -> `dot_tf32_tf32_f32`,
+    else the highest operand precision, else `default`."""
+    if not isinstance(config, dict):
+        return "default"
+    algorithm = str(config.get("algorithm", "") or "")
+    if algorithm.startswith("ALG_") and algorithm != "ALG_UNSET":
+        return algorithm[4:].lower()
+    asked = [str(p).lower() for p in config.get("operand_precision", []) or []]
+    return next((level for level in ("highest", "high") if level in asked), "default")
 
 
 def conv_custom_cost(instr: Instruction, ctx: CostContext) -> OpCost:
@@ -134,9 +148,27 @@ def mosaic_cost(instr: Instruction, ctx: CostContext) -> OpCost:
     return replace(out, comm_bytes=float(estimate.get("remote_bytes_transferred", 0)))
 
 
+# XLA's TopK custom calls: "TopK" (CPU, and the form jax.lax.top_k takes before the GPU
+# specializer) and "__gpu$TopK" (GPU). Input [batch, n]; output (values, indices) [batch, k],
+# plus a scratch buffer on GPU.
+TOPK_TARGETS = ("TopK", "__gpu$TopK")
+
+
+def topk_cost(instr: Instruction, ctx: CostContext) -> OpCost:
+    data = ctx.operand_shapes(instr)[0]
+    outputs = list(instr.shape.tuple_shapes[:2]) if instr.shape.is_tuple else [instr.shape]
+    k = outputs[0].dims[-1] if outputs[0].dims else 1
+    comparisons = data.elements * max(1, math.ceil(math.log2(max(k, 2))))
+    return cost(comparisons, nbytes(data), sum(nbytes(o) for o in outputs), dtype=data.dtype,
+                notes=(f"{instr.custom_call_target}: one pass over the input keeping a k-heap, "
+                       f"n*log2(k) comparisons (k={k}), like the topk op",))
+
+
 @handles("custom-call")
 def custom_call(instr: Instruction, ctx: CostContext) -> OpCost:
     target = instr.custom_call_target
+    if target in TOPK_TARGETS:
+        return topk_cost(instr, ctx)
     if target in GEMM_TARGETS:
         return gemm_cost(instr, ctx)
     if target.startswith(CONV_PREFIX):

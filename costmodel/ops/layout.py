@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from ...parsers.hlo_model import Shape
 
-# Memory space 0 is device HBM (or host/GPU global memory); others are on-chip.
+# Memory space 0 is device HBM (or host/GPU global memory); 5 is host memory (XLA's
+# Layout::kHostMemorySpace, where host offloading puts buffers: pinned host memory on GPU);
+# others are on-chip (TPU VMEM, SMEM...).
 HBM_MEMORY_SPACE = 0
+HOST_MEMORY_SPACE = 5
 
 
 def _ceil_to(value: int, multiple: int) -> int:
@@ -70,5 +73,11 @@ def shape_bytes(shape: Shape, *, hbm_only: bool = True) -> int:
 
 
 def on_chip_bytes(shape: Shape) -> int:
-    """Bytes of the leaves of a shape that live outside HBM (memory space other than 0)."""
-    return sum(leaf_bytes(leaf) for leaf in shape.leaves() if leaf.memory_space != HBM_MEMORY_SPACE)
+    """Bytes of the leaves of a shape that live on chip (neither HBM nor host memory)."""
+    return sum(leaf_bytes(leaf) for leaf in shape.leaves()
+               if leaf.memory_space not in (HBM_MEMORY_SPACE, HOST_MEMORY_SPACE))
+
+
+def host_bytes(shape: Shape) -> int:
+    """Bytes of the leaves of a shape that live in host memory (`S(5)`): they cross the host link."""
+    return sum(leaf_bytes(leaf) for leaf in shape.leaves() if leaf.memory_space == HOST_MEMORY_SPACE)

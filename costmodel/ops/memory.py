@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...parsers.hlo_model import Instruction
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, io_cost,
-                          nbytes, on_chip_note, unknown_cost, unmodeled_opcode, zero_cost)
+                          nbytes, on_chip_note, unknown_cost, unmodeled_opcode, with_host_bytes, zero_cost)
 from ..records import OpCost
 
 _METADATA = {
@@ -104,8 +104,9 @@ def copy_start(instr: Instruction, ctx: CostContext) -> OpCost:
     # Shape is (destination, source, context): the copy reads the operand, writes the destination.
     source = ctx.operand_shapes(instr)[0]
     dest = instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
-    return cost(0, nbytes(source), nbytes(dest), dtype=first_dtype(dest),
-                notes=on_chip_note([source, dest]) + ("asynchronous copy; copy-done completes it",))
+    out = cost(0, nbytes(source), nbytes(dest), dtype=first_dtype(dest),
+               notes=on_chip_note([source, dest]) + ("asynchronous copy; copy-done completes it",))
+    return with_host_bytes(out, [source, dest])
 
 
 @handles("infeed", "recv")

@@ -1,0 +1,67 @@
+"""Which peak prices a dot: its operands' dtype, the precision it asks for, and the chip.
+
+A dot states how its f32 operands are multiplied either with a dot algorithm
+(`algorithm=dot_tf32_tf32_f32`, `dot_bf16_bf16_f32_x3`, ...: the element type the operands
+are rounded to, and how many such passes make one product) or, older, with
+`operand_precision={default|high|highest}`, which each platform maps its own way:
+
+- NVIDIA and AMD GPUs with a TF32 matrix mode (A100, H100, H200, B200, MI300X): DEFAULT and
+  HIGH run on TF32 tensor cores (JAX's default), HIGHEST runs true f32. A GPU without one
+  (MI355X) runs every f32 dot at the f32 rate.
+- TPU: the MXU multiplies bf16; DEFAULT is one bf16 pass, HIGH three (bf16_3x), HIGHEST six
+  (bf16_6x), so an f32 dot runs at the bf16 peak divided by the passes.
+- CPU: f32 at the f32 rate whatever is asked.
+
+An algorithm names the passes exactly: `dot_bf16_bf16_f32_xN` is N bf16 passes,
+`dot_tf32_tf32_f32_x3` three TF32 passes, `dot_f32_f32_f32` true f32 (six bf16 passes on TPU,
+which has no f32 matrix unit). Operands that are not f32 are priced at their own dtype.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from .hardware import Hardware, Quantity
+
+_TPU_PASSES = {"default": 1, "high": 3, "highest": 6}
+_ALGORITHM = re.compile(r"dot_(?P<a>[a-z0-9_]+?)_(?P=a)_(?P<acc>f16|bf16|f32|f64)(?:_x(?P<n>\d+))?$")
+
+
+def matmul_peak(hw: Hardware, dtype: str, precision: str) -> Quantity:
+    """Peak FLOP/s per chip of a dot on `dtype` operands asking for `precision` (an algorithm
+    name or default/high/highest; "" = default); its note says which rule applied."""
+    plain = hw.peak(dtype or "bf16")
+    if dtype != "f32" or hw.kind == "cpu":
+        return plain
+    asked = (precision or "default").lower()
+    found = _ALGORITHM.match(asked)
+    if found is not None:
+        base, passes = found["a"], int(found["n"] or 1)
+        if base == "f32":
+            return _f32(hw, asked)
+        if base == "tf32" and "tf32" not in hw.peak_flops:
+            base = "bf16" if hw.kind == "tpu" else "f32"
+            passes = 3 if hw.kind == "tpu" else 1
+        return _passes(hw, base, passes, asked)
+    if hw.kind == "tpu":
+        return _passes(hw, "bf16", _TPU_PASSES.get(asked, 1), f"precision {asked}")
+    if hw.kind == "gpu" and asked in ("default", "high") and "tf32" in hw.peak_flops:
+        peak = hw.peak_flops["tf32"]
+        return replace(peak, note=f"f32 dot at precision {asked} runs on TF32 tensor cores (JAX's default on GPU)")
+    return _f32(hw, f"precision {asked}")
+
+
+def _passes(hw: Hardware, base: str, passes: int, why: str) -> Quantity:
+    peak = hw.peak(base)
+    if passes == 1:
+        return replace(peak, note=f"{why}: one {base} pass")
+    return Quantity(peak.value / passes, peak.unit, "catalog, derived",
+                    f"{why}: {passes} {base} passes, {base} peak / {passes}")
+
+
+def _f32(hw: Hardware, why: str) -> Quantity:
+    if hw.kind == "tpu":
+        return _passes(hw, "bf16", 6, f"{why}: true f32 on the MXU")
+    peak = hw.peak("f32")
+    return replace(peak, note=f"{why}: true f32")
