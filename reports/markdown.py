@@ -8,6 +8,7 @@ as text and cannot break a table or open a tag.
 from __future__ import annotations
 
 from . import quantities as qty
+from .plan_render import plan_markdown
 from .diff_render import render_diff_markdown
 from .html_summary import headline
 from .rows import BOUNDS, is_predicted
@@ -154,7 +155,7 @@ def render_markdown(report: dict, *, html_path: str | None = None) -> str:
     if is_predicted(report):
         lines += ["_Predicted, not measured: an ahead-of-time report from the compiled program._", ""]
     lines += [_hardware_line(report), ""] + _verdict(report) + [""] + _flagged(report)
-    for block in (_collectives(report), _warnings(report)):
+    for block in (_collectives(report), plan_markdown(report, md_text), _warnings(report)):
         if block:
             lines += [""] + block
     diff = report.get("diff")

@@ -10,6 +10,7 @@ from . import quantities as qty
 from .html_summary import flagged_html, header_html, verdict_html, warnings_html
 from .diff_render import render_diff_html
 from .html_tables import collectives_html, op_table_html
+from .plan_render import plan_html
 from .rows import is_predicted
 from .svg import roofline_svg
 from .timeline import KINDS, timeline_svg
@@ -62,6 +63,9 @@ SECTIONS: tuple[Section, ...] = (
             "The top offenders by wasted time (measured minus expected), with the rule that fired."),
     Section("roofline", "Roofline", roofline_section),
     Section("collectives", "Collectives", collectives_html),
+    Section("plan", "Plan vs model vs measured", plan_html,
+            "The book's closed forms for this configuration beside the cost model and the trace, "
+            "with the main reasons wherever two of them differ by more than 2x."),
     Section("timeline", "Step timeline", timeline_section,
             "One representative step per device class."),
     Section("diff", "Diff", diff_section, own_heading=True),

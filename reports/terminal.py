@@ -113,6 +113,10 @@ def _plan_lines(table: dict | None) -> list[str]:
         f = fmt[r["unit"]]
         measured = f(r["measured"]) if r["measured"] is not None else "-"
         lines.append(f"{r['quantity']:<32} {f(r['plan']):>14} {f(r['model']):>17} {measured:>17}")
+    for r in table["rows"]:
+        if r.get("reasons"):
+            lines.append(f"why {r['quantity']} differs ({r['gap']}):")
+            lines += [f"  - {reason}" for reason in r["reasons"]]
     return lines
 
 

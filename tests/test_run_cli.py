@@ -153,6 +153,27 @@ def test_default_run_profiles_the_bundled_training_step_on_8_devices(capsys):
     assert len(timed) > 100 and len(faster) <= 0.10 * len(timed)
     assert sum(o["measured_s"] for o in faster) <= 0.02 * sum(o["measured_s"] for o in timed)
     assert {o["memory_level"] for o in timed} <= {"L1", "L2", "L3", "DRAM"}
+    # Collectives between simulated devices are rendezvous waits: not judged, never flagged, and
+    # left out of the roofline fraction.
+    comm = [o for o in report["ops"] if not o["container"] and o["comm_bytes"] and o["measured_s"]]
+    assert comm and all(o["verdict"] == "not judged" and not o["flagged"] for o in comm)
+    assert report["summary"]["not_judged_ops"] >= len(comm)
+    judged = [o for o in timed if o["verdict"] != "not judged"]
+    assert report["summary"]["roofline_fraction"] == pytest.approx(
+        sum(o["expected_s"] for o in judged) / sum(o["self_s"] for o in judged), rel=1e-6)
+    # Every plan-vs-profile row more than 2x apart says why, with numbers from the ops.
+    rows = report["plan_vs_profile"]["rows"]
+    gaps = [r for r in rows if r.get("gap")]
+    assert any(r["quantity"] == "HBM bytes per device" for r in gaps)
+    for r in gaps:
+        assert r["reasons"] and all(any(ch.isdigit() for ch in reason) for reason in r["reasons"])
+    hbm = next(r for r in gaps if r["quantity"] == "HBM bytes per device")
+    assert any(reason.startswith("f32 instead of bf16") for reason in hbm["reasons"])
+    from audit.reports.markdown import render_markdown
+    from audit.reports.sections import render_all
+
+    assert f"Why HBM bytes per device differs ({hbm['gap']})" in render_markdown(report)
+    assert "Why HBM bytes per device differs" in render_all(report)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
+from .plan_gaps import explain
 
 
 def _per_step(report: dict, field: str) -> float | None:
@@ -40,6 +41,8 @@ def plan_vs_profile(report: dict, config: dict, hw: Hardware) -> dict | None:
         {"quantity": "step time", "unit": "s",
          "plan": plan["step_time_lower_bound_s"]["total"], "model": expected_step, "measured": measured_step},
     ]
-    return {"rows": rows, "plan_bound_by": plan["bound_by"], "plan": plan,
-            "note": "plan: the book's closed forms for this configuration (a lower bound on time); "
-                    "model: sum over the compiled program's ops; measured: median step in the trace"}
+    table = {"rows": rows, "plan_bound_by": plan["bound_by"], "plan": plan,
+             "note": "plan: the book's closed forms for this configuration (a lower bound on time); "
+                     "model: sum over the compiled program's ops; measured: median step in the trace"}
+    explain(table, report, hw.main_memory, hw.op_overhead_s.value if hw.op_overhead_s is not None else 0.0)
+    return table
