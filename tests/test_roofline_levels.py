@@ -235,11 +235,10 @@ def test_real_mi300x_ops_do_not_beat_their_roofs(mi300x_ops):
     assert len(mi300x_ops) == 57
     roof = lambda o: max(t for t in (o["compute_s"], o["memory_s"], o["comm_s"]) if t is not None)  # noqa: E731
     assert [o["name"] for o in mi300x_ops if o["measured_s"] < roof(o) / FASTER] == []
-    # With the fixed per-kernel overhead estimate added, the ops that still run faster are all
-    # tiny kernels bound by that estimate, not by any roof.
+    # With the per-kernel overhead (1 us, XLA's GPU model figure, below the shortest real
+    # kernel) added, none runs faster either: with the former 5 us estimate, 5 tiny kernels did.
     faster = [o for o in mi300x_ops if o["measured_s"] < o["expected_s"] / FASTER]
-    assert all(o["bound_by"] == "latency" for o in faster)
-    assert len(faster) <= 5
+    assert faster == []
     levels = {o["memory_level"] for o in mi300x_ops}
     assert levels <= {"HBM", "Infinity Cache"} and "Infinity Cache" in levels
     assert all(math.isfinite(o["expected_s"]) for o in mi300x_ops)
