@@ -6,6 +6,7 @@ Exit codes are `audit.errors.ExitCode`.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Sequence
@@ -46,6 +47,21 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _save_traceback() -> str | None:
+    """Write the current exception's traceback to a fresh file in the temp dir; its path, or None."""
+    import tempfile
+    import traceback
+
+    try:
+        fd, path = tempfile.mkstemp(prefix="audit-internal-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"audit {__version__}: {' '.join(sys.argv)}\n")
+            traceback.print_exc(file=f)
+        return path
+    except OSError:
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -69,11 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("audit: interrupted", err=True)
         return ExitCode.INTERRUPTED
-    except Exception as exc:  # last line of defence: one line, never a traceback
+    except Exception as exc:  # a bug in audit, not bad input: exit 4, traceback kept in a file
         if debug:
             raise
-        click.echo(f"audit: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)",
-                   err=True)
-        return ExitCode.INPUT
+        where = _save_traceback()
+        detail = f"details in {where}" if where else "rerun with --debug for a traceback"
+        click.echo(f"audit: internal error: {type(exc).__name__}: {exc} (please report; {detail})", err=True)
+        return ExitCode.INTERNAL
     # Commands may return their exit code (e.g. `audit diff` returns 1 on a regression).
     return rv if isinstance(rv, int) else ExitCode.OK

@@ -128,7 +128,9 @@ def test_bad_sides_exit_2(tmp_path, capsys):
     assert main(["diff", str(notreport), str(notreport)]) == 2
     assert "schema" in capsys.readouterr().err
     assert main(["diff", str(tmp_path / "missing.json"), str(notreport)]) == 2
+    assert "missing.json: no such file" in capsys.readouterr().err
     assert main(["diff", str(notreport), str(notreport), "--fail-on", "lots"]) == 2
+    assert "--fail-on expects a percentage" in capsys.readouterr().err
 
 
 def test_noise_interval_is_repeatable_and_brackets_equal_samples():

@@ -133,6 +133,8 @@ def test_bad_files_exit_2_with_one_line(tmp_path, capsys, content):
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    # A handled input error names the file; a crash would read "internal error" and exit 4.
+    assert err.startswith(f"audit: error: {bad}: ") and "profile" in err
 
 
 def test_truncated_capture_exits_2(tmp_path, capsys):
@@ -140,7 +142,8 @@ def test_truncated_capture_exits_2(tmp_path, capsys):
     bad = tmp_path / "truncated.xplane.pb"
     bad.write_bytes(data[: len(data) // 2])
     assert main(["inspect", str(bad)]) == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"audit: error: {bad}: truncated or corrupt")
 
 
 def test_missing_path_exits_2(tmp_path, capsys):
