@@ -33,9 +33,19 @@ def _lines(diff: dict, md: bool) -> list[str]:
     for reason in diff["gates"]["tripped"]:
         out.append(("- " if md else "  ") + reason)
     if me.get("available"):
+        out.append(f"step time: {me.get('verdict', '-')} ({me.get('verdict_reason', '')})")
         out.append(f"step time (median, trace): {u.seconds(me['base_median_s'])} -> {u.seconds(me['head_median_s'])} "
                    f"({_pct(me['change'])}; 95% interval {_pct(me['interval'][0])} .. {_pct(me['interval'][1])}, "
-                   f"{'beyond' if me['beyond_noise'] else 'within'} noise)")
+                   f"{'beyond' if me['beyond_noise'] else 'within'} noise; "
+                   f"{me.get('base_runs', 1)} base run(s), {me.get('head_runs', 1)} head run(s))")
+        if me.get("weak"):
+            out.append("weak comparison: one run a side measures no run-to-run variance; the interval is widened "
+                       "by a fixed floor (repeat runs with `audit run --repeat N` for a real one)")
+        for unstable in me.get("unstable", []):
+            out.append(f"unstable {unstable['side']}: run {unstable['run']} of {unstable['runs']} "
+                       f"({unstable['source']}) median {u.seconds(unstable['median_s'])} is "
+                       f"{_pct(unstable['off_by'])} from its other runs ({u.seconds(unstable['others_median_s'])}); "
+                       f"its steps explain {100 * unstable['explained_by_steps']:.1f}%")
     else:
         out.append(f"measured: not compared ({me.get('reason')})")
     if not ct["changed"]:
@@ -54,6 +64,15 @@ def _lines(diff: dict, md: bool) -> list[str]:
     return out
 
 
+def _run_rows(diff: dict) -> list[tuple[str, str, str, str, str]]:
+    """(side, run, source, median step [trace], steps) for every run of both sides."""
+    runs = diff["measured"].get("runs") or {}
+    odd = {(x["side"], x["run"]) for x in diff["measured"].get("unstable", [])}
+    return [(side, f"{i}" + (" (unstable)" if (side, i) in odd else ""), r["source"], u.seconds(r["median_s"]),
+             str(r["steps"]))
+            for side in ("base", "head") for i, r in enumerate(runs.get(side, []), 1)]
+
+
 def _unsure(r: dict) -> str:
     return " [uncertain pairing]" if r.get("uncertain") else ""
 
@@ -70,6 +89,10 @@ def render_diff_terminal(diff: dict, *, top: int = 10) -> str:
                      f"expected {u.seconds(r['expected_s'])}")
     for r in ct["removed_ops"][:top]:
         lines.append(f"  removed {r['name']} ({r['opcode']}): {u.flops(r['flops'])}, comm {u.nbytes(r['comm_bytes'])}")
+    run_rows = _run_rows(diff)
+    if len(run_rows) > 2:
+        lines += [f"  {side} run {run}: median step {med} over {n} steps [trace] ({src})"
+                  for side, run, src, med, n in run_rows]
     for r in diff["measured"].get("changed_ops", [])[:top]:
         lines.append(f"  slower/faster {r['name']}: {u.seconds(r['base_s'])} -> {u.seconds(r['head_s'])} "
                      f"({_pct(r['change'])}) [trace]")
@@ -91,6 +114,12 @@ def render_diff_markdown(diff: dict, *, top: int = 10, html_path: str | None = N
         out += ["| change | op | opcode | framework op | FLOPs per step | detail |", "|---|---|---|---|---|---|"]
         out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
         out.append("")
+    run_rows = _run_rows(diff)
+    if len(run_rows) > 2:
+        out += ["Per-run median step time [trace]:", "", "| side | run | source | median step | steps |",
+                "|---|---|---|---|---|"]
+        out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in run_rows]
+        out.append("")
     if html_path:
         out.append(f"Full report: `{_md(html_path)}`")
     return "\n".join(out) + "\n"
@@ -110,6 +139,12 @@ def render_diff_html(diff: dict, *, top: int = 25) -> str:
         parts.append("<table><thead><tr><th>change</th><th>op</th><th>opcode</th><th>framework op</th>"
                      "<th>FLOPs per step</th></tr></thead><tbody>")
         parts += ["<tr>" + "".join(f"<td>{escape(str(c or ''))}</td>" for c in row) + "</tr>" for row in rows]
+        parts.append("</tbody></table>")
+    run_rows = _run_rows(diff)
+    if len(run_rows) > 2:
+        parts.append("<h3>Per-run median step time [trace]</h3><table><thead><tr><th>side</th><th>run</th>"
+                     "<th>source</th><th>median step</th><th>steps</th></tr></thead><tbody>")
+        parts += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in run_rows]
         parts.append("</tbody></table>")
     parts.append("</section>")
     return "\n".join(parts)

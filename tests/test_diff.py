@@ -162,3 +162,84 @@ def test_doubling_the_transformer_mlp_width_is_named_and_exact(tmp_path, capsys)
     assert dots == pytest.approx(18 * 64 * (256 - 128) * 1 * 128, rel=1e-9)
     md = (tmp_path / "d.md").read_text()
     assert "dot_general" in md.replace("\\_", "_") and len(md.splitlines()) < 60
+
+
+def _scaled(report: dict, factor: float, source: str) -> dict:
+    """The same captured run with every step time scaled: a run slowed by something beside it."""
+    return {**report, "run_source": source, "steps": [{**s, "time_s": s["time_s"] * factor} for s in report["steps"]]}
+
+
+def _steady(report: dict, factor: float, source: str) -> dict:
+    """A captured run whose steps sit within 1% of its median step, times `factor`.
+
+    The millisecond steps of the test MLP vary by tens of percent on a loaded machine,
+    which would hide the run-to-run difference these tests are about.
+    """
+    import statistics
+
+    med = statistics.median(s["time_s"] for s in report["steps"])
+    steps = [{**s, "time_s": med * factor * (1 + 0.01 * ((i % 3) - 1))} for i, s in enumerate(report["steps"])]
+    return {**report, "run_source": source, "steps": steps}
+
+
+def test_hierarchical_interval_covers_run_to_run_variance_not_just_steps():
+    from audit.analyses.diffing import hierarchical_interval
+
+    steady = [[1.00, 1.01, 0.99, 1.00, 1.02], [1.03, 1.02, 1.04, 1.03, 1.01], [0.98, 0.99, 0.97, 0.99, 1.00]]
+    lo, hi = hierarchical_interval(steady, steady)
+    assert lo < 1.0 < hi and hierarchical_interval(steady, steady) == (lo, hi)
+    slower = [[1.25 * t for t in run] for run in steady]
+    lo, hi = hierarchical_interval(steady, slower)
+    assert 1.15 < lo < 1.25 < hi < 1.35
+    # One head run 30% slow: the interval spans it, so it cannot read as a sure 5% regression.
+    one_off = [steady[0], [1.3 * t for t in steady[1]]]
+    lo, hi = hierarchical_interval(steady[:2], one_off)
+    assert lo < 1.05 and hi > 1.2
+    # Within-run bootstrap alone is far narrower: it ignores that runs differ.
+    wlo, whi = noise_interval([t for r in steady[:2] for t in r], [t for r in one_off for t in r])
+    assert whi - wlo < hi - lo
+
+
+def test_identical_runs_with_one_slowed_head_run_are_inconclusive_and_name_the_run(runs, tmp_path, capsys):
+    base_dir, head_dir = tmp_path / "base", tmp_path / "head"
+    base_dir.mkdir()
+    head_dir.mkdir()
+    (base_dir / "run1.json").write_text(json.dumps(_steady(runs["base"], 1.0, "b1")))
+    (base_dir / "run2.json").write_text(json.dumps(_steady(runs["base2"], 1.0, "b2") | {"steps": [
+        {**s, "time_s": s["time_s"] * 1.01} for s in _steady(runs["base"], 1.0, "b2")["steps"]]}))
+    (head_dir / "run1.json").write_text(json.dumps(_steady(runs["base"], 1.005, "h1")))
+    (head_dir / "run2.json").write_text(json.dumps(_steady(runs["base"], 1.4, "h2")))
+    md = tmp_path / "d.md"
+    code = main(["diff", str(base_dir), str(head_dir), "--json", str(tmp_path / "d.json"), "--markdown", str(md),
+                 "--quiet"])
+    diff = json.loads((tmp_path / "d.json").read_text())
+    assert code == 0 and diff["verdict"] == "inconclusive", diff["measured"]["verdict_reason"]
+    me = diff["measured"]
+    assert me["base_runs"] == me["head_runs"] == 2 and not me["weak"] and me["threshold"] == 0.05
+    unstable = [x for x in me["unstable"] if x["side"] == "head"]
+    assert unstable and unstable[0]["source"] == str(head_dir / "run2.json")
+    assert unstable[0]["off_by"] == pytest.approx(1.4 / 1.005 - 1, rel=0.01)
+    text = md.read_text()
+    assert "unstable head: run 2 of 2" in text and "run2.json" in text and "Per-run median step time" in text
+    assert main(["diff", str(base_dir), str(head_dir), "--strict", "--quiet"]) == 1
+
+
+def test_repeated_runs_of_a_real_slowdown_are_a_regression_without_fail_on(runs, tmp_path, capsys):
+    for i in range(2):
+        (tmp_path / f"b{i}.json").write_text(json.dumps(_steady(runs["base"], 1.0 + 0.01 * i, f"b{i}")))
+        (tmp_path / f"h{i}.json").write_text(json.dumps(_steady(runs["slow"], 1.0 + 0.01 * i, f"h{i}")))
+    md = tmp_path / "d.md"
+    code = main(["diff", str(tmp_path / "b*.json"), f"{tmp_path / 'h0.json'},{tmp_path / 'h1.json'}",
+                 "--markdown", str(md), "--quiet"])
+    assert code == 1
+    text = md.read_text()
+    assert "REGRESSION" in text and "default" in text and "step time: regression" in text
+
+
+def test_one_run_a_side_is_labelled_weak_and_identical_code_never_fails(runs, tmp_path):
+    base, head = tmp_path / "b.json", tmp_path / "h.json"
+    base.write_text(json.dumps(runs["base"]))
+    head.write_text(json.dumps(_scaled(runs["base2"], 1.12, "h")))  # 12% slower: within the one-run floor
+    assert main(["diff", str(base), str(head), "--json", str(tmp_path / "d.json"), "--quiet"]) == 0
+    me = json.loads((tmp_path / "d.json").read_text())["measured"]
+    assert me["weak"] and me["verdict"] == "inconclusive" and "floor" in me["method"]

@@ -25,6 +25,7 @@ class Gates:
     fail_on: float | None = None  # relative step-time regression, e.g. 0.05
     fail_on_flops: bool = False
     fail_on_comm_bytes: bool = False
+    strict: bool = False  # an inconclusive step-time verdict also exits 1
 
 
 def _per_step(report: dict) -> float:
@@ -201,29 +202,123 @@ def noise_interval(base: list[float], head: list[float], *, resamples: int = 200
     return float(lo), float(hi)
 
 
-def measured(base: dict, head: dict, pairs, threshold: float | None) -> dict:
-    """Step time and per-op time changes, judged against per-step noise and the threshold."""
-    bs = [s["time_s"] for s in base.get("steps", [])]
-    hs = [s["time_s"] for s in head.get("steps", [])]
-    out: dict = {"base_steps": len(bs), "head_steps": len(hs)}
-    if not bs or not hs:
-        out.update(available=False, regression=False,
+DEFAULT_THRESHOLD = 0.05  # step-time change that counts when --fail-on is not given
+# With one run a side, nothing measures run-to-run variance: identical runs on a shared
+# machine differ by this much (and more beside a CPU hog), so the within-run interval is
+# widened by it and the comparison is labelled weak.
+SINGLE_RUN_FLOOR = 0.15
+# Runs of one side agree if their medians differ by no more than their steps explain
+# (4 standard errors of the difference) or this much, whichever is larger.
+RUN_AGREEMENT_FLOOR = 0.05
+RESAMPLES = 2000
+
+
+def _median_se(xs: list[float]) -> float:
+    """Relative standard error of a run's median step time, from its own steps (robust spread)."""
+    return 1.2533 * _rel_mad(xs) / max(len(xs), 1) ** 0.5
+
+
+def hierarchical_interval(base_runs: list[list[float]], head_runs: list[list[float]], *,
+                          resamples: int = RESAMPLES, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap interval of the head/base ratio of mean run medians: resample runs, then steps within runs."""
+    rng = np.random.default_rng(seed)
+
+    def side(runs: list[list[float]]) -> np.ndarray:
+        # medians[j, r]: run j's median in resample r, from its own steps drawn with replacement
+        medians = np.stack([np.median(rng.choice(np.asarray(r, float), size=(resamples, len(r))), axis=1)
+                            for r in runs])
+        picked = rng.integers(0, len(runs), size=(resamples, len(runs)))
+        return medians[picked, np.arange(resamples)[:, None]].mean(axis=1)
+
+    ratios = side(head_runs) / np.maximum(side(base_runs), 1e-30)
+    lo, hi = np.quantile(ratios, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    return float(lo), float(hi)
+
+
+def _run_rows(runs: list[dict]) -> list[dict]:
+    return [{"source": r["source"], "steps": len(r["steps"]), "median_s": statistics.median(r["steps"]),
+             "noise_rel_mad": _rel_mad(r["steps"])} for r in runs]
+
+
+def _instability(name: str, rows: list[dict], runs: list[dict], centre: float) -> dict | None:
+    """Whether the runs of one side disagree beyond what their steps explain; names the odd run."""
+    if len(rows) < 2:
+        return None
+    meds = [r["median_s"] for r in rows]
+    lo, hi = min(meds), max(meds)
+    i_lo, i_hi = meds.index(lo), meds.index(hi)
+    spread = hi / lo - 1.0
+    explained = 4 * (_median_se(runs[i_lo]["steps"]) ** 2 + _median_se(runs[i_hi]["steps"]) ** 2) ** 0.5
+    allowed = max(explained, RUN_AGREEMENT_FLOOR)
+    if spread <= allowed:
+        return None
+    odd = max(range(len(rows)), key=lambda i: abs(meds[i] / centre - 1.0))
+    others = statistics.median(m for i, m in enumerate(meds) if i != odd)
+    return {"side": name, "run": odd + 1, "runs": len(rows), "source": rows[odd]["source"],
+            "median_s": meds[odd], "others_median_s": others, "off_by": meds[odd] / others - 1.0,
+            "spread": spread, "explained_by_steps": explained, "allowed": allowed}
+
+
+def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold: float | None) -> dict:
+    """Step time and per-op time changes, judged against run-to-run noise and the threshold.
+
+    Each side is one report or a list of runs of the same code (see `runs_of`). With two or
+    more runs a side the interval comes from a hierarchical bootstrap over runs and their
+    steps; with one run a side the within-run interval is widened by `SINGLE_RUN_FLOOR`.
+    """
+    base_runs, head_runs = runs_of(base), runs_of(head)
+    base_rep = base if isinstance(base, dict) else base[0]
+    head_rep = head if isinstance(head, dict) else head[0]
+    bs = [t for r in base_runs for t in r["steps"]]
+    hs = [t for r in head_runs for t in r["steps"]]
+    limit = DEFAULT_THRESHOLD if threshold is None else threshold
+    out: dict = {"base_steps": len(bs), "head_steps": len(hs), "base_runs": len(base_runs),
+                 "head_runs": len(head_runs), "threshold": limit, "threshold_given": threshold is not None}
+    base_runs = [r for r in base_runs if r["steps"]]
+    head_runs = [r for r in head_runs if r["steps"]]
+    if not base_runs or not head_runs:
+        out.update(available=False, regression=False, verdict="not compared",
                    reason="a side has no measured steps (HLO dump or ahead-of-time report)")
         return out
-    mb, mh = statistics.median(bs), statistics.median(hs)
+    base_rows, head_rows = _run_rows(base_runs), _run_rows(head_runs)
+    mb = statistics.fmean(r["median_s"] for r in base_rows)
+    mh = statistics.fmean(r["median_s"] for r in head_rows)
     ratio = mh / mb if mb > 0 else float("inf")
-    lo, hi = noise_interval(bs, hs) if min(len(bs), len(hs)) >= 2 else (ratio, ratio)
-    beyond_noise = lo > 1.0 or hi < 1.0
-    limit = threshold if threshold is not None else 0.0
-    # A regression is a slowdown that the whole interval puts above the threshold: run-to-run
-    # drift on a shared machine moves the median a little, never the interval's lower end past it.
-    regression = lo > 1.0 + limit
+    repeated = len(base_runs) >= 2 and len(head_runs) >= 2
+    if repeated:
+        lo, hi = hierarchical_interval([r["steps"] for r in base_runs], [r["steps"] for r in head_runs])
+        method = (f"hierarchical bootstrap 95% interval of the ratio of mean run medians: runs resampled, then "
+                  f"steps within runs ({RESAMPLES} resamples, seed 0); {len(base_runs)} base and "
+                  f"{len(head_runs)} head runs")
+    else:
+        lo, hi = noise_interval(bs, hs) if min(len(bs), len(hs)) >= 2 else (ratio, ratio)
+        lo, hi = min(lo, ratio) / (1 + SINGLE_RUN_FLOOR), max(hi, ratio) * (1 + SINGLE_RUN_FLOOR)
+        method = (f"weak: fewer than 2 runs a side, so run-to-run variance is not measured; the per-step "
+                  f"bootstrap interval is widened by a {100 * SINGLE_RUN_FLOOR:.0f}% run-to-run floor. "
+                  f"Repeat runs (audit run --repeat N) for a real interval")
+    pooled = statistics.median([r["median_s"] for r in base_rows + head_rows])
+    unstable = [u for u in (_instability("base", base_rows, base_runs, pooled),
+                            _instability("head", head_rows, head_runs, pooled)) if u]
+    lo, hi = lo - 1.0, hi - 1.0
+    if lo > limit:
+        verdict, why = "regression", f"the whole interval is above +{100 * limit:.1f}%"
+    elif hi < -limit:
+        verdict, why = "improvement", f"the whole interval is below -{100 * limit:.1f}%"
+    elif unstable:
+        u = unstable[0]
+        verdict, why = "inconclusive", (f"the {u['side']} runs disagree: run {u['run']} of {u['runs']} "
+                                        f"({u['source']}) is {100 * u['off_by']:+.1f}% from the others, more "
+                                        f"than its steps explain ({100 * u['allowed']:.1f}%)")
+    elif -limit <= lo and hi <= limit:
+        verdict, why = "no change", f"the whole interval is within ±{100 * limit:.1f}%"
+    else:
+        verdict, why = "inconclusive", f"the interval straddles the ±{100 * limit:.1f}% threshold"
     rel_mad = max(_rel_mad(bs), _rel_mad(hs))
     ops = []
     for b, h in pairs:
         if b.get("self_s") is None or h.get("self_s") is None:
             continue
-        tb, th = b["self_s"] / _per_step(base), h["self_s"] / _per_step(head)
+        tb, th = b["self_s"] / _per_step(base_rep), h["self_s"] / _per_step(head_rep)
         if tb <= 0:
             continue
         change = th / tb - 1.0
@@ -232,10 +327,40 @@ def measured(base: dict, head: dict, pairs, threshold: float | None) -> dict:
                         "base_s": tb, "head_s": th, "change": change})
     ops.sort(key=lambda r: -abs(r["head_s"] - r["base_s"]))
     out.update(available=True, base_median_s=mb, head_median_s=mh, change=ratio - 1.0,
-               interval=[lo - 1.0, hi - 1.0], beyond_noise=beyond_noise, threshold=threshold,
-               regression=regression, noise_rel_mad=rel_mad, changed_ops=ops[:50],
-               method="bootstrap 95% interval of the ratio of per-step medians (2000 resamples, seed 0)")
+               interval=[lo, hi], beyond_noise=lo > 0 or hi < 0, regression=verdict == "regression",
+               verdict=verdict, verdict_reason=why, weak=not repeated, unstable=unstable,
+               runs={"base": base_rows, "head": head_rows}, noise_rel_mad=rel_mad, changed_ops=ops[:50],
+               method=method)
     return out
+
+
+def runs_of(side: dict | list[dict]) -> list[dict]:
+    """The runs in one side: each report's own steps, or the runs a combined (--repeat) report lists.
+
+    A run that appears both alone and inside a combined report counts once.
+    """
+    reports = [side] if isinstance(side, dict) else list(side)
+    runs: list[dict] = []
+    seen: set[tuple] = set()
+    for i, rep in enumerate(reports):
+        listed = rep.get("runs") or [{"source": rep.get("run_source") or _source_name(rep, i),
+                                      "steps": [s["time_s"] for s in rep.get("steps", [])]}]
+        for run in listed:
+            key = tuple(run["steps"])
+            if key and key in seen:
+                continue
+            seen.add(key)
+            runs.append({"source": run.get("source") or f"run {len(runs) + 1}", "steps": list(run["steps"])})
+    return runs
+
+
+def _source_name(report: dict, index: int) -> str:
+    src = report.get("source")
+    if isinstance(src, dict):
+        for key in ("path", "profile", "run_dir", "file"):
+            if src.get(key):
+                return str(src[key])
+    return f"run {index + 1}"
 
 
 def _rel_mad(xs: list[float]) -> float:
@@ -245,16 +370,26 @@ def _rel_mad(xs: list[float]) -> float:
     return 1.4826 * statistics.median(abs(x - med) for x in xs) / med if med > 0 else 0.0
 
 
-def diff_reports(base: dict, head: dict, gates: Gates = Gates()) -> dict:
-    """The diff document: compile-time changes, measured changes, and which gates tripped."""
-    triples, removed, added = match_ops_detailed(base, head)
+def diff_reports(base: dict | list[dict], head: dict | list[dict], gates: Gates = Gates()) -> dict:
+    """The diff document: compile-time changes, measured changes, and which gates tripped.
+
+    Each side is one report or several reports of repeated runs of the same code; the
+    program (compile-time) comparison uses each side's first report.
+    """
+    base_list = [base] if isinstance(base, dict) else list(base)
+    head_list = [head] if isinstance(head, dict) else list(head)
+    b0, h0 = base_list[0], head_list[0]
+    triples, removed, added = match_ops_detailed(b0, h0)
     pairs = [(b, h) for b, h, _ in triples]
-    ct = compile_time(base, head, pairs, removed, added, {(id(b), id(h)): p for b, h, p in triples})
-    me = measured(base, head, pairs, gates.fail_on)
+    ct = compile_time(b0, h0, pairs, removed, added, {(id(b), id(h)): p for b, h, p in triples})
+    me = measured(base_list, head_list, pairs, gates.fail_on)
     tripped = []
     if me.get("regression"):
-        tripped.append(f"step time +{100 * me['change']:.1f}% is beyond noise and the "
-                       f"{100 * (gates.fail_on or 0):.1f}% threshold")
+        tripped.append(f"step time {100 * me['change']:+.1f}% (interval {100 * me['interval'][0]:+.1f}% .. "
+                       f"{100 * me['interval'][1]:+.1f}%) is beyond noise and the {100 * me['threshold']:.1f}% "
+                       "threshold" + ("" if me["threshold_given"] else " (default)"))
+    if gates.strict and me.get("verdict") == "inconclusive":
+        tripped.append(f"step time inconclusive (--strict): {me['verdict_reason']}")
     if gates.fail_on_flops and ct["totals_per_step"]["flops"]["delta"] > 0 and ct["totals_per_step"]["flops"]["changed"]:
         tripped.append("FLOPs per step increased (--fail-on-flops)")
     if gates.fail_on_comm_bytes and ct["totals_per_step"]["comm_bytes"]["delta"] > 0 and \
@@ -262,12 +397,13 @@ def diff_reports(base: dict, head: dict, gates: Gates = Gates()) -> dict:
         tripped.append("communicated bytes per step increased (--fail-on-comm-bytes)")
     return {
         "schema": SCHEMA,
-        "base": {"source": base.get("source"), "hardware": base["hardware"]["name"]},
-        "head": {"source": head.get("source"), "hardware": head["hardware"]["name"]},
+        "base": {"source": b0.get("source"), "hardware": b0["hardware"]["name"], "runs": len(base_list)},
+        "head": {"source": h0.get("source"), "hardware": h0["hardware"]["name"], "runs": len(head_list)},
         "matched_ops": len(pairs),
         "compile_time": ct,
         "measured": me,
+        "verdict": me.get("verdict"),
         "gates": {"fail_on": gates.fail_on, "fail_on_flops": gates.fail_on_flops,
-                  "fail_on_comm_bytes": gates.fail_on_comm_bytes, "tripped": tripped},
+                  "fail_on_comm_bytes": gates.fail_on_comm_bytes, "strict": gates.strict, "tripped": tripped},
         "regression": bool(tripped),
     }
