@@ -28,7 +28,9 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(BIN)/pytest -q
 
+# The big profile is made first when bench/data/big has none (a fresh clone), then both tools run.
 bench: $(STAMP)
+	@ls bench/data/big/plugins/profile/*/*.xplane.pb >/dev/null 2>&1 || $(BIN)/python bench/make_big_profile.py
 	$(BIN)/python bench/run_inspect_vs_xprof.py
 
 clean:

@@ -1,55 +1,152 @@
-"""False-alarm rate of `audit diff` under this machine's normal timing noise.
+"""False alarms and detection power of `audit diff` under this machine's run-to-run noise.
 
-    python bench/diff_noise.py [--pairs 20] [--steps 10] [--fail-on 5%] [WORKLOAD.py]
+    python bench/diff_noise.py [--runs 16] [--slowed 6] [--hog 4] [--steps 10] [--out DIR]
 
-Profiles the same workload 2 x PAIRS times with `audit run`, diffs consecutive runs as
-base/head pairs, and counts how many pairs exit 0 (no regression). The target is at
-least 19 of 20. Then it checks the other side: a head with the step slowed on purpose
-(`--slowdown`, extra redundant work) must exit 1.
+Profiles a small configuration of the bundled transformer step as separate `audit run`
+processes, interleaved: identical runs (a busy-loop CPU hog beside `--hog` of them), and
+runs slowed at runtime only by 10% and 25% (`bench/host_work.py`: busy host work inside
+each step window; the compiled program is unchanged). Then it forms base/head pairs with
+1 and 3 runs a side and counts `audit diff` verdicts with the default threshold:
+
+- false alarms: identical code on both sides that reads as a regression (target 0);
+- detection: a slowed head that reads as a regression (target >= 90% for 25% at 3 runs).
+
+Pairs reuse runs from the pool (a run appears in several pairs), so they are not
+independent trials; the table says how many distinct runs stand behind each rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--layers", "1", "--d-model", "64", "--d-ff", "128", "--heads", "2", "--seq", "32", "--vocab", "256"]
 
 
-def run(workload: Path, out: Path, steps: int, extra: list[str]) -> None:
-    subprocess.run([sys.executable, "-m", "audit", "run", str(workload), "--devices", "8", "--steps", str(steps),
-                    "--quiet", "--json", str(out), "--", *extra], check=True)
+def run(out: Path, steps: int, host_work_ms: float, hog: bool) -> dict:
+    hog_proc = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if hog else None
+    try:
+        subprocess.run([sys.executable, "-m", "audit", "run", str(ROOT / "bench" / "host_work.py"), "--devices", "8",
+                        "--steps", str(steps), "--warmup", "2", "--quiet", "--json", str(out), "--",
+                        *SMALL, "--host-work-ms", f"{host_work_ms:.3f}"], check=True)
+    finally:
+        if hog_proc is not None:
+            hog_proc.kill()
+            hog_proc.wait()
+    report = json.loads(out.read_text())
+    return {**report, "run_source": out.name}
 
 
-def diff(base: Path, head: Path, fail_on: str) -> int:
-    return subprocess.run([sys.executable, "-m", "audit", "diff", str(base), str(head), "--fail-on", fail_on,
-                           "--quiet"]).returncode
+def median_step(report: dict) -> float:
+    return statistics.median(s["time_s"] for s in report["steps"])
+
+
+def verdicts(bases: list[dict], heads: list[dict], per_side: int, trials: int, rng: random.Random,
+             disjoint: bool) -> Counter:
+    from audit.analyses.diffing import diff_reports
+
+    out: Counter = Counter()
+    if per_side == 1:
+        pairs = ([([a], [b]) for a, b in itertools.combinations(bases, 2)] if disjoint else
+                 [([a], [b]) for a in bases for b in heads])
+        pairs = rng.sample(pairs, min(trials, len(pairs)))
+    else:
+        pairs = []
+        for _ in range(trials):
+            if disjoint:
+                pick = rng.sample(bases, 2 * per_side)
+                pairs.append((pick[:per_side], pick[per_side:]))
+            else:
+                pairs.append((rng.sample(bases, per_side), rng.sample(heads, per_side)))
+    for b, h in pairs:
+        out[diff_reports(b, h)["verdict"]] += 1
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("workload", nargs="?", type=Path, default=ROOT / "workloads" / "transformer.py")
-    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=16, help="identical runs")
+    parser.add_argument("--slowed", type=int, default=6, help="runs at each slowdown")
+    parser.add_argument("--hog", type=int, default=4, help="identical runs with a CPU hog beside them")
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--fail-on", default="5%")
+    parser.add_argument("--trials", type=int, default=20, help="pairs drawn per cell")
+    parser.add_argument("--out", type=Path, help="keep the reports here (default: a temp dir)")
+    parser.add_argument("--analyse", type=Path, metavar="DIR",
+                        help="only form pairs from the reports an earlier --out DIR kept (hog runs: --hog-runs)")
+    parser.add_argument("--hog-runs", default="", help="with --analyse: base run numbers that had the hog, e.g. 1,4")
     args = parser.parse_args()
+    started = time.time()
+    if args.analyse:
+        load = lambda p: {**json.loads(p.read_text()), "run_source": p.name}  # noqa: E731
+        number = lambda p: int(p.stem.rsplit("_", 1)[-1].removeprefix("base"))  # noqa: E731
+        bases = [load(p) for p in sorted(args.analyse.glob("base*.json"), key=number)]
+        slowed = {pct: [load(p) for p in sorted(args.analyse.glob(f"slow{pct}_*.json"), key=number)]
+                  for pct in (10, 25)}
+        hog_at = {int(x) for x in args.hog_runs.split(",") if x}
+        return report(bases, slowed, hog_at, 1000 * median_step(bases[0]), args.trials, started)
     with tempfile.TemporaryDirectory() as tmp:
-        t = Path(tmp)
-        codes = []
-        for i in range(args.pairs):
-            run(args.workload, t / f"b{i}.json", args.steps, [])
-            run(args.workload, t / f"h{i}.json", args.steps, [])
-            codes.append(diff(t / f"b{i}.json", t / f"h{i}.json", args.fail_on))
-            print(f"pair {i + 1:2d}: exit {codes[-1]}", flush=True)
-        clean = sum(c == 0 for c in codes)
-        print(f"same workload, normal noise: {clean} of {args.pairs} pairs exit 0 (target: 19 of 20)")
-        run(args.workload, t / "slow.json", args.steps, ["--layers", "4"])
-        slowed = diff(t / "b0.json", t / "slow.json", args.fail_on)
-        print(f"head with twice the layers: exit {slowed} (expected 1)")
-    return 0 if clean >= args.pairs * 19 / 20 and slowed == 1 else 1
+        t = args.out or Path(tmp)
+        t.mkdir(parents=True, exist_ok=True)
+        bases = [run(t / "base0.json", args.steps, 0.0, False)]
+        base_ms = 1000 * median_step(bases[0])
+        hog_at = set(range(1, args.runs, max(1, (args.runs - 1) // max(args.hog, 1)))[:args.hog])
+        slowed: dict[int, list[dict]] = {10: [], 25: []}
+        # Interleaved, so drift in the machine's load reaches every kind alike: base, +25%, base, +10%, ...
+        schedule, kinds = [], itertools.cycle((25, 10))
+        for i in range(1, max(args.runs, 2 * args.slowed + 1)):
+            if i < args.runs:
+                schedule.append(0)
+            schedule += [next(kinds)] * (len([k for k in schedule if k]) < 2 * args.slowed)
+        for kind in schedule:
+            if kind == 0:
+                i = len(bases)
+                bases.append(run(t / f"base{i}.json", args.steps, 0.0, i in hog_at))
+            else:
+                slowed[kind].append(run(t / f"slow{kind}_{len(slowed[kind])}.json", args.steps,
+                                        base_ms * kind / 100, False))
+            print(f"{time.time() - started:6.0f} s: {len(bases)} base, {len(slowed[25])} at +25%, "
+                  f"{len(slowed[10])} at +10%", flush=True)
+        return report(bases, slowed, hog_at, base_ms, args.trials, started)
+
+
+def report(bases: list[dict], slowed: dict[int, list[dict]], hog_at: set[int], base_ms: float, trials: int,
+           started: float) -> int:
+    """Form the pairs, count verdicts, print the table; exit 0 when both targets are met."""
+    rng = random.Random(0)
+    clean = [b for i, b in enumerate(bases) if i not in hog_at]
+    clean_ms = 1000 * statistics.median(median_step(b) for b in clean)
+    rows = []
+    for per_side in (1, 3):
+        rows.append(("identical (hog beside some)", per_side,
+                     verdicts(bases, bases, per_side, trials, rng, True), len(bases)))
+        for pct in (10, 25):
+            if len(slowed[pct]) < per_side:
+                continue
+            achieved = statistics.median(median_step(r) for r in slowed[pct]) * 1000 / clean_ms - 1
+            rows.append((f"+{pct}% host work (measured {100 * achieved:+.0f}%)", per_side,
+                         verdicts(bases, slowed[pct], per_side, trials, rng, False),
+                         len(bases) + len(slowed[pct])))
+    print(f"\nbase step {base_ms:.1f} ms (first run), {clean_ms:.1f} ms (median of runs without the hog); "
+          f"{len(bases)} identical runs, {len(hog_at)} with a CPU hog beside; {time.time() - started:.0f} s")
+    print("| head | runs a side | pairs | regression | inconclusive | no change | improvement | distinct runs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, per_side, counts, distinct in rows:
+        n = sum(counts.values())
+        print(f"| {label} | {per_side} | {n} | {counts['regression']} | {counts['inconclusive']} | "
+              f"{counts['no change']} | {counts['improvement']} | {distinct} |")
+    false_alarms = sum(r[2]["regression"] for r in rows if r[0].startswith("identical"))
+    power = next((r[2] for r in rows if r[1] == 3 and r[0].startswith("+25%")), Counter())
+    return 0 if false_alarms == 0 and power["regression"] >= 0.9 * max(sum(power.values()), 1) else 1
 
 
 if __name__ == "__main__":

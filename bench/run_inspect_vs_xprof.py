@@ -2,9 +2,13 @@
 
     python bench/run_inspect_vs_xprof.py [PROFILE.xplane.pb] [--repeats 3]
 
-Each tool runs in its own fresh process (so peak RSS is its own), `--repeats` times;
-the best wall time and the peak RSS are printed with their ratios. Without a path the
-newest profile under bench/data/big is used (make it with bench/make_big_profile.py).
+Each tool runs in its own fresh process, `--repeats` times; the best wall time and the
+peak memory are printed with their ratios. Memory is the peak summed PSS of the whole
+process tree, sampled every 50 ms from /proc/PID/smaps_rollup of the process and all its
+descendants: `audit inspect` forks workers, so the largest single process (`ru_maxrss`)
+would miss them, and summed RSS would count the pages they share with the parent many
+times. Without a path the newest profile under bench/data/big is used, made first with
+bench/make_big_profile.py when there is none (as from a fresh clone).
 """
 
 from __future__ import annotations
@@ -29,16 +33,59 @@ XPROF = ("import sys; from xprof.convert import raw_to_tool_data as r; "
          "print(len(str(out[0])) if isinstance(out, tuple) else len(str(out)))")
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process."""
+def _children(pid: int) -> list[int]:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(k) for k in kids]
+
+
+def tree_pss_mb(root: int) -> float:
+    """Summed proportional set size (MB) of a process and all its descendants.
+
+    PSS splits each shared page among the processes mapping it, so copy-on-write pages a
+    forked worker shares with its parent count once, not once per process as RSS would.
+    """
+    total, todo, seen = 0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+                    break
+        except OSError:  # the process ended between listing and reading
+            pass
+        todo += _children(pid)
+    return total / 1024
+
+
+def measure(cmd: list[str], interval: float = 0.05) -> tuple[float, float]:
+    """Wall seconds and peak summed PSS (MB) of one child process and all of its descendants."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, tree_pss_mb(proc.pid))
+        time.sleep(interval)
     wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, peak
+
+
+def newest_big_profile() -> Path:
+    """The newest profile bench/make_big_profile.py made, making one first when there is none."""
+    found = sorted((HERE / "data" / "big").glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        print("no big profile yet: making one with bench/make_big_profile.py (a few minutes)", flush=True)
+        subprocess.run([sys.executable, str(HERE / "make_big_profile.py")], check=True)
+        found = sorted((HERE / "data" / "big").glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    return found[-1]
 
 
 def main() -> int:
@@ -46,8 +93,7 @@ def main() -> int:
     parser.add_argument("profile", nargs="?", type=Path)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    path = args.profile or max((HERE / "data" / "big").glob("plugins/profile/*/*.xplane.pb"),
-                               key=lambda p: p.stat().st_mtime)
+    path = args.profile or newest_big_profile()
     with tempfile.TemporaryDirectory() as tmp:
         tools = {
             "audit inspect (table + cost model + JSON)": [sys.executable, "-m", "audit", "inspect", str(path),
@@ -67,7 +113,7 @@ def main() -> int:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
           f"{platform.python_version()}; jax {version('jax')}; xprof {version('xprof')}; "
           f"roofline-audit {version('roofline-audit')}")
-    print(f"{'tool':<45} {'wall s':>8} {'peak RSS MB':>12}")
+    print(f"{'tool':<45} {'wall s':>8} {'peak PSS MB':>12}")
     for name, (w, m) in results.items():
         print(f"{name:<45} {w:>8.2f} {m:>12.0f}")
     print(f"{'ratio xprof / audit':<45} {xw / aw:>8.2f} {xm / am:>12.2f}")

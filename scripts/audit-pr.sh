@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Profile the same workload in the base and head checkouts of a pull request and compare them.
 #   scripts/audit-pr.sh BASE_DIR HEAD_DIR WORKLOAD OUT_DIR [extra `audit run` args...]
-# Writes OUT_DIR/{base,head}.json, head.html, diff.json, diff.html and comment.md.
-# Exit code: that of `audit diff` (0 no regression, 1 regression, 2 bad input).
+# Runs base and head AUDIT_REPEAT times each (default 3), interleaved A B A B ..., each run a
+# fresh process, so the diff measures run-to-run variance and load drift hits both sides alike.
+# Writes OUT_DIR/base/run*.json, OUT_DIR/head/run*.json, head.html, diff.json, diff.html, comment.md.
+# Exit code: that of `audit diff`: 0 no regression (also "inconclusive", unless AUDIT_STRICT=1),
+# 1 regression, 2 bad input, 4 internal error.
 set -euo pipefail
 if [ $# -lt 4 ]; then
   echo "usage: $0 BASE_DIR HEAD_DIR WORKLOAD OUT_DIR [audit run args...]" >&2
@@ -11,12 +14,20 @@ fi
 base_dir=$1 head_dir=$2 workload=$3 out=$4
 shift 4
 AUDIT=${AUDIT:-audit}
-FAIL_ON=${AUDIT_FAIL_ON:-5%}
-mkdir -p "$out"
-(cd "$base_dir" && "$AUDIT" run "$workload" --quiet --json "$out/base.json" "$@")
-(cd "$head_dir" && "$AUDIT" run "$workload" --quiet --json "$out/head.json" --html "$out/head.html" "$@")
+REPEAT=${AUDIT_REPEAT:-3}
+mkdir -p "$out/base" "$out/head"
+out=$(cd "$out" && pwd)
+for i in $(seq 1 "$REPEAT"); do
+  (cd "$base_dir" && "$AUDIT" run "$workload" --quiet --json "$out/base/run$i.json" "$@")
+  html=()
+  [ "$i" = 1 ] && html=(--html "$out/head.html")
+  (cd "$head_dir" && "$AUDIT" run "$workload" --quiet --json "$out/head/run$i.json" "${html[@]}" "$@")
+done
+gate=()
+[ -n "${AUDIT_FAIL_ON:-}" ] && gate+=(--fail-on "$AUDIT_FAIL_ON")  # default: audit diff's documented 5%
+[ "${AUDIT_STRICT:-0}" = 1 ] && gate+=(--strict)
 status=0
-"$AUDIT" diff "$out/base.json" "$out/head.json" --fail-on "$FAIL_ON" \
+"$AUDIT" diff "$out/base" "$out/head" "${gate[@]}" \
   --json "$out/diff.json" --html "$out/diff.html" --markdown "$out/comment.md" || status=$?
 # Marker so a later run updates the same PR comment instead of adding another.
 printf '\n<!-- audit-diff -->\n' >> "$out/comment.md"

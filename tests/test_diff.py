@@ -243,3 +243,14 @@ def test_one_run_a_side_is_labelled_weak_and_identical_code_never_fails(runs, tm
     assert main(["diff", str(base), str(head), "--json", str(tmp_path / "d.json"), "--quiet"]) == 0
     me = json.loads((tmp_path / "d.json").read_text())["measured"]
     assert me["weak"] and me["verdict"] == "inconclusive" and "floor" in me["method"]
+
+
+def test_one_run_a_side_of_an_unchanged_program_never_fails_on_timing_alone(runs, tmp_path):
+    """A CPU hog beside one run slows it severalfold; with one run a side that is no evidence of a regression."""
+    base, head = tmp_path / "b.json", tmp_path / "h.json"
+    base.write_text(json.dumps(_steady(runs["base"], 1.0, "b")))
+    head.write_text(json.dumps(_steady(runs["base"], 3.0, "h")))
+    assert main(["diff", str(base), str(head), "--json", str(tmp_path / "d.json"), "--quiet"]) == 0
+    me = json.loads((tmp_path / "d.json").read_text())["measured"]
+    assert me["verdict"] == "inconclusive" and me["interval"][0] > 1.0 and "program unchanged" in me["verdict_reason"]
+    assert main(["diff", str(base), str(head), "--strict", "--quiet"]) == 1

@@ -383,6 +383,12 @@ def diff_reports(base: dict | list[dict], head: dict | list[dict], gates: Gates 
     pairs = [(b, h) for b, h, _ in triples]
     ct = compile_time(b0, h0, pairs, removed, added, {(id(b), id(h)): p for b, h, p in triples})
     me = measured(base_list, head_list, pairs, gates.fail_on)
+    if me.get("weak") and me.get("verdict") in ("regression", "improvement") and not ct["changed"]:
+        # One run a side cannot tell a runtime slowdown from a busy machine (a CPU hog beside one
+        # run slows it severalfold); with the program unchanged there is no second witness.
+        me.update(verdict="inconclusive", regression=False, verdict_reason=(
+            f"step time {100 * me['change']:+.1f}% with one run a side and the program unchanged: machine load "
+            "alone moves one run this much; repeat the runs (audit run --repeat N) to tell"))
     tripped = []
     if me.get("regression"):
         tripped.append(f"step time {100 * me['change']:+.1f}% (interval {100 * me['interval'][0]:+.1f}% .. "

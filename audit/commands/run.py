@@ -42,9 +42,13 @@ def bundled_workload() -> Path:
 @click.option("--compare-cpu", is_flag=True,
               help="With --target: also run the workload here on CPU and put the measured time of each "
                    "framework op next to its prediction on the target.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1), metavar="N",
+              help="Run the workload N times, each in a fresh process: one JSON report per run (FILE.runI.json "
+                   "beside --json FILE) plus the combined one, whose runs `audit diff` compares run by run.")
 @output_options
 def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int, devices: int | None,
-            platform: str | None, out: Path | None, target: str | None, compare_cpu: bool, **kwargs) -> int:
+            platform: str | None, out: Path | None, target: str | None, compare_cpu: bool, repeat: int,
+            **kwargs) -> int:
     """Profile WORKLOAD.py (default: the bundled transformer training step on 8 simulated devices).
 
     A file with an @audit.workload function is run step by step: compiled, warmed up, then
@@ -58,6 +62,8 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     script_kind(script)  # a missing file or a syntax error fails here, before JAX starts
     if compare_cpu and not target:
         raise UsageError("--compare-cpu goes with --target")
+    if repeat > 1 and (target or not kwargs.get("json_path") or kwargs["json_path"] == "-"):
+        raise UsageError("--repeat N needs --json FILE (each run's report is written beside it) and no --target")
     if target and not compare_cpu:
         return _predict(script, list(args), target, out, kwargs)
     if out is not None and out.exists() and not out.is_dir():
@@ -73,6 +79,8 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
         from ..child.aot import check_target
 
         check_target(target)
+    if repeat > 1:
+        return _repeat(req, repeat, workload is None, out, kwargs)
     if out is not None:
         req.out = out
         return _run(req, workload is None, True, kwargs, target)
@@ -81,13 +89,59 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
         return _run(req, workload is None, False, kwargs, target)
 
 
-def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, target: str | None = None) -> int:
+def run_report_path(json_path: str, index: int) -> Path:
+    """Where run `index` (1-based) of a --repeat writes its report: FILE.runI.json beside FILE.json."""
+    path = Path(json_path)
+    stem = path.name[:-len(".json")] if path.name.endswith(".json") else path.name
+    return path.with_name(f"{stem}.run{index}.json")
+
+
+def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | None, kwargs: dict) -> int:
+    """Run the workload `repeat` times in fresh processes; write each run's report, then the combined one."""
+    import statistics
+
+    from ..atomic import write_text
+    from ..reports.json_report import render_json
+
+    quiet_kwargs = {**kwargs, "json_path": None, "csv_path": None, "html_path": None, "markdown_path": None,
+                    "quiet": True, "fail_on": None}
+    reports, code = [], ExitCode.OK
+    with tempfile.TemporaryDirectory(prefix="audit-run-") as tmp:
+        for i in range(1, repeat + 1):
+            run_req = RunRequest(**{**vars(req), "out": (out or Path(tmp)) / f"run{i}"})
+            if not kwargs["quiet"]:
+                click.echo(f"audit: run {i} of {repeat}", err=True)
+            report, run_code = _run(run_req, default_workload, out is not None, quiet_kwargs, None, keep_report=True)
+            if report is None:
+                return run_code
+            code = code or run_code
+            path = run_report_path(kwargs["json_path"], i)
+            write_text(path, render_json({**report, "run_source": str(path)}))
+            reports.append((path, report))
+    medians = [statistics.median(s["time_s"] for s in r["steps"]) if r.get("steps") else float("inf")
+               for _, r in reports]
+    middle = sorted(range(repeat), key=lambda i: medians[i])[(repeat - 1) // 2]
+    combined = {**reports[middle][1],
+                "runs": [{"source": str(p), "steps": [s["time_s"] for s in r.get("steps", [])]} for p, r in reports],
+                "repeat": {"runs": repeat, "representative_run": middle + 1,
+                           "note": "ops, steps and timeline are those of the representative run (the median "
+                                   "median step); `runs` lists every run's step times [trace]"}}
+    emitted = emit(combined, **kwargs)
+    return code if code != ExitCode.OK else emitted
+
+
+def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, target: str | None = None,
+         keep_report: bool = False):
+    """Capture and analyse one run; its exit code, or (report or None, exit code) with keep_report."""
+    def done(code, report=None):
+        return (report, code) if keep_report else code
+
     cap = capture(req)
     if cap.returncode == ExitCode.INPUT:
-        return ExitCode.INPUT  # the child printed what is wrong
+        return done(ExitCode.INPUT)  # the child printed what is wrong
     check_outcome(cap)
     if not cap.captured:
-        return cap.returncode
+        return done(cap.returncode)
     extra = ["--hardware", kwargs["hardware"]] if kwargs.get("hardware") else []
     command_line = reproduce_command(req, default_workload=default_workload, keep_out=keep_out, extra=extra)
     try:
@@ -98,9 +152,11 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
             raise
         # The workload stopped before any XLA op ran: its own error (shown above) is the story.
         click.echo("audit: the workload stopped before running any XLA op; nothing to analyse", err=True)
-        return cap.returncode
+        return done(cap.returncode)
     if target:
         report = _with_target(report, req, target, kwargs)
+    if keep_report:
+        return done(cap.returncode, report)
     code = emit(report, **kwargs)
     if keep_out and not kwargs["quiet"]:
         click.echo(f"Profile kept in {cap.run_dir} (open with TensorBoard/XProf: --logdir {req.out})", err=True)
