@@ -45,7 +45,8 @@ def _lines(diff: dict, md: bool) -> list[str]:
             out.append(f"unstable {unstable['side']}: run {unstable['run']} of {unstable['runs']} "
                        f"({unstable['source']}) median {u.seconds(unstable['median_s'])} is "
                        f"{_pct(unstable['off_by'])} from its other runs ({u.seconds(unstable['others_median_s'])}); "
-                       f"its steps explain {100 * unstable['explained_by_steps']:.1f}%")
+                       f"the side's runs differ by {100 * unstable['spread']:.1f}%, their steps explain "
+                       f"{100 * unstable['allowed']:.1f}%")
     else:
         out.append(f"measured: not compared ({me.get('reason')})")
     if not ct["changed"]:

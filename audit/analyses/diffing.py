@@ -306,9 +306,10 @@ def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold:
         verdict, why = "improvement", f"the whole interval is below -{100 * limit:.1f}%"
     elif unstable:
         u = unstable[0]
-        verdict, why = "inconclusive", (f"the {u['side']} runs disagree: run {u['run']} of {u['runs']} "
-                                        f"({u['source']}) is {100 * u['off_by']:+.1f}% from the others, more "
-                                        f"than its steps explain ({100 * u['allowed']:.1f}%)")
+        verdict, why = "inconclusive", (f"the {u['side']} runs disagree: their medians differ by "
+                                        f"{100 * u['spread']:.1f}%, more than their steps explain "
+                                        f"({100 * u['allowed']:.1f}%); run {u['run']} of {u['runs']} "
+                                        f"({u['source']}) is {100 * u['off_by']:+.1f}% from the others")
     elif -limit <= lo and hi <= limit:
         verdict, why = "no change", f"the whole interval is within ±{100 * limit:.1f}%"
     else:
