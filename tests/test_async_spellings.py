@@ -120,3 +120,33 @@ def test_totals_do_not_depend_on_the_spelling(tmp_path_factory, kind, rows, hard
         assert summary["unmodeled_ops"] == 0
         assert summary["expected_s"] == pytest.approx(totals[0]["expected_s"], rel=1e-9)
         assert summary["time_by_bound_s"] == pytest.approx(totals[0]["time_by_bound_s"], rel=1e-9)
+
+
+def send_recv_text(rows: int = 8) -> str:
+    """The ring permute of `module_text("collective-permute", ...)` spelled as send/recv."""
+    shape = f"f32[{rows},1024]{{1,0}}"
+    pairs = '_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"'
+    return (f"HloModule m, is_scheduled=true, num_partitions=8\n\nENTRY main {{\n"
+            f"  p = {shape} parameter(0)\n  tok = token[] after-all()\n"
+            f"  r = ({shape}, u32[], token[]) recv(tok), channel_id=1, frontend_attributes={{{pairs}}}\n"
+            f"  s = ({shape}, u32[], token[]) send(p, tok), channel_id=1, frontend_attributes={{{pairs}}}\n"
+            f"  rd = ({shape}, token[]) recv-done(r), channel_id=1\n"
+            f"  sd = token[] send-done(s), channel_id=1\n"
+            f"  ROOT g = {shape} get-tuple-element(rd), index=0\n}}\n")
+
+
+def test_send_recv_parses_with_xlas_own_parser():
+    assert _hlo.hlo_module_from_text(send_recv_text()) is not None
+
+
+@pytest.mark.parametrize("rows", [8, 4096])
+def test_send_recv_costs_what_the_permute_it_spells_costs(tmp_path, rows):
+    path = tmp_path / "send_recv.hlo"
+    path.write_text(send_recv_text(rows))
+    spelled = analyse_hlo(path, hardware="h100:8")
+    sync = _report(tmp_path, "collective-permute", "sync", rows)["summary"]
+    assert spelled["summary"]["unmodeled_ops"] == 0
+    assert spelled["summary"]["expected_s"] == pytest.approx(sync["expected_s"], rel=1e-9)
+    ops = {o["name"]: o for o in spelled["ops"]}
+    assert ops["s"]["comm_bytes"] == rows * 1024 * 4
+    assert all(ops[n]["expected_s"] == 0.0 for n in ("r", "rd", "sd"))

@@ -16,6 +16,7 @@ a ring reduce-scatter does on each device, and every collective carries bytes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from ...parsers.hlo_model import Instruction, Shape
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, nbytes,
@@ -153,12 +154,35 @@ def collective_broadcast(instr: Instruction, ctx: CostContext) -> OpCost:
     return replace(out, comm_bytes=float(data), collective=info)
 
 
+_SEND_RECV_PAIRS = re.compile(r'_xla_send_recv_source_target_pairs="?\{((?:\{\d+,\d+\},?)*)\}')
+
+
+def _send_recv_pairs(instr: Instruction) -> tuple[tuple[int, int], ...]:
+    """The (source, target) pairs XLA states in a send's or recv's frontend attributes."""
+    found = _SEND_RECV_PAIRS.search(instr.attr("frontend_attributes"))
+    if found is None:
+        return ()
+    return tuple((int(a), int(b)) for a, b in re.findall(r"\{(\d+),(\d+)\}", found[1]))
+
+
 @handles("send")
 def send(instr: Instruction, ctx: CostContext) -> OpCost:
+    # send/recv is a collective-permute spelled as two ops: the send carries the whole transfer
+    # (reading the buffer, crossing the link, landing it in the peer's buffer: every device of an
+    # SPMD program both sends and receives), the recv and both dones cost nothing.
     data = nbytes(ctx.operand_shapes(instr)[0])
-    out = cost(0, data, 0, dtype=first_dtype(ctx.operand_shapes(instr)[0]),
-               notes=("send: point-to-point transfer over a channel",))
-    return replace(out, comm_bytes=float(data))
+    pairs = _send_recv_pairs(instr)
+    info = CollectiveInfo(kind="collective-permute", bytes=float(data), group_size=2, groups=pairs or ((0, 1),),
+                          note=(f"send/recv over {len(pairs)} source-target pairs" if pairs else
+                                "send/recv: pairs not stated, priced as one neighbour transfer"))
+    out = cost(0, data, data, dtype=first_dtype(ctx.operand_shapes(instr)[0]),
+               notes=("send: point-to-point transfer; writes the matching recv's buffer",))
+    return replace(out, comm_bytes=float(data), collective=info)
+
+
+@handles("recv")
+def recv(instr: Instruction, ctx: CostContext) -> OpCost:
+    return zero_cost("recv: its matching send carries the transfer", first_dtype(instr.shape))
 
 
 @handles("all-gather-done", "all-reduce-done", "collective-permute-done", "reduce-scatter-done",

@@ -109,7 +109,7 @@ def copy_start(instr: Instruction, ctx: CostContext) -> OpCost:
     return with_host_bytes(out, [source, dest])
 
 
-@handles("infeed", "recv")
+@handles("infeed")
 def host_or_channel_in(instr: Instruction, ctx: CostContext) -> OpCost:
     data = instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
     return cost(0, 0, nbytes(data), dtype=first_dtype(data),
