@@ -191,7 +191,7 @@ def _capability(stats: dict[str, Any]) -> tuple[int, int] | None:
     major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
     try:
         return int(major), int(minor or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # missing, malformed or infinite
         return None
 
 
