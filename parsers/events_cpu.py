@@ -199,8 +199,9 @@ def _scan_all(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], d
     # Encoded bytes stand in for event counts (about 50 bytes an event), without decoding.
     events = sum(_line_sizes(plane)) // 50
     workers = min(os.cpu_count() or 1, len(lines))
-    # Forking a process that runs JAX's threads risks deadlock; read serially there.
-    if events < PARALLEL_MIN_EVENTS or workers < 2 or "jax" in sys.modules \
+    # Forking a process that runs JAX's threads risks deadlock, and a daemonic process (a Dask
+    # worker, which already reads one host per core) may not have children: read serially there.
+    if events < PARALLEL_MIN_EVENTS or workers < 2 or "jax" in sys.modules or mp.current_process().daemon \
             or "fork" not in mp.get_all_start_methods():
         return _scan_arrays(plane, lines)
     global _FORKED_PLANE

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import sys
 import re
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +15,7 @@ from .events_gpu import GPU_PLANE, extract_gpu
 from .events_tpu import TPU_PLANE, core_label, extract_tpu
 from .hlo_model import Module
 from .profile_model import HostProfile, Profile
-from .xplane import SUFFIX, find_profile_files, read_xspace
+from .xplane import SUFFIX, decode_xspace, find_profile_files, read_xspace
 
 _HLO_STATS = ("Hlo Proto", "HLO Proto")
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((\d+)\)$")
@@ -29,19 +25,13 @@ def load_profile(path: str | Path, run: str | None = None) -> Profile:
     """Read every host's `.xplane.pb` of one profile run.
 
     **Arguments:** `path` is a `.xplane.pb`, a run directory, or a TensorBoard logdir
-    (its latest run, or the one named by `run`). Hosts are read in parallel processes.
+    (its latest run, or the one named by `run`). Hosts are read one after another in this
+    process; the pod layer (`audit.pod`) reads many hosts on a Dask cluster instead.
     """
     files = find_profile_files(path, run)
     if not files.paths:
         raise InputError(f"no {SUFFIX} files in this run", path=path)
-    workers = min(len(files.paths), os.cpu_count() or 1)
-    if workers > 1:
-        # A process running JAX must not fork; a fork server starts clean workers instead.
-        context = mp.get_context("forkserver" if "jax" in sys.modules else None)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            hosts = list(pool.map(load_host, files.paths))
-    else:
-        hosts = [load_host(p) for p in files.paths]
+    hosts = [load_host(p) for p in files.paths]
     _distinct_host_names(hosts)
     if hosts:
         hosts[0].warnings[:0] = files.warnings
@@ -62,7 +52,15 @@ def _distinct_host_names(hosts: list[HostProfile]) -> None:
 
 def load_host(path: str | Path) -> HostProfile:
     """Read one host's `.xplane.pb` into a HostProfile."""
-    space = read_xspace(path)
+    return read_host(path)[0]
+
+
+def read_host(path: str | Path, data: bytes | None = None,
+              decode_hlo: bool = True) -> tuple[HostProfile, dict[int, bytes]]:
+    """Read one host's `.xplane.pb` (or its bytes, `data`, fetched from anywhere) into a
+    HostProfile, with each program's HloProto bytes; `decode_hlo=False` leaves `modules`
+    empty, for callers that decode each distinct module once across many hosts."""
+    space = read_xspace(path) if data is None else decode_xspace(data, path)
     planes = {plane.name: plane for plane in space.planes}
     host = space.hostnames[0] if space.hostnames else Path(path).name.removesuffix(SUFFIX)
     warnings = [f"profiler reported: {w}" for w in (*space.errors, *space.warnings)]
@@ -73,7 +71,7 @@ def load_host(path: str | Path) -> HostProfile:
                          "is this a JAX/XLA profile?", path=path)
     if extraction.events.empty:
         warnings.append("no executed XLA ops in this profile (only compiled programs)")
-    modules = _decode_modules(protos, path, warnings)
+    modules = decode_modules(protos, path, warnings) if decode_hlo else {}
     missing = sorted(set(int(p) for p in extraction.events["program_id"].unique()) - set(names))
     if missing:
         warnings.append(f"{len(missing)} program(s) ran but have no HLO in /host:metadata: "
@@ -82,7 +80,8 @@ def load_host(path: str | Path) -> HostProfile:
         host=host, path=str(path), platform=platform, events=extraction.events, steps=extraction.steps,
         modules=modules, module_names=names, step_source=extraction.step_source, device_stats=device_stats,
         device_names=extraction.device_names, versions=versions,
-        warnings=warnings + extraction.warnings, profile_start_ns=_profile_start(planes.get("Task Environment")))
+        warnings=warnings + extraction.warnings,
+        profile_start_ns=_profile_start(planes.get("Task Environment"))), protos
 
 
 def _device_planes(planes: dict[str, Any], pattern: re.Pattern[str]) -> list[tuple[int, Any]]:
@@ -146,7 +145,7 @@ def _program_id(key: int, md: Any, stats: dict[str, Any]) -> int:
     return to_u64(int(match.group(2))) if match else 0
 
 
-def _decode_modules(protos: dict[int, bytes], path: str | Path, warnings: list[str]) -> dict[int, Module]:
+def decode_modules(protos: dict[int, bytes], path: str | Path, warnings: list[str]) -> dict[int, Module]:
     if not protos:
         return {}
     try:

@@ -8,6 +8,8 @@ from pathlib import Path
 # Before anything imports JAX: 8 simulated CPU devices, CPU backend only.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# No per-host summary caches written beside the shared fixtures; cache tests name their own.
+os.environ.setdefault("AUDIT_CACHE", "")
 
 import pytest  # noqa: E402
 

@@ -12,17 +12,32 @@ from ..errors import InputError
 
 
 @click.command("inspect")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path")
 @click.option("--run", "run_name", metavar="NAME", help="Run to read from a TensorBoard logdir (default: latest).")
+@click.option("--cache", metavar="DIR",
+              help="Keep per-host summaries (Parquet) here for fast re-analysis "
+                   "(default: .audit-cache beside a local profile when writable; '' turns it off).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Read hosts on this Dask cluster, e.g. tcp://10.0.0.1:8786 (default: $AUDIT_DASK_SCHEDULER, "
+                   "else a local cluster for two or more hosts).")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Local Dask workers at most (default: one per core).")
+@click.option("--skip-bad-hosts", is_flag=True,
+              help="Analyse the readable hosts when some host files cannot be read, with a warning (default: exit 2).")
 @output_options
-def command(path: Path, run_name: str | None, **kwargs) -> int:
+def command(path: str, run_name: str | None, cache: str | None, scheduler: str | None, workers: int | None,
+            skip_bad_hosts: bool, **kwargs) -> int:
     """Analyse PATH: a .xplane.pb, a profile run directory, a TensorBoard logdir, or an HLO dump
-    (.hlo.pb, .txt, .hlo)."""
+    (.hlo.pb, .txt, .hlo). PATH may be a URL that fsspec reads (gs://, s3://, file://)."""
     from ..orchestration.pipeline import analyse_profile
+    from ..pod.files import is_url
+    from ..pod.reduce import PodSettings
 
     check_outputs(**kwargs)
-    if not path.exists():
+    if not is_url(path) and not Path(path).exists():
         raise InputError("no such file or directory", path=path)
+    pod = PodSettings(cache=cache, scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
+                      progress=not kwargs.get("quiet"))
     report = analyse_profile(path, run=run_name, hardware=kwargs["hardware"],
-                             source={"command": command_line()}, options=analysis_options(kwargs))
+                             source={"command": command_line()}, options=analysis_options(kwargs), pod=pod)
     return emit(report, **kwargs)

@@ -6,10 +6,10 @@ import datetime as _dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..analyses.steps import (CONTAINER_OPCODES, idle_seconds, overlapped_collectives, step_table,
-                       step_time_stats, time_by_bound, timeline)
+from ..analyses.steps import CONTAINER_OPCODES, step_table, step_time_stats, time_by_bound
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.optable import (OpRow, Thresholds, build_rows, measure, safe_ratio, static_rows,
                                  with_trace_costs)
@@ -22,6 +22,9 @@ from .caveats import (check_partitions, loop_caveats, not_judged_warning, peaks_
 from .overlap import attach_overlap
 from .report_rows import collective_rows, host_summary, op_dicts
 
+if TYPE_CHECKING:
+    from ..pod.reduce import PodSettings
+
 SCHEMA = "audit.report/v1"
 
 
@@ -32,24 +35,29 @@ class Options:
 
 
 def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware: str | None = None,
-                    source: dict | None = None, options: Options | dict | None = None) -> dict:
-    """Read a profile (file, run dir or logdir) or an HLO dump, and return the JSON report."""
+                    source: dict | None = None, options: Options | dict | None = None,
+                    pod: "PodSettings | None" = None) -> dict:
+    """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
+    return the JSON report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
     from ..parsers.inputs import open_input
+    from ..pod.files import is_url
 
     opts = _options(options)
-    opened = open_input(path, accept=("profile", "hlo"))
-    if opened.kind == "hlo":
-        return analyse_hlo(path, hardware=hardware, source=source, options=opts, module=opened.module)
-    from ..parsers.profile import load_profile
+    if not is_url(path):
+        opened = open_input(path, accept=("profile", "hlo"))
+        if opened.kind == "hlo":
+            return analyse_hlo(path, hardware=hardware, source=source, options=opts, module=opened.module)
+    from ..pod.reduce import reduce_profile
 
-    profile = load_profile(path, run=run)
+    profile = reduce_profile(path, run=run, settings=pod)
     hosts = profile.hosts
-    events, steps = profile.events(), profile.steps()
+    # One row per (host, device, program, op): the per-op sums the analyses need, not events.
+    events, steps = profile.ops, profile.steps
     if events.empty:
         raise InputError("the profile holds no executed XLA ops", path=path,
                          hint="was the program running while the profiler was on?")
-    hw = _hardware(hardware, profile.platform, {k: v for h in hosts for k, v in h.device_stats.items()})
-    modules, names = profile.modules(), profile.module_names()
+    hw = _hardware(hardware, profile.platform, profile.device_stats)
+    modules, names = profile.modules, profile.module_names
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
     smaller = check_partitions(hw, hardware, devices, opts.allow_smaller)
     costs, expectations = cost_programs(modules, hw, devices)
@@ -67,7 +75,7 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
     step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations,
                                                                     shared_stream=hw.kind == "gpu"))
     warnings += step_warnings
-    overlap = overlapped_collectives(events, {o["name"] for o in ops if o["comm_bytes"]})
+    overlap = {k: v for k, v in profile.overlapped.items() if k in {o["name"] for o in ops if o["comm_bytes"]}}
     kind_of = {(o["program_id"], o["name"]): o["bound_by"] for o in ops}
     device_names = {(h.host, d): n for h in hosts for d, n in h.device_names.items()}
     report = _assemble(
@@ -75,7 +83,7 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
         summary_extra={
             "devices": devices, "hosts": len(hosts), "steps": len(step_list),
             "step_time_s": step_time_stats(step_list),
-            "idle_s": idle_seconds(steps, events),
+            "idle_s": profile.idle_seconds(),
             "step_source": hosts[0].step_source,
             "platform": profile.platform,
             **step_fields,
@@ -85,10 +93,13 @@ def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware
                 **(source or {})},
         steps=step_list,
         collectives=collective_rows(ops, overlap),
-        timeline=timeline(steps, events, kind_of, device_names),
+        timeline=profile.timeline(kind_of, device_names),
     )
     if len(hosts) > 1:
+        from ..pod.analyses import pod_analyses
+
         report["hosts"] = host_summary(per_device, step_list, hosts)
+        report["pod"] = pod_analyses(per_device, ops, step_list, hosts)
     attach_plan(report, hw)
     return report
 

@@ -1,0 +1,69 @@
+"""Where the map step runs: in this process, a local Dask cluster, or the user's cluster."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+
+from ..errors import InputError
+
+SCHEDULER_ENV = "AUDIT_DASK_SCHEDULER"
+_local: dict[int, object] = {}  # workers -> Client of a local cluster, kept for the process's life
+
+
+def scheduler_address(option: str | None) -> str | None:
+    return option or os.environ.get(SCHEDULER_ENV) or None
+
+
+def local_workers(hosts: int, workers: int | None) -> int:
+    """One single-threaded worker per core (a host file is decoded by one Python thread), capped."""
+    return max(1, min(workers or os.cpu_count() or 1, hosts))
+
+
+def client_for(hosts: int, scheduler: str | None = None, workers: int | None = None):
+    """A Dask client, or None when one host is read in this process (no cluster start-up)."""
+    address = scheduler_address(scheduler)
+    if address:
+        from distributed import Client
+
+        try:
+            return Client(address, timeout="5s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"cannot reach the Dask scheduler: {exc}", path=address,
+                             hint=f"check --scheduler / {SCHEDULER_ENV}") from None
+    if hosts < 2:
+        return None
+    n = local_workers(hosts, workers)
+    if n == 1 and workers is None:
+        return None
+    client = _local.get(n)
+    if client is None:
+        client = _start_local(n)
+        _local[n] = client
+    return client
+
+
+def _start_local(n: int):
+    from distributed import Client, LocalCluster
+
+    # Workers are separate processes (the decoder holds the GIL); no dashboard, quiet logs.
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, scheduler_kwargs={"dashboard": False},
+                           silence_logs=logging.ERROR, memory_limit=0)
+    client = Client(cluster, set_as_default=False)
+    atexit.register(_close, client, cluster)
+    return client
+
+
+def _close(client, cluster) -> None:
+    try:
+        client.close()
+        cluster.close()
+    except Exception:  # best effort while the interpreter exits
+        pass
+
+
+def release(client) -> None:
+    """Close a client to a user's cluster; local clusters stay up for the next analysis."""
+    if client is not None and client not in _local.values():
+        client.close()

@@ -1,0 +1,240 @@
+"""The driver: run the map step over every host file and combine the summaries."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import AuditError, InputError
+from ..parsers.hlo_model import Module
+from ..parsers.xplane import SUFFIX
+from . import cluster, files
+from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """How to read the hosts: cache dir (None: beside the profile; "" : off), cluster, bad hosts."""
+
+    cache: str | None = None
+    scheduler: str | None = None
+    workers: int | None = None
+    skip_bad_hosts: bool = False
+    progress: bool = True
+
+
+@dataclass
+class HostFacts:
+    """What the driver keeps of one host besides the combined frames."""
+
+    host: str
+    path: str
+    platform: str
+    step_source: str
+    versions: dict
+    device_names: dict[int, str]
+    programs: dict[int, str]  # program id -> fingerprint
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Pod:
+    """Every host, reduced: per-op rows (one per host, device, program, op), steps and facts."""
+
+    paths: list[str]
+    run: str
+    hosts: list[HostFacts]
+    ops: pd.DataFrame
+    steps: pd.DataFrame
+    idle_ps: pd.DataFrame  # host, device, idle_ps
+    strips: list[tuple[str, dict, pd.DataFrame]]  # host, step facts, events
+    overlapped: dict[str, bool]
+    modules: dict[int, Module]
+    module_names: dict[int, str]
+    device_stats: dict
+    warnings: list[str]
+
+    @property
+    def platform(self) -> str:
+        return self.hosts[0].platform if self.hosts else ""
+
+    def idle_seconds(self) -> float | None:
+        """Mean per device of step time not covered by any op."""
+        return None if self.idle_ps.empty or self.ops.empty else float(self.idle_ps["idle_ps"].mean()) * 1e-12
+
+    def timeline(self, kind_of: dict[tuple[int, str], str], device_names: dict[tuple[str, int], str]) -> list[dict]:
+        return [{"device_class": device_names.get((host, step["device"]), f"device {step['device']}"),
+                 "host": host, "device": step["device"], "step": step["step"], "start_s": 0.0,
+                 "end_s": (step["end_ps"] - step["start_ps"]) * 1e-12,
+                 "events": [{"name": op, "kind": kind_of.get((int(pid), op), "unknown"),
+                             "start_s": (int(st) - step["start_ps"]) * 1e-12, "dur_s": int(du) * 1e-12}
+                            for op, pid, st, du in zip(ev["op"], ev["program_id"], ev["start_ps"], ev["dur_ps"])]}
+                for host, step, ev in self.strips if step]
+
+
+def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettings | None = None) -> Pod:
+    """Read every host of one profile run, on a Dask cluster when there are several."""
+    settings = settings or PodSettings()
+    found = files.list_host_files(path, run)
+    if not found.paths:
+        raise InputError(f"no {SUFFIX} files in this run", path=path)
+    cache = default_cache_dir(found.paths) if settings.cache is None else (settings.cache or None)
+    if cache and files.is_url(cache):
+        raise InputError("--cache must be a local directory", path=cache)
+    # An in-memory filesystem lives in this process only: its hosts are read here.
+    in_process = files.protocol(found.paths[0]) == "memory" and not cluster.scheduler_address(settings.scheduler)
+    client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers)
+    try:
+        results = _map(found.paths, cache, client, settings.progress)
+        return _combine(found, results, settings.skip_bad_hosts)
+    finally:
+        cluster.release(client)
+
+
+def _map(paths: list[str], cache: str | None, client, progress: bool):
+    """Yield (index, result) as hosts finish, so the driver holds one summary's HLO at a time."""
+    bar = _Progress(len(paths)) if progress else None
+    if client is None:
+        for i, p in enumerate(paths):
+            yield i, summarise_host(p, cache)
+            bar and bar.step()
+    else:
+        from distributed import as_completed
+
+        futures = client.map(summarise_host, paths, cache_dir=cache, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        for future in as_completed(futures, loop=client.loop):
+            result = future.result()
+            i = index[future.key]
+            future.release()
+            yield i, result
+            bar and bar.step()
+    bar and bar.done()
+
+
+def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
+    summaries: list[tuple[int, HostSummary]] = []
+    failures: list[HostFailure] = []
+    protos: dict[str, bytes] = {}
+    for i, result in results:
+        if isinstance(result, HostFailure):
+            if result.internal or not skip_bad:
+                _raise(result, len(found.paths))
+            failures.append(result)
+            continue
+        for fp, proto in result.hlo.items():
+            protos.setdefault(fp, proto)
+        result.hlo = {}
+        summaries.append((i, result))
+    summaries.sort(key=lambda item: item[0])
+    if not summaries:
+        raise InputError(f"none of the {len(found.paths)} host files could be read", path=found.paths[0])
+    warnings = list(found.warnings)
+    if failures:
+        warnings.append(f"{len(failures)} of {len(found.paths)} host files skipped (--skip-bad-hosts): "
+                        + "; ".join(f.message for f in failures[:5]) + (" ..." if len(failures) > 5 else ""))
+    hosts = [s for _, s in summaries]
+    _distinct_names(hosts)
+    modules, mismatch = _modules(hosts, protos, warnings)
+    names: dict[int, str] = {}
+    for h in hosts:
+        names.update(h.module_names)
+    return Pod(
+        paths=[h.path for h in hosts], run=found.run,
+        hosts=[HostFacts(h.host, h.path, h.platform, h.step_source, h.versions, h.device_names, h.programs,
+                         h.warnings) for h in hosts],
+        ops=_concat([h.ops for h in hosts], hosts), steps=_concat([h.steps for h in hosts], hosts),
+        idle_ps=_concat([h.idle for h in hosts], hosts),
+        strips=[(h.host, h.strip_step, h.strip) for h in hosts],
+        overlapped=_first_seen([h.overlapped for h in hosts]), modules=modules, module_names=names,
+        device_stats={k: v for h in hosts for k, v in h.device_stats.items()},
+        warnings=warnings + [w for h in hosts for w in h.warnings] + mismatch)
+
+
+def _raise(failure: HostFailure, total: int) -> None:
+    line = failure.message.splitlines()[0]
+    if failure.internal:
+        raise RuntimeError(failure.message)
+    raise InputError(line + (" (--skip-bad-hosts analyses the other hosts)" if total > 1 else ""))
+
+
+def _concat(frames: list[pd.DataFrame], hosts: list[HostSummary]) -> pd.DataFrame:
+    labels = [h.host for h in hosts]
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].copy()
+    codes = [i for i, f in enumerate(frames) for _ in range(len(f))]
+    out.insert(0, "host", pd.Categorical.from_codes(codes, categories=pd.Index(labels)) if labels else [])
+    if "op" in out.columns:
+        out["op"] = out["op"].astype("category")
+    return out
+
+
+def _distinct_names(hosts: list[HostSummary]) -> None:
+    """Rows are keyed by (host, device): files naming the same host are told apart by file name."""
+    counts = Counter(h.host for h in hosts)
+    for h in hosts:
+        if counts[h.host] > 1:
+            label = f"{h.host}:{h.path.rsplit('/', 1)[-1].removesuffix(SUFFIX)}"
+            h.warnings.append(f"several files name host {h.host!r}; this one is called {label!r}")
+            h.host = label
+
+
+def _modules(hosts: list[HostSummary], protos: dict[str, bytes], warnings: list[str]):
+    """Decode each program's most common module once; hosts running another one are named."""
+    from ..parsers.profile import decode_modules
+
+    by_program: dict[int, Counter] = {}
+    for h in hosts:
+        for pid, fp in h.programs.items():
+            by_program.setdefault(pid, Counter())[fp] += 1
+    chosen = {pid: counts.most_common(1)[0][0] for pid, counts in by_program.items()}
+    modules = decode_modules({pid: protos[fp] for pid, fp in chosen.items() if fp in protos},
+                             hosts[0].path, warnings)
+    differing = [h.host for h in hosts if any(chosen.get(pid) != fp for pid, fp in h.programs.items())]
+    mismatch = []
+    if differing:
+        mismatch.append(f"{len(differing)} host(s) ran programs whose HLO differs from the other hosts' "
+                        f"(first: {', '.join(differing[:5])}); their ops are costed with the common HLO")
+    return modules, mismatch
+
+
+def _first_seen(maps: list[dict[str, bool]]) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for m in maps:
+        for k, v in m.items():
+            out.setdefault(k, v)
+    return out
+
+
+class _Progress:
+    """A bar over hosts on stderr: redrawn in place on a terminal, a line per tenth elsewhere,
+    and only once the work has taken a few seconds."""
+
+    def __init__(self, total: int):
+        self.total, self.done_n, self.start = total, 0, time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.shown = False
+        self.last_tenth = 0
+
+    def step(self) -> None:
+        self.done_n += 1
+        if self.total < 2 or time.monotonic() - self.start < 2.0:
+            return
+        tenth = self.done_n * 10 // self.total
+        if not self.tty and tenth == self.last_tenth:
+            return
+        self.last_tenth = tenth
+        filled = self.done_n * 30 // self.total
+        text = f"hosts [{'#' * filled}{'.' * (30 - filled)}] {self.done_n}/{self.total} " \
+               f"{time.monotonic() - self.start:.0f}s"
+        sys.stderr.write(("\r" + text) if self.tty else text + "\n")
+        sys.stderr.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown and self.tty:
+            sys.stderr.write("\n")

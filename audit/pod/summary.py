@@ -1,0 +1,226 @@
+"""The map step: one host file -> a compact HostSummary, cached as Parquet.
+
+A summary holds per (device, program, op) occurrences and times, the host's steps,
+idle time per device, one representative step's events for the timeline, which async
+collectives overlapped compute, the programs' HLO by fingerprint, and the device facts.
+It is a few hundred KB where the host file is tens of MB to GB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..analyses.steps import _busy_in_windows, overlapped_collectives
+from ..atomic import write_bytes, write_text
+from ..errors import AuditError
+from . import files
+
+CACHE_VERSION = "1"
+TIMELINE_EVENTS = 2000
+_TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
+
+
+@dataclass
+class HostSummary:
+    """One host, reduced. Frames carry no host column; the reduce step adds it."""
+
+    host: str
+    path: str
+    platform: str
+    ops: pd.DataFrame  # device, program_id, op, occurrences, dur_ps, self_ps, dur_min_ps, dur_max_ps, trace_*
+    steps: pd.DataFrame  # device, step, start_ps, end_ps
+    idle: pd.DataFrame  # device, idle_ps
+    strip: pd.DataFrame  # one median step on the first device: op, program_id, start_ps, dur_ps
+    strip_step: dict  # device, step, start_ps, end_ps of that step (empty without steps)
+    overlapped: dict[str, bool]
+    programs: dict[int, str]  # program id -> HLO fingerprint
+    module_names: dict[int, str]
+    step_source: str
+    device_stats: dict
+    device_names: dict[int, str]
+    versions: dict[str, str]
+    warnings: list[str]
+    hlo: dict[str, bytes] = field(default_factory=dict)  # fingerprint -> HloProto bytes
+
+
+@dataclass
+class HostFailure:
+    """A host file that could not be read: the one line that says why."""
+
+    path: str
+    message: str
+    internal: bool = False
+
+
+def summarise_host(path: str, cache_dir: str | None = None) -> HostSummary | HostFailure:
+    """Read one host file (local or URL) and reduce it; runs on a Dask worker."""
+    try:
+        key = files.identity(path) if cache_dir else None
+        if key:
+            cached = read_cached(cache_dir, key)
+            if cached is not None:
+                return cached
+        summary = _summarise(path)
+        if key:
+            write_cached(cache_dir, key, summary)
+        return summary
+    except AuditError as exc:
+        return HostFailure(path, str(exc) if exc.path else f"{path}: {exc}")
+    except Exception as exc:  # reported by the driver as an internal error naming the file
+        return HostFailure(path, f"{path}: {type(exc).__name__}: {exc}\n{traceback.format_exc()}", internal=True)
+
+
+def _summarise(path: str) -> HostSummary:
+    from ..parsers.profile import read_host
+
+    data = files.read_bytes(path)
+    host, protos = read_host(path, data=data, decode_hlo=False)
+    del data
+    events = host.events
+    programs, hlo = {}, {}
+    for pid, proto in protos.items():
+        fp = fingerprint(proto)
+        programs[int(pid)] = fp
+        hlo[fp] = proto
+    starts = sorted({str(op) for op in events["op"].unique() if "-start" in str(op)})
+    return HostSummary(
+        host=host.host, path=path, platform=host.platform, ops=reduce_events(events),
+        steps=host.steps.drop(columns=["host"]).reset_index(drop=True),
+        idle=idle_by_device(host.steps, events), **_strip(host.steps, events),
+        overlapped=overlapped_collectives(events, set(starts)), programs=programs,
+        module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
+        device_stats=host.device_stats, device_names={int(k): v for k, v in host.device_names.items()},
+        versions=host.versions, warnings=host.warnings, hlo=hlo)
+
+
+def fingerprint(proto: bytes) -> str:
+    """The module as this tool reads it: every process of one job serializes the same program
+    with a few process-specific fields the schema does not read, and maps in any order."""
+    from google.protobuf.message import DecodeError
+
+    from ..parsers import hlo_schema
+
+    for message in (hlo_schema.HloProto, hlo_schema.HloModuleProto):
+        try:
+            parsed = message.FromString(proto)
+        except (DecodeError, ValueError, RuntimeError):
+            continue
+        module = parsed.hlo_module if message is hlo_schema.HloProto else parsed
+        if module.computations:
+            module.DiscardUnknownFields()
+            return hashlib.sha256(module.SerializeToString(deterministic=True)).hexdigest()[:16]
+    return hashlib.sha256(proto).hexdigest()[:16]
+
+
+def reduce_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Per (device, program, op): occurrences, summed times and per-occurrence min and max."""
+    keys = ["device", "program_id", "op"]
+    frame = events.assign(op=events["op"].astype(str),
+                          per_occ=events["dur_ps"] / events["occurrences"].clip(lower=1))
+    agg = {"occurrences": ("occurrences", "sum"), "dur_ps": ("dur_ps", "sum"), "self_ps": ("self_ps", "sum"),
+           "dur_min_ps": ("per_occ", "min"), "dur_max_ps": ("per_occ", "max")}
+    if "kernels" in frame.columns:
+        agg["kernels"] = ("kernels", "sum")
+    agg.update({c: (c, "first") for c in _TRACE_COLUMNS if c in frame.columns})
+    return frame.groupby(keys, sort=False).agg(**agg).reset_index()
+
+
+def idle_by_device(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Per device, step time not covered by any op (the union of op intervals), in ps."""
+    rows = []
+    if not steps.empty and not events.empty:
+        timed = events[events["start_ps"] >= 0]
+        by_device = {int(d): g for d, g in timed.groupby("device", observed=True, sort=False)}
+        for dev, sgrp in steps.groupby("device", sort=False):
+            s, e = sgrp["start_ps"].to_numpy(np.int64), sgrp["end_ps"].to_numpy(np.int64)
+            evs = by_device.get(int(dev))
+            busy = 0 if evs is None else int(_busy_in_windows(
+                evs["start_ps"].to_numpy(np.int64),
+                (evs["start_ps"] + evs["dur_ps"]).to_numpy(np.int64), s, e).sum())
+            rows.append((int(dev), int((e - s).sum()) - busy))
+    return pd.DataFrame(rows, columns=["device", "idle_ps"])
+
+
+def _strip(steps: pd.DataFrame, events: pd.DataFrame) -> dict:
+    """The events of one representative (median-length) step on the host's first device."""
+    empty = pd.DataFrame({"op": pd.Series(dtype=str), "program_id": pd.Series(dtype="uint64"),
+                          "start_ps": pd.Series(dtype="int64"), "dur_ps": pd.Series(dtype="int64")})
+    if steps.empty:
+        return {"strip": empty, "strip_step": {}}
+    dev = int(steps["device"].min())
+    dsteps = steps[steps["device"] == dev].assign(length=lambda d: d["end_ps"] - d["start_ps"])
+    row = dsteps.sort_values("length").iloc[len(dsteps) // 2]
+    s, e = int(row["start_ps"]), int(row["end_ps"])
+    evs = events[(events["device"] == dev) & (events["start_ps"] >= s) & (events["start_ps"] < e)]
+    evs = evs.sort_values("start_ps").head(TIMELINE_EVENTS)
+    strip = pd.DataFrame({"op": evs["op"].astype(str).to_numpy(), "program_id": evs["program_id"].to_numpy(),
+                          "start_ps": evs["start_ps"].to_numpy(), "dur_ps": evs["dur_ps"].to_numpy()})
+    return {"strip": strip, "strip_step": {"device": dev, "step": int(row["step"]), "start_ps": s, "end_ps": e}}
+
+
+_FRAMES = ("ops", "steps", "idle", "strip")
+
+
+CACHE_ENV = "AUDIT_CACHE"
+
+
+def default_cache_dir(paths: list[str]) -> str | None:
+    """$AUDIT_CACHE (empty: none), else `.audit-cache` in the run dir when that is local and
+    writable and holds several hosts (a single file is read again about as fast)."""
+    if CACHE_ENV in os.environ:
+        return os.environ[CACHE_ENV] or None
+    if len(paths) < 2 or files.is_url(paths[0]):
+        return None
+    run_dir = Path(paths[0]).parent
+    return str(run_dir / ".audit-cache") if os.access(run_dir, os.W_OK) else None
+
+
+def write_cached(cache_dir: str, key: str, summary: HostSummary) -> None:
+    """Frames as Parquet, facts as JSON, HLO once per fingerprint; each file written atomically."""
+    root = Path(cache_dir)
+    try:
+        (root / "hlo").mkdir(parents=True, exist_ok=True)
+        for fp, proto in summary.hlo.items():
+            target = root / "hlo" / f"{fp}.pb"
+            if not target.exists():
+                write_bytes(target, proto)
+        for name in _FRAMES:
+            buf = io.BytesIO()
+            getattr(summary, name).to_parquet(buf, index=False)
+            write_bytes(root / f"{key}.{name}.parquet", buf.getvalue())
+        facts = {k: getattr(summary, k) for k in ("host", "path", "platform", "strip_step", "overlapped",
+                                                  "step_source", "device_stats", "versions", "warnings")}
+        facts.update(programs={str(k): v for k, v in summary.programs.items()},
+                     module_names={str(k): v for k, v in summary.module_names.items()},
+                     device_names={str(k): v for k, v in summary.device_names.items()}, version=CACHE_VERSION)
+        # The facts file is written last: it marks the entry complete.
+        write_text(root / f"{key}.json", json.dumps(facts, default=str))
+    except OSError:
+        pass  # a cache that cannot be written only costs the next run its speed
+
+
+def read_cached(cache_dir: str, key: str) -> HostSummary | None:
+    root = Path(cache_dir)
+    try:
+        facts = json.loads((root / f"{key}.json").read_text())
+        if facts.get("version") != CACHE_VERSION:
+            return None
+        frames = {name: pd.read_parquet(root / f"{key}.{name}.parquet") for name in _FRAMES}
+        programs = {int(k): v for k, v in facts.pop("programs").items()}
+        hlo = {fp: (root / "hlo" / f"{fp}.pb").read_bytes() for fp in set(programs.values())}
+    except (OSError, ValueError, KeyError):
+        return None
+    facts.pop("version")
+    module_names = {int(k): v for k, v in facts.pop("module_names").items()}
+    device_names = {int(k): v for k, v in facts.pop("device_names").items()}
+    return HostSummary(**facts, **frames, programs=programs, hlo=hlo, module_names=module_names,
+                       device_names=device_names)

@@ -1,0 +1,167 @@
+"""Pod scale: hosts reduced on Dask (embedded, hand-started, or in this process), cached as
+Parquet, read through fsspec, and analysed across hosts; on a real multi-process capture."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from audit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTS = 8
+STRAGGLER = "host-0004"
+
+
+def _make_pod():
+    spec = importlib.util.spec_from_file_location("make_pod", ROOT / "bench" / "make_pod.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    """Two JAX processes joined by jax.distributed on localhost, each profiling itself."""
+    return _make_pod().capture(2, tmp_path_factory.mktemp("capture"))
+
+
+@pytest.fixture(scope="module")
+def pod(captures, tmp_path_factory):
+    """Eight hosts from the two real captures; host 4 is the planted straggler (1.5x)."""
+    run = tmp_path_factory.mktemp("pod") / "plugins" / "profile" / "pod"
+    _make_pod().replicate(captures, HOSTS, run, straggler=4, seed=0)
+    return run
+
+
+def _inspect(capsys, *args) -> dict:
+    assert main(["inspect", *map(str, args), "--json", "-", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _op_table(report: dict) -> list[tuple]:
+    return sorted((o["key"], o["devices"], o["occurrences"], round(o["measured_s"] or 0, 12),
+                   round(o["self_s"] or 0, 12), o["expected_s"]) for o in report["ops"])
+
+
+def test_real_captures_are_separate_processes_of_one_job(captures, capsys):
+    report = _inspect(capsys, captures[0].parent, "--cache", "")
+    # Each process profiles only its own 4 devices, but its program spans all 8.
+    assert report["summary"]["hosts"] == 1 and report["summary"]["devices"] == 4
+    assert any(o["comm_bytes"] and o["opcode"] == "all-reduce" for o in report["ops"])
+    assert captures[0].read_bytes() != captures[1].read_bytes()
+
+
+def test_pod_names_the_planted_straggler_first_with_its_ops(pod, capsys):
+    report = _inspect(capsys, pod, "--cache", "")
+    assert report["summary"]["hosts"] == HOSTS and report["summary"]["devices"] == 4 * HOSTS
+    analysis = report["pod"]
+    slowest = analysis["slowest_hosts"][0]
+    assert slowest["host"] == STRAGGLER
+    assert slowest["vs_median"] == pytest.approx(1.5, rel=0.05)
+    assert slowest["ops"] and all(op["ratio"] > 1.3 and op["excess_s"] > 0 for op in slowest["ops"])
+    assert analysis["stragglers"][0]["slowest_host"] == STRAGGLER
+    assert analysis["straggler_ratio_distribution"]["n"] > 0
+    # The two processes serialize the same programs differently; the fingerprint sees one program.
+    assert analysis["program_mismatch"]["hosts"] == 0
+    dist = analysis["step_time_by_host_s"]
+    assert dist["n"] == HOSTS and dist["min"] <= dist["median"] <= dist["max"]
+    assert dist["max"] == pytest.approx(slowest["step_time_s"])
+    assert analysis["collective_wait"]["by_host_s"]["n"] == HOSTS
+
+
+def test_cache_is_reused_and_invalidated_when_a_host_file_changes(pod, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(pod, run)
+    cache = tmp_path / "cache"
+    first = _inspect(capsys, run, "--cache", cache)
+    entries = sorted(cache.glob("*.json"))
+    assert len(entries) == HOSTS and len(list(cache.glob("*.ops.parquet"))) == HOSTS
+    assert len(list((cache / "hlo").glob("*.pb"))) >= 1
+    stamp = {p.name: p.stat().st_mtime_ns for p in entries}
+    again = _inspect(capsys, run, "--cache", cache)
+    assert _op_table(again) == _op_table(first)
+    assert {p.name: p.stat().st_mtime_ns for p in sorted(cache.glob("*.json"))} == stamp
+    # Host 0 becomes a copy of the straggler: a new cache entry, a new answer.
+    shutil.copy(run / f"{STRAGGLER}.xplane.pb", run / "host-0000.xplane.pb")
+    changed = _inspect(capsys, run, "--cache", cache)
+    assert len(list(cache.glob("*.json"))) == HOSTS + 1
+    assert _op_table(changed) != _op_table(first)
+
+
+def test_fsspec_local_and_memory_paths_give_the_same_table(pod, capsys):
+    import fsspec
+
+    local = _inspect(capsys, pod, "--cache", "")
+    via_file = _inspect(capsys, f"file://{pod}", "--cache", "")
+    assert via_file["summary"]["hosts"] == HOSTS
+    assert _op_table(via_file) == _op_table(local)
+    mem = fsspec.filesystem("memory")
+    for path in pod.glob("*.xplane.pb"):
+        mem.pipe(f"/pods/run1/{path.name}", path.read_bytes())
+    via_memory = _inspect(capsys, "memory://pods/run1", "--cache", "")
+    assert via_memory["summary"]["hosts"] == HOSTS
+    assert _op_table(via_memory) == _op_table(local)
+    assert via_memory["pod"]["slowest_hosts"][0]["host"] == STRAGGLER
+
+
+def test_unreadable_host_is_named_and_can_be_skipped(pod, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(pod, run)
+    (run / "host-0002.xplane.pb").write_bytes(b"\x0a\x03abc truncated")
+    assert main(["inspect", str(run), "--json", "-", "--quiet", "--cache", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "host-0002.xplane.pb" in err[0] and "--skip-bad-hosts" in err[0]
+    report = _inspect(capsys, run, "--skip-bad-hosts", "--cache", "")
+    assert report["summary"]["hosts"] == HOSTS - 1
+    assert any("1 of 8 host files skipped" in w and "host-0002" in w for w in report["warnings"])
+
+
+def _dask_cli(*args) -> list[str]:
+    return [str(Path(sys.executable).parent / "dask"), *args]
+
+
+def test_hand_started_dask_cluster_gives_the_same_per_op_table(pod, tmp_path, capsys):
+    embedded = _inspect(capsys, pod, "--cache", "")
+    scheduler_file = tmp_path / "scheduler.json"
+    env = dict(os.environ)
+    procs = [subprocess.Popen(_dask_cli("scheduler", "--port", "0", "--no-dashboard", "--scheduler-file",
+                                        str(scheduler_file)), env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for _ in range(2):
+            procs.append(subprocess.Popen(_dask_cli("worker", address, "--nworkers", "1", "--nthreads", "1",
+                                                    "--no-dashboard", "--memory-limit", "0"), env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+            remote = _inspect(capsys, pod, "--scheduler", address, "--cache", "")
+            # Both hand-started workers did the reading.
+            assert len(client.scheduler_info()["workers"]) == 2
+        assert _op_table(remote) == _op_table(embedded)
+        assert remote["pod"]["slowest_hosts"][0]["host"] == STRAGGLER
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_unreachable_scheduler_is_one_line(pod, capsys):
+    assert main(["inspect", str(pod), "--scheduler", "tcp://127.0.0.1:1", "--quiet", "--cache", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Dask scheduler" in err[0]
