@@ -11,9 +11,12 @@
    hostname and the file name), with its whole timeline (event offsets and durations)
    scaled by a per-host factor drawn uniformly from [1, 1.03) (seeded): hosts on a pod
    never run at exactly the same speed.
-3. Plant a straggler: host `--straggler` (default N // 2; -1 for none) runs 1.5x slower,
-   every event offset and duration scaled by 1.5, so its step time and every op it ran
-   are 1.5x the others'. The pod analysis should name it first.
+3. Plant a straggler: host `--straggler` (default N // 2; -1 for none) is a copy of the
+   slowest real capture (by median step time) with every event offset and duration scaled
+   by 1.5, so its step time and every op it ran are 1.5x those of that capture's other
+   copies and at least 1.5 / 1.03 times any other host's. The pod analysis should name it
+   first. (Scaling a whole timeline also scales its collectives' time, so this straggler
+   is slow everywhere, unlike a real one that makes the others wait.)
 
 The run dir is OUT_DIR/plugins/profile/<run>/host-NNNN.xplane.pb; its path is printed.
 With --hosts equal to --processes, the files are the real captures, only renamed.
@@ -91,10 +94,11 @@ def replicate(sources: list[Path], hosts: int, run_dir: Path, straggler: int, se
     rng = random.Random(seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     datas = [p.read_bytes() for p in sources]
+    slowest = max(range(len(sources)), key=lambda i: _median_step(sources[i]))
     for i in range(hosts):
         name = f"host-{i:04d}"
         space = XSpace()
-        space.ParseFromString(datas[i % len(datas)])
+        space.ParseFromString(datas[slowest if i == straggler else i % len(datas)])
         del space.hostnames[:]
         space.hostnames.append(name)
         factor = 1.0 + rng.random() * JITTER if hosts > len(sources) else 1.0
@@ -107,6 +111,13 @@ def replicate(sources: list[Path], hosts: int, run_dir: Path, straggler: int, se
                         event.offset_ps = int(event.offset_ps * factor)
                         event.duration_ps = int(event.duration_ps * factor)
         write_bytes(run_dir / f"{name}.xplane.pb", space.SerializeToString())
+
+
+def _median_step(path: Path) -> float:
+    from audit.parsers.profile import load_host
+
+    steps = load_host(path).steps
+    return float((steps["end_ps"] - steps["start_ps"]).median()) if not steps.empty else 0.0
 
 
 def main() -> int:

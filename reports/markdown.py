@@ -11,6 +11,7 @@ from . import quantities as qty
 from .plan_render import plan_markdown
 from .diff_render import render_diff_markdown
 from .html_summary import headline
+from .pod import pod_markdown
 from .rows import BOUNDS, is_predicted
 
 MAX_FLAGGED = 15
@@ -155,7 +156,7 @@ def render_markdown(report: dict, *, html_path: str | None = None) -> str:
     if is_predicted(report):
         lines += ["_Predicted, not measured: an ahead-of-time report from the compiled program._", ""]
     lines += [_hardware_line(report), ""] + _verdict(report) + [""] + _flagged(report)
-    for block in (_collectives(report), plan_markdown(report, md_text), _warnings(report)):
+    for block in (_collectives(report), plan_markdown(report, md_text), pod_markdown(report), _warnings(report)):
         if block:
             lines += [""] + block
     diff = report.get("diff")

@@ -11,6 +11,7 @@ from .html_summary import flagged_html, header_html, verdict_html, warnings_html
 from .diff_render import render_diff_html
 from .html_tables import collectives_html, op_table_html
 from .plan_render import plan_html
+from .pod import pod_html
 from .rows import is_predicted
 from .svg import roofline_svg
 from .timeline import KINDS, timeline_svg
@@ -66,6 +67,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("plan", "Plan vs model vs measured", plan_html,
             "The book's closed forms for this configuration beside the cost model and the trace, "
             "with the main reasons wherever two of them differ by more than 2x."),
+    Section("pod", "Pod", pod_html,
+            "Across hosts: top hosts and ops, and distributions over every host (measured, from the trace)."),
     Section("timeline", "Step timeline", timeline_section,
             "One representative step per device class."),
     Section("diff", "Diff", diff_section, own_heading=True),

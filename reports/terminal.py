@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import humanize as units
+from .pod import pod_lines
 
 
 def _clip(text: str, width: int) -> str:
@@ -93,6 +94,7 @@ def render_terminal(report: dict, *, top: int = 15, width: int = 140) -> str:
         lines += ["", f"{len(flagged)} flagged op(s) (efficiency below threshold, share above threshold):"]
         for f in flagged[:top]:
             lines.append(f"  {f['name']} ({f['module']}): wasted {units.seconds(f['wasted_s'])}; " + "; ".join(f["reasons"][:2]))
+    lines += pod_lines(report)
     lines += _plan_lines(report.get("plan_vs_profile"))
     lines += _comparison_lines(report.get("cpu_comparison"), top)
     for w in report["warnings"]:
