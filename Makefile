@@ -1,12 +1,13 @@
 # Two entry points, both from a fresh clone with Python 3.11:
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
-#   make test   set up, then run the test suite
+#   make test   set up, run `make check`, then run the test suite
+#   make check  ruff
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test browser bench clean
+.PHONY: install check demo test browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +26,10 @@ browser:
 demo: $(STAMP)
 	$(BIN)/audit run --out out/demo --json out/demo/report.json --html out/demo/report.html --markdown out/demo/report.md
 
-test: $(STAMP) browser
+check: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP) browser check
 	$(BIN)/pytest -q
 
 # The big profile is made first when bench/data/big has none (a fresh clone), then both tools run.

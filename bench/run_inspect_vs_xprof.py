@@ -14,6 +14,7 @@ bench/make_big_profile.py when there is none (as from a fresh clone).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import subprocess
@@ -93,6 +94,9 @@ def main() -> int:
     parser.add_argument("profile", nargs="?", type=Path)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if importlib.util.find_spec("xprof") is None:
+        raise SystemExit("XProf is not installed: pip install -e '.[xprof]' (or `make install`, which installs it "
+                         "with the test extra), then run this again.")
     path = args.profile or newest_big_profile()
     with tempfile.TemporaryDirectory() as tmp:
         tools = {

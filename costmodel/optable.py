@@ -197,7 +197,10 @@ def op_quantities(row: OpRow) -> dict:
     if row.trace_bytes is not None:
         bytes_, prov_bytes = row.trace_bytes * occ, "trace"
     exp = row.expectation
-    per_exec = (lambda v: None if v is None else v * occ)
+
+    def per_exec(v: float | None) -> float | None:
+        return None if v is None else v * occ
+
     return {
         "flops": flops, "bytes": bytes_, "transcendentals": transc, "comm_bytes": comm,
         "dtype": cost.dtype if cost else "",

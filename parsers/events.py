@@ -111,10 +111,6 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def empty_events() -> pd.DataFrame:
-    return events_frame({"host": []})
-
-
 def steps_frame(rows: list[tuple[str, int, int, int, int]]) -> pd.DataFrame:
     """STEP_COLUMNS rows (host, device, step, start_ps, end_ps), sorted by device then start."""
     frame = pd.DataFrame(rows, columns=list(STEP_COLUMNS))

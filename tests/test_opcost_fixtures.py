@@ -57,7 +57,7 @@ def test_every_cublas_gemm_costs_two_m_n_k(maxtext):
 
 def test_fusions_holding_gemms_carry_their_flops(maxtext):
     module, costs = maxtext
-    for comp, fusion in module.instructions():
+    for _comp, fusion in module.instructions():
         if fusion.opcode != "fusion" or fusion.name not in costs:
             continue
         inner = module.computations[fusion.called[0]]

@@ -41,7 +41,9 @@ def explain_gap(report: dict, xla_s: float | None, overhead_per_op_s: float) -> 
         "roofline_s": rest,
         "units": "seconds per step per device; ours [model], XLA's [xla]",
     }
-    share = (lambda part: f"{100 * part / ours:.0f}%" if ours else "-")
+    def share(part: float) -> str:
+        return f"{100 * part / ours:.0f}%" if ours else "-"
+
     text = (f"ours {_human(ours)} with async overlap ({_human(s['expected_s'])} with none)"
             + (f", XLA's optimal_seconds {_human(xla_s)} ({ours / xla_s:.2f}x)" if xla_s else "")
             + f". Ours is {_human(exposed)} communication not hidden by compute ({share(exposed)}; "

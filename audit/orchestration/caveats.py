@@ -96,7 +96,7 @@ def peaks_used(ops: list[dict], hw: Hardware) -> list[dict]:
         entry["flops"] += o["flops"]
         entry["dtypes"].add(o["dtype"] or "?")
     out = []
-    for rate, entry in sorted(used.items(), key=lambda kv: -kv[1]["flops"]):
+    for _rate, entry in sorted(used.items(), key=lambda kv: -kv[1]["flops"]):
         key = next((k for k, q in hw.peak_flops.items()
                     if math.isclose(q.value, entry["flops_per_s"], rel_tol=1e-9)), None)
         out.append({"peak": key or "/".join(sorted(entry["dtypes"])), "flops_per_s": entry["flops_per_s"],

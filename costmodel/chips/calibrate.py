@@ -276,7 +276,7 @@ def _cache_bandwidth(device: Any, capacity: float) -> dict[str, Any]:
         trips = max(4, int(_CACHE_BYTES_MOVED / (8 * elements)))
         loop = jax.jit(lambda y, trips=trips: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
         y = jax.device_put(jnp.ones((elements,), jnp.float32), device)
-        rate = 8.0 * elements * trips / _best_time(lambda: loop(y), _CACHE_REPEATS)
+        rate = 8.0 * elements * trips / _best_time(lambda loop=loop, y=y: loop(y), _CACHE_REPEATS)
         if rate > best:
             best, how = rate, f"f32[{elements}]"
     method = (f"best of {_CACHE_REPEATS}: jitted loop of y = a*y + b over {how} (1/8 or 1/4 of the level), "

@@ -5,10 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-# Where a number came from, in the order the report explains them.
-SOURCES = ("trace", "catalog", "calibrated", "user")
-
-
 @dataclass(frozen=True)
 class Quantity:
     """A number with its unit and provenance (`trace`, `catalog`, `calibrated` or `user`)."""

@@ -80,7 +80,7 @@ def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
 def unknown_trip_loops(module: Module) -> list[tuple[str, int]]:
     """(while op, ops it runs) for every loop whose trip count is unknown: such ops are counted once."""
     out = []
-    for name, (trips, _) in execution_plan(module).items():
+    for name, _ in execution_plan(module).items():
         for instr in module.computations[name].instructions:
             if instr.opcode != "while" or trip_count(module, instr)[0] is not None:
                 continue

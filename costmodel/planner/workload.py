@@ -10,7 +10,6 @@ auditor's own collective model on the hardware's topology, so plan and audit agr
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ...errors import InputError
 from ..chips.hardware import Hardware
