@@ -179,7 +179,8 @@ def launch_steps(host: str, events: pd.DataFrame) -> tuple[np.ndarray, list[tupl
     number = pd.Series(np.arange(len(first), dtype=np.int64), index=first.index)
     step = events["run_id"].map(number).fillna(-1).to_numpy(dtype=np.int64)
     spans = events.assign(step=step, end_ps=events["start_ps"] + events["dur_ps"])
-    spans = spans[spans["step"] >= 0].groupby(["device", "step"], observed=True)
-    bounds = spans.agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max")).reset_index()
-    rows = [(host, int(r.device), int(r.step), int(r.start_ps), int(r.end_ps)) for r in bounds.itertuples()]
+    grouped = spans[spans["step"] >= 0].groupby(["device", "step"], observed=True)
+    bounds = grouped.agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max")).reset_index()
+    rows = [(host, int(d), int(s), int(a), int(b))
+            for d, s, a, b in bounds[["device", "step", "start_ps", "end_ps"]].itertuples(index=False)]
     return step, rows

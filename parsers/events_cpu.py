@@ -166,7 +166,7 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
     op_names = sorted(cols.ops, key=cols.ops.__getitem__)
     arrays = {
         "device": device, "program_id": _program_ids(cols.program),
-        "op": pd.Categorical.from_codes(np.asarray(cols.code, dtype=np.int32), categories=op_names),
+        "op": pd.Categorical.from_codes(np.asarray(cols.code, dtype=np.int32), categories=pd.Index(op_names)),
         "start_ps": start, "dur_ps": dur, "self_ps": self_times(group, start, dur),
         "run_id": np.asarray(cols.run, dtype=np.int64),
     }
@@ -211,7 +211,7 @@ def _scan_all(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], d
             parts = list(pool.map(_scan_forked, _chunks(plane, workers)))
     finally:
         _FORKED_PLANE = None
-    arrays = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0] if k != "op"}
+    arrays: dict[str, Any] = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0] if k != "op"}
     arrays["op"] = union_categoricals([p[0]["op"] for p in parts])
     launches: dict[int, int] = {}
     for part in reversed(parts):
@@ -224,7 +224,7 @@ def extract_cpu(plane: Any, host: str) -> HostExtraction:
     cols, annotations, launches = _scan_all(plane)
     device = cols["device"]
     frame = events_frame({
-        "host": pd.Categorical.from_codes(np.zeros(len(device), dtype=np.int8), categories=[host]), **cols})
+        "host": pd.Categorical.from_codes(np.zeros(len(device), dtype=np.int8), categories=pd.Index([host])), **cols})
     frame, step_rows, source = _steps(host, frame, annotations, launches)
     names = {int(d): f"CPU device_ordinal {int(d)}" for d in np.unique(device)}
     has_ordinal = "device_ordinal" in PlaneStats(plane).ids
@@ -246,7 +246,9 @@ def _steps(host: str, frame: pd.DataFrame, annotations: list[tuple[int, int, int
     # A launch belongs to the step whose host annotation contains its host Execute
     # event; ops may run after the annotation closes when the step does not block.
     first_op = frame.groupby("run_id")["start_ps"].min()
-    run_time = {int(r): launches.get(int(r), int(t)) for r, t in first_op.items() if r != NO_RUN}
+    run_time = {int(r): launches.get(int(r), int(t))
+                for r, t in zip(first_op.index.to_numpy(dtype=np.int64), first_op.to_numpy(dtype=np.int64))
+                if r != NO_RUN}
     by_run = dict(zip(run_time, assign_by_span(np.asarray(list(run_time.values()), dtype=np.int64),
                                                span_start, span_end, labels)))
     by_time = assign_by_span(frame["start_ps"].to_numpy(), span_start, span_end, labels)

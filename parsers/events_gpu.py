@@ -202,7 +202,8 @@ def _steps(host: str, frame: pd.DataFrame, launch_ps: np.ndarray,
     # The annotation is host time; a step's device span is that of the kernels it launched.
     in_step = frame[frame["step"] >= 0].assign(end_ps=frame["start_ps"] + frame["dur_ps"])
     bounds = in_step.groupby(["device", "step"]).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
-    rows = [(host, int(d), int(n), int(r.start_ps), int(r.end_ps)) for (d, n), r in bounds.iterrows()]
+    rows = [(host, int(d), int(n), int(a), int(b))
+            for d, n, a, b in bounds.reset_index()[["device", "step", "start_ps", "end_ps"]].itertuples(index=False)]
     return frame, rows, "StepTraceAnnotation"
 
 

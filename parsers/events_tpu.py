@@ -119,7 +119,7 @@ def core_label(plane: Any) -> str:
     ps = PlaneStats(plane)
     data = ps.to_dict(plane.stats).get("core_details")
     if not isinstance(data, bytes):
-        return plane.name
+        return str(plane.name)
     details = CoreDetails()
     details.ParseFromString(data)
     return f"{plane.name} (chip {details.global_chip_id}, core {details.global_core_id})"

@@ -7,22 +7,26 @@ Values are rendered the way HLO text prints them, so both readers give the same 
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from . import hlo_schema as schema
 from ..errors import InputError
 from .hlo_model import Computation, ConvDims, DotDims, Instruction, Metadata, Module, Shape
 from .hlo_syntax import make_layout
-from .hlo_text import backend_config_attributes, resolve_sources
+from .protobuild import DynamicMessage
+from .hlo_text import FrameTables, backend_config_attributes, resolve_sources
 from .replica_groups import Groups, iota_groups, mesh_groups
 
 _LAST_TILE_DIM_NAMES = {0: "replicated", 1: "maximal", 3: "other", 4: "manual", 5: "unknown",
                         6: "unreduced"}
 
 
-def _shape(proto) -> Shape:
+def _shape(proto: DynamicMessage) -> Shape:
     dtype = schema.PRIMITIVE_TYPES.get(proto.element_type, f"type{proto.element_type}")
     if dtype == "tuple":
         return Shape(dtype="tuple", tuple_shapes=tuple(_shape(s) for s in proto.tuple_shapes))
@@ -36,11 +40,11 @@ def _shape(proto) -> Shape:
                  tiles=tiles, memory_space=layout.memory_space)
 
 
-def _join(values) -> str:
+def _join(values: Iterable[object]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def render_sharding(proto) -> str:
+def render_sharding(proto: DynamicMessage) -> str:
     """An OpSharding as HLO text prints it, e.g. `{devices=[2,4]<=[8]}`."""
     kind = proto.type
     if kind == schema.SHARDING_TUPLE:
@@ -65,12 +69,12 @@ def render_sharding(proto) -> str:
     return text + "}"
 
 
-def _iota(proto) -> Groups:
+def _iota(proto: DynamicMessage) -> Groups:
     return iota_groups(proto.num_replica_groups, proto.num_devices_per_group,
                        tuple(proto.iota_reshape_dims), tuple(proto.iota_transpose_perm))
 
 
-def _mesh(proto) -> Groups:
+def _mesh(proto: DynamicMessage) -> Groups:
     axes = [(a.name, a.size) for a in proto.mesh.axes]
     if not axes:
         return tuple((d,) for d in proto.mesh.device_ids)  # a maximal mesh: one device
@@ -85,7 +89,7 @@ def _mesh(proto) -> Groups:
     return mesh_groups(axes, refs, ids)
 
 
-def _replica_groups(proto) -> Groups | None:
+def _replica_groups(proto: DynamicMessage) -> Groups | None:
     if proto.HasField("mesh_axes_replica_group_list"):
         groups = _mesh(proto.mesh_axes_replica_group_list)
     elif proto.HasField("iota_collective_device_list"):
@@ -98,7 +102,7 @@ def _replica_groups(proto) -> Groups | None:
     return groups or None
 
 
-def _conv(proto) -> ConvDims:
+def _conv(proto: DynamicMessage) -> ConvDims:
     d = proto.convolution_dimension_numbers
     window = proto.window.dimensions
     return ConvDims(
@@ -117,11 +121,11 @@ def _conv(proto) -> ConvDims:
         batch_group_count=proto.batch_group_count or 1)
 
 
-def _window_text(window) -> str:
+def _window_text(window: DynamicMessage) -> str:
     """A Window as HLO text prints it: `{size=3x3 stride=2x2 pad=0_1x0_1 ...}`."""
     dims = list(window.dimensions)
 
-    def part(key: str, values: list, default) -> str:
+    def part(key: str, values: list[int], default: int) -> str:
         return f" {key}=" + "x".join(str(v) for v in values) if any(v != default for v in values) else ""
 
     text = "size=" + "x".join(str(w.size) for w in dims)
@@ -134,7 +138,7 @@ def _window_text(window) -> str:
     return "{" + text + "}"
 
 
-def _padding_text(config) -> str:
+def _padding_text(config: DynamicMessage) -> str:
     dims = list(config.dimensions)
     interior = any(d.interior_padding for d in dims)
     return "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}"
@@ -142,7 +146,7 @@ def _padding_text(config) -> str:
 
 
 # dtype -> (LiteralProto field, numpy element type); packed fields are little-endian bytes.
-_LITERAL_FIELDS: dict[str, tuple[str, object]] = {
+_LITERAL_FIELDS: dict[str, tuple[str, npt.DTypeLike]] = {
     "pred": ("preds", np.bool_), "s32": ("s32s", np.int32), "s64": ("s64s", np.int64),
     "u32": ("u32s", np.uint32), "u64": ("u64s", np.uint64), "f32": ("f32s", np.float32),
     "f64": ("f64s", np.float64), "s8": ("s8s", "<i1"), "u8": ("u8s", "<u1"),
@@ -165,11 +169,11 @@ def _float_text(value: float, dtype: str) -> str:
     if dtype == "f64":
         short = "%.15g" % value
         return short if float(short) == value else "%.17g" % value
-    mantissa = ml_dtypes.finfo(_LITERAL_FIELDS[dtype][1]).nmant + 1
+    mantissa = ml_dtypes.finfo(_LITERAL_FIELDS[dtype][1]).nmant + 1  # type: ignore[no-untyped-call]  # ml_dtypes.finfo is unannotated
     return "%.*g" % (int(np.ceil(1 + mantissa * np.log10(2))), value)
 
 
-def _element_text(value, dtype: str) -> str:
+def _element_text(value: Any, dtype: str) -> str:
     if dtype == "pred":
         return "true" if value else "false"
     if dtype[0] == "f" or dtype == "bf16":
@@ -177,7 +181,7 @@ def _element_text(value, dtype: str) -> str:
     return str(int(value))
 
 
-def _literal_text(literal) -> str | None:
+def _literal_text(literal: DynamicMessage) -> str | None:
     """A constant's value as HLO text prints it (scalars and vectors up to 10 elements)."""
     shape = _shape(literal.shape)
     spec = _LITERAL_FIELDS.get(shape.dtype)
@@ -219,7 +223,7 @@ def _called_attributes(opcode: str, called: tuple[str, ...]) -> list[tuple[str, 
     return list(zip(keys, called))
 
 
-def _attributes(p, called: tuple[str, ...], config: str) -> list[tuple[str, str]]:
+def _attributes(p: DynamicMessage, called: tuple[str, ...], config: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if p.opcode == "parameter":
         out.append(("parameter_number", str(p.parameter_number)))
@@ -256,7 +260,7 @@ def _attributes(p, called: tuple[str, ...], config: str) -> list[tuple[str, str]
     return out + backend_config_attributes(config)
 
 
-def _instruction(p, names: dict[int, str], comps: dict[int, str]) -> Instruction:
+def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]) -> Instruction:
     called = tuple(comps[c] for c in p.called_computation_ids if c in comps)
     config = p.backend_config.decode("utf-8", errors="replace")
     dot = None
@@ -284,7 +288,7 @@ def _instruction(p, names: dict[int, str], comps: dict[int, str]) -> Instruction
         attributes=tuple(_attributes(p, called, config)))
 
 
-def _frame_tables(index) -> dict[str, dict[int, object]]:
+def _frame_tables(index: DynamicMessage) -> FrameTables:
     """The module's stack-frame index as 1-based tables, as HLO text prints them."""
     return {
         "FileNames": dict(enumerate(index.file_names, 1)),
@@ -296,7 +300,7 @@ def _frame_tables(index) -> dict[str, dict[int, object]]:
     }
 
 
-def module_from_proto(proto, origin: str = "") -> Module:
+def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
     """Build the model from a parsed HloModuleProto message."""
     comp_names = {c.id: c.name for c in proto.computations}
     fused = {cid for c in proto.computations for i in c.instructions if i.opcode == "fusion"
@@ -318,7 +322,7 @@ def module_from_proto(proto, origin: str = "") -> Module:
                   source="proto", is_scheduled=bool(schedule), schedule=schedule)
 
 
-def _schedule(proto) -> dict[str, tuple[str, ...]]:
+def _schedule(proto: DynamicMessage) -> dict[str, tuple[str, ...]]:
     """Computation name -> instruction names in scheduled order, from the module's HloScheduleProto."""
     out: dict[str, tuple[str, ...]] = {}
     for c in proto.computations:
@@ -331,7 +335,7 @@ def _schedule(proto) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _parse(message_class, data: bytes):
+def _parse(message_class: DynamicMessage, data: bytes) -> DynamicMessage | None:
     try:
         return message_class.FromString(data)
     except (DecodeError, ValueError, RuntimeError):

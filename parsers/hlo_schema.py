@@ -7,7 +7,7 @@ maps PrimitiveType numbers to the dtype names used in HLO text.
 
 from __future__ import annotations
 
-from .protobuild import build_messages
+from .protobuild import FieldSpec, build_messages
 
 # xla.PrimitiveType number -> HLO text dtype name (names as in hlo_model.DTYPE_BITS).
 PRIMITIVE_TYPES: dict[int, str] = {
@@ -25,7 +25,7 @@ PRIMITIVE_TYPES: dict[int, str] = {
 SHARDING_REPLICATED, SHARDING_MAXIMAL, SHARDING_TUPLE, SHARDING_OTHER = 0, 1, 2, 3
 SHARDING_MANUAL, SHARDING_UNKNOWN, SHARDING_UNREDUCED = 4, 5, 6
 
-_MESSAGES: dict[str, list[tuple]] = {
+_MESSAGES: dict[str, list[FieldSpec]] = {
     "HloProto": [
         ("hlo_module", 1, "HloModuleProto"),
         ("buffer_assignment", 3, "bytes"),

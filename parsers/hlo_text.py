@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import TypedDict
 
 from ..errors import InputError
 from .hlo_model import ConvDims, Computation, DotDims, Instruction, Metadata, Module, Shape
@@ -23,6 +24,23 @@ _OPCODE = re.compile(r"\s*([A-Za-z][\w\-.$]*)\(")
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
 _FIELD = re.compile(r"(\w+)=(-?\d+)")
+
+
+class FrameTables(TypedDict):
+    """A module's stack-frame index, 1-based, named as HLO text names its tables.
+
+    Location and frame rows keep every `key=int` field printed (`file_name_id`, `line`,
+    `file_location_id`, `parent_frame_id`, ...).
+    """
+
+    FileNames: dict[int, str]
+    FunctionNames: dict[int, str]
+    FileLocations: dict[int, dict[str, int]]
+    StackFrames: dict[int, dict[str, int]]
+
+
+def empty_frame_tables() -> FrameTables:
+    return FrameTables(FileNames={}, FunctionNames={}, FileLocations={}, StackFrames={})
 
 
 _META = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
@@ -139,16 +157,16 @@ def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str,
         attributes=tuple(attributes))
 
 
-def _frame_source(frame_id: int, tables: dict[str, dict[int, object]]) -> tuple[str, int]:
+def _frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
     frame = tables["StackFrames"].get(frame_id)
     location = tables["FileLocations"].get(frame["file_location_id"]) if frame else None
     if not location:
         return "", 0
-    return str(tables["FileNames"].get(location.get("file_name_id", 0), "")), location.get("line", 0)
+    return tables["FileNames"].get(location.get("file_name_id", 0), ""), location.get("line", 0)
 
 
 def resolve_sources(computations: dict[str, Computation],
-                    tables: dict[str, dict[int, object]]) -> dict[str, Computation]:
+                    tables: FrameTables) -> dict[str, Computation]:
     """Fill metadata source file/line from the module's stack frames where only an id was given."""
     if not tables.get("StackFrames"):
         return computations
@@ -203,11 +221,16 @@ def _operand_names(opcode: str, text: str) -> tuple[tuple[str, ...], list[tuple[
     return tuple(names), []
 
 
-def _table_row(table: str, rest: str, tables: dict[str, dict[int, object]], key: int) -> None:
-    if table in ("FileNames", "FunctionNames"):
-        tables[table][key] = unquote(rest.strip())
+def _table_row(table: str, rest: str, tables: FrameTables, key: int) -> None:
+    fields = {k: int(v) for k, v in _FIELD.findall(rest)}
+    if table == "FileNames":
+        tables["FileNames"][key] = unquote(rest.strip())
+    elif table == "FunctionNames":
+        tables["FunctionNames"][key] = unquote(rest.strip())
+    elif table == "FileLocations":
+        tables["FileLocations"][key] = fields
     else:
-        tables[table][key] = {k: int(v) for k, v in _FIELD.findall(rest)}
+        tables["StackFrames"][key] = fields
 
 
 def _depth(line: str) -> int:
@@ -226,16 +249,17 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
     be printed over several lines.
     """
     out: list[tuple[int, str]] = []
-    pending: list = []  # [first line number, text, open depth]
+    pending: tuple[int, str, int] | None = None  # first line number, text, open depth
     in_body = False
     for no, raw in enumerate(lines, 1):
         line = raw.rstrip()
-        if pending:
-            pending[1] += "\n" + line
-            pending[2] += _depth(line)
-            if pending[2] <= 0:
-                out.append((pending[0], pending[1]))
-                pending = []
+        if pending is not None:
+            start, text, depth = pending[0], pending[1] + "\n" + line, pending[2] + _depth(line)
+            if depth <= 0:
+                out.append((start, text))
+                pending = None
+            else:
+                pending = (start, text, depth)
             continue
         stripped = line.strip()
         if not stripped:
@@ -243,14 +267,14 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
         if in_body and _INSTRUCTION.match(line):
             depth = _depth(line)
             if depth > 0:
-                pending = [no, line, depth]
+                pending = (no, line, depth)
                 continue
         elif in_body and stripped.startswith("}"):  # may carry `, execution_thread="..."`
             in_body = False
         elif _COMPUTATION.match(line):
             in_body = True
         out.append((no, line))
-    if pending:
+    if pending is not None:
         out.append((pending[0], pending[1]))
     return out
 
@@ -260,9 +284,9 @@ class _Reader:
         self.origin = origin
         self.computations: dict[str, Computation] = {}
         self.entry = ""
-        self.tables: dict[str, dict[int, object]] = {t: {} for t in _TABLES}
+        self.tables = empty_frame_tables()
         self.table = ""
-        self.current: tuple[str, list, str] | None = None  # name, instructions, root
+        self.current: tuple[str, list[Instruction], str] | None = None  # name, instructions, root
 
     def line(self, no: int, line: str) -> None:
         stripped = line.strip()
@@ -270,11 +294,9 @@ class _Reader:
             self._body_line(no, stripped)
         elif stripped in _TABLES:
             self.table = stripped
-        elif self.table and _TABLE_ROW.match(stripped):
-            row = _TABLE_ROW.match(stripped)
+        elif self.table and (row := _TABLE_ROW.match(stripped)):
             _table_row(self.table, row.group(2), self.tables, int(row.group(1)))
-        elif _COMPUTATION.match(line):
-            match = _COMPUTATION.match(line)
+        elif match := _COMPUTATION.match(line):
             self.table = ""
             self.current = (match.group(2), [], "")
             if match.group(1):
@@ -321,7 +343,7 @@ def parse_hlo_text(text: str, origin: str = "") -> Module:
     lines = text.splitlines()
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     header = _HEADER.match(lines[first].strip()) if first is not None else None
-    if header is None:
+    if header is None or first is None:
         mlir = first is not None and lines[first].lstrip().startswith("module")
         raise InputError("not an HLO module (no 'HloModule' header line)", path=origin or None,
                          hint="this is StableHLO/MLIR; use compiled.as_text() or an --xla_dump_to "

@@ -12,11 +12,15 @@ Enums are declared as `int32`: same wire format, and unknown values stay readabl
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence, TypeAlias, Union
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-FieldSpec = tuple  # (name, number, type[, "repeated"])
+# (name, number, type) or (name, number, type, "repeated")
+FieldSpec: TypeAlias = Union[tuple[str, int, str], tuple[str, int, str, str]]
+# A message class or message built here: its fields exist only at run time, so the
+# checker cannot know them and every field access stays open.
+DynamicMessage: TypeAlias = Any
 
 _FDP = descriptor_pb2.FieldDescriptorProto
 _SCALARS = {
@@ -45,7 +49,7 @@ def _add_message(file: descriptor_pb2.FileDescriptorProto, package: str, name: s
     msg = file.message_type.add(name=name)
     for spec in fields:
         fname, number, ftype = spec[0], spec[1], spec[2]
-        repeated = len(spec) > 3 and spec[3] == "repeated"
+        repeated = len(spec) == 4 and spec[3] == "repeated"
         field = msg.field.add(name=fname, number=number)
         if ftype.startswith("map<"):
             key_type, value_type = (t.strip() for t in ftype[4:-1].split(","))
@@ -64,7 +68,7 @@ def _add_message(file: descriptor_pb2.FileDescriptorProto, package: str, name: s
 
 
 def build_messages(file_name: str, package: str,
-                   messages: dict[str, Sequence[FieldSpec]]) -> dict[str, type]:
+                   messages: Mapping[str, Sequence[FieldSpec]]) -> dict[str, DynamicMessage]:
     """Return message classes by name for a schema, in a private descriptor pool."""
     file = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
     for name, fields in messages.items():

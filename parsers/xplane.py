@@ -60,7 +60,7 @@ def _from_logdir(p: Path, run: str | None) -> ProfileFiles:
     if run is not None:
         if run not in runs:
             raise InputError(f"no run named {run!r}", path=runs_root, hint=f"runs here: {', '.join(runs)}")
-        chosen, warnings = run, []
+        chosen, warnings = run, list[str]()
     else:
         chosen = runs[-1]
         warnings = []

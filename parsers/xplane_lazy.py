@@ -15,7 +15,7 @@ from ..errors import InputError
 from .xplane_schema import XLine
 
 
-class LazyLines(Sequence):
+class LazyLines(Sequence[Any]):
     """The lines of one plane; indexing decodes that line."""
 
     def __init__(self, encoded: Any, origin: str) -> None:

@@ -7,9 +7,9 @@ protobuf and ignored here.
 
 from __future__ import annotations
 
-from .protobuild import build_messages
+from .protobuild import FieldSpec, build_messages
 
-_MESSAGES = {
+_MESSAGES: dict[str, list[FieldSpec]] = {
     "XSpace": [
         ("planes", 1, "XPlane", "repeated"),
         ("errors", 2, "string", "repeated"),
@@ -77,7 +77,7 @@ _MESSAGES = {
 
 # The same planes with each line left as its encoded bytes: lines are then decoded one at
 # a time, where and when they are read, so a big profile never holds every event decoded.
-_LAZY = {
+_LAZY: dict[str, list[FieldSpec]] = {
     "XSpaceLazy": [("planes", 1, "XPlaneLazy", "repeated"), *_MESSAGES["XSpace"][1:]],
     "XPlaneLazy": [f if f[0] != "lines" else ("lines", 3, "bytes", "repeated") for f in _MESSAGES["XPlane"]],
 }
