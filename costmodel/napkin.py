@@ -8,6 +8,8 @@ compiled op cannot disagree.
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
 from ..errors import UsageError
@@ -53,7 +55,7 @@ def parse_axes(text: str) -> list[str]:
     return axes
 
 
-def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict:
+def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict[str, Any]:
     """Roofline of bf16[M,K] x [K,N] -> [M,N] on one chip: 2MKN FLOPs, (MK + KN + MN) elements."""
     if min(m, k, n) < 1:
         raise UsageError(f"matmul sizes must be positive, got M={m} K={k} N={n}")
@@ -76,7 +78,7 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict:
 
 
 def collective(op: str, shape: str, mesh: dict[str, int], axes: list[str], hw: Hardware,
-               wraparound: str = "auto") -> dict:
+               wraparound: str = "auto") -> dict[str, Any]:
     """Time of collective `op` on the array `shape` (volume V as one device of the group sees it)
     over mesh `axes`, the mesh laid on `hw`'s topology."""
     dtype, dims, volume = parse_shape(shape)

@@ -7,6 +7,8 @@ is the slowest device. Per-device detail is kept in `per_device`.
 
 from __future__ import annotations
 
+from typing import Any, Iterable, Protocol, cast
+
 import math
 from dataclasses import dataclass
 
@@ -95,12 +97,24 @@ class OpRow:
     custom_call_target: str = ""
 
 
+class _MeasuredOp(Protocol):
+    """One row of the measured per-op frame, as `itertuples` yields it."""
+
+    program_id: int
+    op: str
+    devices: int
+    occurrences: float
+    measured_ps: float
+    measured_ps_max: float
+    self_ps: float
+
+
 def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: dict[int, str],
                costs: dict[int, dict[str, OpCost]], expectations: dict[tuple[int, str], Expectation],
                ) -> list[OpRow]:
     """Join measured rows with HLO facts, costs and expectations."""
     rows: list[OpRow] = []
-    for rec in per_op.itertuples(index=False):
+    for rec in cast(Iterable[_MeasuredOp], per_op.itertuples(index=False)):
         pid = int(rec.program_id)
         module = modules.get(pid)
         found = module.find(rec.op) if module is not None else None
@@ -178,7 +192,7 @@ def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
     return rows
 
 
-def op_quantities(row: OpRow) -> dict:
+def op_quantities(row: OpRow) -> dict[str, Any]:
     """Per-device totals over the row's occurrences, with provenance."""
     occ = row.occurrences
     cost = row.cost

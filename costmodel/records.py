@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 BOUNDS = ("compute", "memory", "collective", "latency", "unknown")
@@ -83,6 +85,6 @@ class Expectation:
     reasons: tuple[str, ...] = ()
     peak_flops_per_s: float | None = None
     peak_bytes_per_s: float | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     # The memory level whose bandwidth judged the op: "L2", "Infinity Cache", "HBM", "DRAM"...
     memory_level: str = ""

@@ -8,6 +8,8 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import AuditError, UsageError
 from .network.collectives import CollectiveTime, collective_time, human
 from .chips.hardware import LINK_NAMES, Hardware, Quantity
@@ -40,7 +42,7 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     reasons: list[str] = list(cost.notes) + ([host_note] if host_note else [])
     if cost.precision and cost.dtype == "f32" and hw.kind != "cpu":
         reasons.append(f"priced at {human(peak.value, 'FLOP/s')} per chip: {peak.note}")
-    details: dict = {"peak_flops_source": peak.source, "hbm_source": hw.hbm_bytes_per_s.source,
+    details: dict[str, Any] = {"peak_flops_source": peak.source, "hbm_source": hw.hbm_bytes_per_s.source,
                      "memory_level": level, "memory_level_source": level_bw.source}
     comm, comm_reason = _collective(cost, hw, coords)
     comm_s = None if comm is None else comm.time_s

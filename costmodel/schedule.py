@@ -29,6 +29,7 @@ from typing import Mapping
 
 from ..parsers.hlo_model import Instruction, Module
 from .ops.loops import trip_count, while_parts
+from .records import Expectation, OpCost
 
 # Opcodes that launch work on a side stream besides every `X-start`, and their waits besides `X-done`.
 _LAUNCHES = {"send", "recv"}
@@ -213,8 +214,8 @@ def walk_schedule(module: Module, expected: Mapping[str, float],
     return walker.result
 
 
-def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str, object]],
-                  expectations: Mapping[tuple[int, str], object], *,
+def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str, OpCost]],
+                  expectations: Mapping[tuple[int, str], Expectation], *,
                   shared_stream: bool = False) -> dict[int, StepWalk | None]:
     """The walk of every program: None for a program with asynchronous ops but no schedule.
 
@@ -226,7 +227,7 @@ def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str
         expected = {name: e.expected_s for (p, name), e in expectations.items()
                     if p == pid and e.expected_s is not None}
         sync = {name: c.collective.kind for name, c in costs.get(pid, {}).items()
-                if getattr(c, "collective", None) is not None}
+                if c.collective is not None}
         if not module.is_scheduled and any(launches(i) for _, i in module.instructions()):
             out[pid] = None
             continue

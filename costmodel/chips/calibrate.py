@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
@@ -224,7 +225,7 @@ def _matmul_flops(device: Any, dtype: str = "float32") -> tuple[float, int]:
     best, size = 0.0, 0
     for n in _MATMUL_N:  # larger sizes block better, smaller ones find quiet moments more often
         a = jax.device_put(jnp.ones((n, n), dtype), device)
-        rate = 2.0 * n**3 / _best_time(lambda a=a: matmul(a, a), _REPEATS * _MATMUL_N[-1] // n)
+        rate = 2.0 * n**3 / _best_time(partial(matmul, a, a), _REPEATS * _MATMUL_N[-1] // n)
         if rate > best:
             best, size = rate, n
     return best, size
@@ -276,7 +277,7 @@ def _cache_bandwidth(device: Any, capacity: float) -> dict[str, Any]:
         trips = max(4, int(_CACHE_BYTES_MOVED / (8 * elements)))
         loop = jax.jit(lambda y, trips=trips: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
         y = jax.device_put(jnp.ones((elements,), jnp.float32), device)
-        rate = 8.0 * elements * trips / _best_time(lambda loop=loop, y=y: loop(y), _CACHE_REPEATS)
+        rate = 8.0 * elements * trips / _best_time(partial(loop, y), _CACHE_REPEATS)
         if rate > best:
             best, how = rate, f"f32[{elements}]"
     method = (f"best of {_CACHE_REPEATS}: jitted loop of y = a*y + b over {how} (1/8 or 1/4 of the level), "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from ...errors import UsageError
 from .hardware import Detection, Hardware, Interconnect, MemoryLevel, Quantity
@@ -37,7 +38,7 @@ def _peaks(note: str, **values: float) -> dict[str, Quantity]:
 def _tpu(name: str, *, bf16: float, int8: float | None, hbm_bw: float, hbm: float, ici: float,
          axes: int, max_torus: tuple[int, ...], rule: str, wrap_min: int, chips_per_host: int,
          pcie: float, pcie_note: str = "book: typically ~1.5e10 B/s per chip",
-         src: str = BOOK, mxu: int = 128, **extra) -> Hardware:
+         src: str = BOOK, mxu: int = 128, **extra: Any) -> Hardware:
     peaks = _peaks(f"{src}, dense", bf16=bf16)
     peaks["f32"] = _q(bf16, "FLOP/s", "default precision runs f32 dots as one bf16 MXU pass "
                       "(precision=HIGHEST takes ~6 passes)")
@@ -67,7 +68,7 @@ def _gpu(name: str, vendor: str, *, datasheet: str, peaks: dict[str, float], hbm
          hbm: float, link_kind: str, link: float, link_note: str, domain: int, pcie: float,
          dcn: float, dcn_note: str, tile: tuple[int, int], overhead: float, onchip: float | None = None,
          onchip_note: str = "", cache_bw: float | None = None, cache_bw_note: str = "",
-         cache_name: str = "L2", **extra) -> Hardware:
+         cache_name: str = "L2", **extra: Any) -> Hardware:
     net = Interconnect(
         kind=link_kind, link_bytes_per_s=_q(link, "B/s", link_note), links_per_axis=1,
         domain_size=domain,

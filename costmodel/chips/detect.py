@@ -21,7 +21,7 @@ from .hardware import Hardware, Interconnect, Quantity
 _GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
 # Dense bf16 FLOPs per SM (NVIDIA, by capability major) or CU (AMD, by gfx major.minor) per clock,
 # from datasheet peak / (units x boost clock).
-_BF16_PER_UNIT_CLOCK: dict[tuple, tuple[int, str]] = {
+_BF16_PER_UNIT_CLOCK: dict[tuple[str | int, ...], tuple[int, str]] = {
     ("nvidia", 7): (1024, "V100: 125e12 / (80 SMs x 1.53 GHz)"),
     ("nvidia", 8): (2048, "A100: 312e12 / (108 SMs x 1.41 GHz)"),
     ("nvidia", 9): (4096, "H100 SXM: 989e12 / (132 SMs x 1.83 GHz)"),
@@ -39,7 +39,7 @@ _BW_DISAGREEMENT = 0.2  # relative difference from the datasheet worth a note
 _BW_IMPLAUSIBLE = 0.6
 
 
-def hardware_from_trace(platform: str, device_stats: dict[str, dict], *, calibrate: bool = True) -> Hardware:
+def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], *, calibrate: bool = True) -> Hardware:
     """The Hardware a profile ran on.
 
     **Arguments:**
@@ -63,14 +63,14 @@ def hardware_from_trace(platform: str, device_stats: dict[str, dict], *, calibra
                                                "plane says what it is",))
 
 
-def _device_planes(device_stats: dict[str, dict]) -> list[tuple[str, dict[str, Any]]]:
+def _device_planes(device_stats: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """Device planes that carry stats, in device order; SparseCore planes describe no chip."""
     planes = [(name, s) for name, s in (device_stats or {}).items()
               if isinstance(s, dict) and s and "sparsecore" not in name.lower()]
     return sorted(planes, key=lambda item: _natural_key(item[0]))
 
 
-def _natural_key(name: str) -> list:
+def _natural_key(name: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
@@ -189,6 +189,8 @@ def _gpu_vendor(stats: dict[str, Any]) -> str:
 
 def _capability(stats: dict[str, Any]) -> tuple[int, int] | None:
     major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
+    if major is None:
+        return None
     try:
         return int(major), int(minor or 0)
     except (TypeError, ValueError, OverflowError):  # missing, malformed or infinite

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass, field, replace
 
@@ -14,7 +16,7 @@ class Quantity:
     source: str = "catalog"
     note: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {"value": _finite(self.value), "unit": self.unit, "source": self.source}
         if self.note:
             out["note"] = self.note
@@ -72,8 +74,8 @@ class Interconnect:
             return tuple(whole for _ in topology)
         return tuple(False for _ in topology)
 
-    def to_json(self) -> dict:
-        out: dict = {"kind": self.kind, "name": self.link_name, "scale_out": self.scale_out_name}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "name": self.link_name, "scale_out": self.scale_out_name}
         for name in ("link_bytes_per_s", "pcie_bytes_per_s", "dcn_bytes_per_s",
                      "hop_latency_s", "collective_latency_s"):
             q = getattr(self, name)
@@ -97,7 +99,7 @@ class MemoryLevel:
     capacity_bytes: Quantity
     bytes_per_s: Quantity
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "capacity_bytes": self.capacity_bytes.to_json(),
                 "bytes_per_s": self.bytes_per_s.to_json()}
 
@@ -198,8 +200,8 @@ class Hardware:
                 out[f"interconnect.{name}"] = q
         return out
 
-    def to_json(self) -> dict:
-        out = {
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
             "vendor": self.vendor,

@@ -19,6 +19,8 @@ CPU (simulated devices): an in-memory copy at host memory bandwidth, approximate
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field, replace
 
 from ...errors import InputError, UsageError
@@ -55,7 +57,7 @@ class CollectiveTime:
     approximate: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind, "bytes": self.volume_bytes, "bytes_moved": self.bytes_moved,
             "group_size": self.group_size, "axes": [a.name for a in self.axes],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ...errors import UsageError
 from ..chips.hardware import Hardware
@@ -61,7 +61,7 @@ class AxisSpan:
     hops: int  # hops on the longest path along this axis
     shared_by: int = 1  # concurrent groups (this one included) whose rings use the same links
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "size": self.size, "length": self.length,
                 "wraparound": self.wraparound, "hops": self.hops, "shared_by": self.shared_by}
 

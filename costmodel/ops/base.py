@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
 from .layout import host_bytes, on_chip_bytes, shape_bytes
@@ -144,7 +144,7 @@ def with_host_bytes(out: OpCost, shapes: list[Shape]) -> OpCost:
     return replace(out, host_bytes=float(moved), notes=out.notes + (note,))
 
 
-def backend_json(instr: Instruction) -> dict:
+def backend_json(instr: Instruction) -> dict[str, Any]:
     """The instruction's backend_config as a dict ({} when absent or not JSON)."""
     text = instr.backend_config.strip()
     if not text.startswith("{"):

@@ -61,7 +61,8 @@ def wrapped_cost(comp: Computation, ctx: CostContext) -> OpCost:
         if c.flops or c.bytes or c.comm_bytes or c.host_bytes:
             working.append(f"{instr.name} ({instr.opcode})")
     dtype = first_dtype(comp.root_instruction.shape) if comp.instructions else ""
-    return OpCost(**total, dtype=dtype, collective=collective,
+    return OpCost(flops=total["flops"], transcendentals=total["transcendentals"], bytes_read=total["bytes_read"],
+                  bytes_written=total["bytes_written"], comm_bytes=total["comm_bytes"], dtype=dtype, collective=collective,
                   notes=(f"async: carries the cost of the wrapped {', '.join(working) or 'ops'}",))
 
 

@@ -58,10 +58,11 @@ def _in_place_updates(comp: Computation) -> dict[int, tuple[str, float]]:
             continue
         target = comp.get(_through_bitcasts(out.operands[0], comp))
         if out.opcode == "dynamic-update-slice":
-            updates = [comp.get(out.operands[1])]
+            names = [out.operands[1]]
         else:  # scatter(operand, indices, update): the single-operand form fusions hold
-            updates = [comp.get(n) for n in out.operands[len(out.operands) // 2 + 1:]]
-        if target is not None and target.opcode == "parameter" and updates and None not in updates:
+            names = list(out.operands[len(out.operands) // 2 + 1:])
+        updates = [u for u in (comp.get(n) for n in names) if u is not None]
+        if target is not None and target.opcode == "parameter" and updates and len(updates) == len(names):
             found[index] = (target.name, float(sum(nbytes(u.shape) for u in updates)))
     return found
 
@@ -104,7 +105,7 @@ def _operand_share(instr: Instruction, position: int, operand: Instruction, used
     if opcode == "fusion":
         inner = ctx.called(instr, "calls", 0)
         params = parameters_by_index(inner) if inner is not None else {}
-        if position in params:
+        if inner is not None and position in params:
             return min(1.0, utilization(inner, ctx).get(params[position].name, 0.0))
     return 1.0
 
@@ -114,12 +115,12 @@ def fusion_bytes(instr: Instruction, comp: Computation, ctx: CostContext) -> tup
     fraction of it the fused code uses, each output whole unless it updates an input in place."""
     in_place = _in_place_updates(comp)
     outputs = _outputs(comp)
-    util = utilization(comp, ctx, frozenset(outputs[i].name for i in in_place))
+    util = utilization(comp, ctx, frozenset(o.name for i in in_place if (o := outputs[i]) is not None))
     params = parameters_by_index(comp)
     read = sum(nbytes(shape) * (min(util.get(params[i].name, 0.0), 1.0) if i in params else 1.0)
                for i, shape in enumerate(ctx.operand_shapes(instr)))
     # An in-place scatter combines each update with the element it replaces, so reads that too.
-    read += sum(b for i, (_, b) in in_place.items() if outputs[i].opcode == "scatter")
+    read += sum(b for i, (_, b) in in_place.items() if (o := outputs[i]) is not None and o.opcode == "scatter")
     leaves = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     written = sum(in_place[i][1] if i in in_place else float(nbytes(leaf)) for i, leaf in enumerate(leaves))
     return read, written

@@ -19,7 +19,7 @@ Where this differs from XLA's HloCostAnalysis (`compiled.cost_analysis()`):
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator
+from typing import Any, Iterator
 
 from ...parsers.hlo_model import Computation, Instruction, Module
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
@@ -124,10 +124,10 @@ def cost_module(module: Module, *, num_partitions: int | None = None) -> dict[st
 _UNKNOWN_TRIPS = "runs an unknown number of times (while without known_trip_count, or a conditional branch)"
 
 
-def module_totals(module: Module, costs: dict[str, OpCost]) -> dict:
+def module_totals(module: Module, costs: dict[str, OpCost]) -> dict[str, Any]:
     """Totals over one run of the module: sum of cost x trip_count, with what could not be counted."""
-    totals = {"flops": 0.0, "transcendentals": 0.0, "bytes_read": 0.0, "bytes_written": 0.0,
-              "comm_bytes": 0.0}
+    totals: dict[str, Any] = {"flops": 0.0, "transcendentals": 0.0, "bytes_read": 0.0, "bytes_written": 0.0,
+                              "comm_bytes": 0.0}
     unmodeled = unknown_trips = 0
     for c in costs.values():
         if not c.modeled:

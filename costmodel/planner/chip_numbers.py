@@ -6,6 +6,8 @@ bidirectional bandwidth of one mesh axis: both one-way links of the axis togethe
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass
 
@@ -43,8 +45,8 @@ class ChipNumbers:
             return math.prod(self.topology)
         return self.domain_chips if self.domain_chips > 1 else None
 
-    def to_json(self) -> dict:
-        out: dict = {"name": self.name, "topology": list(self.topology), "torus_axes": self.torus_axes,
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "topology": list(self.topology), "torus_axes": self.torus_axes,
                      "flops_per_s": self.flops_per_s.to_json(),
                      "hbm_bytes_per_s": self.hbm_bytes_per_s.to_json()}
         for key in ("hbm_bytes", "ici_axis_bytes_per_s", "dcn_bytes_per_s"):

@@ -7,6 +7,8 @@ token. Everything is spread evenly over the slice's chips (model parallelism).
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import asdict, dataclass
 
@@ -47,7 +49,7 @@ def memory(cfg: ModelConfig, s: ServeSetup) -> dict[str, float]:
     return {"params": params, "kv_cache": kv, "kv_per_sequence": kv / s.batch, "total": params + kv}
 
 
-def smallest_slice(total_bytes: float, chips: ChipNumbers) -> dict:
+def smallest_slice(total_bytes: float, chips: ChipNumbers) -> dict[str, Any]:
     """Fewest chips, a power of two as slices come, whose HBM holds `total_bytes` (ch. 8.1.1)."""
     hbm = require_hbm(chips)
     n = 2 ** max(0, math.ceil(math.log2(total_bytes / hbm) - 1e-9))
@@ -65,12 +67,12 @@ def decode_step_time(batch: int, kv_bytes_per_seq: float, param_bytes: float, pa
             "flops_s": flops_s}
 
 
-def decode_step(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict:
+def decode_step(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict[str, Any]:
     """Lower bound on one decode step, split into KV loading, weight loading and FLOPs (seconds)."""
     mem = memory(cfg, s)
     # An MoE step reads only the experts its tokens route to.
     read = params_read_per_step(cfg, s.batch) * dtype_bytes(s.param_dtype)
-    out: dict = decode_step_time(s.batch, mem["kv_per_sequence"], read, matmul_params(cfg), s.chips,
+    out: dict[str, Any] = decode_step_time(s.batch, mem["kv_per_sequence"], read, matmul_params(cfg), s.chips,
                                  chips.flops_per_s.value, chips.hbm_bytes_per_s.value)
     kv_s, weights_s, flops_s = out["kv_load_s"], out["weight_load_s"], out["flops_s"]
     out["bound_by"] = "compute" if flops_s > max(weights_s, kv_s) else (
@@ -82,7 +84,7 @@ def decode_step(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict:
     return out
 
 
-def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict | None:
+def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict[str, Any] | None:
     """Where model sharding over the slice becomes ICI-bound (book ch. 7.3.2, 8.1.1).
 
     Per matmul: T_ici = 2 B D / W_ici, T_hbm = D F bytes / (Y W_hbm), T_math = 2 B D F / (Y C).
@@ -108,7 +110,7 @@ def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) ->
             "ici_bound": t_ici > max(t_hbm, t_math)}
 
 
-def prefill(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict | None:
+def prefill(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict[str, Any] | None:
     """Prefill time at MFU: 2 FLOPs per matmul parameter per token plus causal attention."""
     if not s.prefill_tokens:
         return None
@@ -121,7 +123,7 @@ def prefill(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> dict | None:
             "matmul_s": matmul / rate, "time_s": (matmul + attention) / rate}
 
 
-def latency_table(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> list[dict]:
+def latency_table(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> list[dict[str, Any]]:
     """Decode step and throughput for batch sizes up to what fits (and the requested one)."""
     hbm = require_hbm(chips) * s.chips
     rows = []
@@ -142,7 +144,7 @@ def max_batch(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> int:
     return max(0, int(free // per_seq))
 
 
-def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware) -> dict:
+def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware) -> dict[str, Any]:
     """Everything `audit plan serve` reports, in SI units (seconds, bytes, tokens)."""
     chips = chip_numbers(hw, s.compute_dtype)
     mem = memory(cfg, s)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import asdict, dataclass
 
@@ -95,7 +97,7 @@ def _memory_per_chip(v: Verdict, mem: dict[str, float], p: Parallel) -> float:
     return weights + mem["activations"] / (p.chips_per_pod * p.pods)
 
 
-def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: dict[str, float]) -> list[dict]:
+def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: dict[str, float]) -> list[dict[str, Any]]:
     p = parallel_inputs(cfg, setup, chips)
     hbm = require_hbm(chips)
     step_math = training_flops_per_token(cfg, setup.seq) * setup.batch_tokens / (setup.chips * chips.flops_per_s.value)
@@ -116,7 +118,7 @@ def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: 
     return rows
 
 
-def recommend(rows: list[dict], min_chips: int) -> dict:
+def recommend(rows: list[dict[str, Any]], min_chips: int) -> dict[str, Any]:
     """The simplest strategy that fits and is compute-bound, else the best ratio that fits."""
     by_name = {r["strategy"]: r for r in rows}
     fitting = [by_name[s] for s in PREFERENCE if by_name[s]["fits"] and by_name[s]["feasible"]]
@@ -141,7 +143,7 @@ def recommend(rows: list[dict], min_chips: int) -> dict:
     return {"strategy": r["strategy"], "degrees": r["degrees"], "reason": f"{r['strategy']} ({degrees}): {why}"}
 
 
-def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware) -> dict:
+def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware) -> dict[str, Any]:
     """Everything `audit plan train` reports, in SI units (FLOPs, seconds, bytes, tokens)."""
     chips = chip_numbers(hw, setup.compute_dtype)
     flops = total_flops(cfg, setup)

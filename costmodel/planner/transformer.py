@@ -7,6 +7,8 @@ plus backward (4x), so 6 FLOPs per parameter per token.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import asdict, dataclass
 
 from ...errors import InputError
@@ -74,7 +76,7 @@ class ModelConfig:
     def expert_width(self) -> int:
         return self.moe_d_ff or self.d_ff
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -186,7 +188,7 @@ def activation_bytes_per_token(cfg: ModelConfig, checkpoints_per_layer: float | 
 
 
 def model_summary(cfg: ModelConfig, seq: int, dtype: str = "bf16",
-                  checkpoints_per_layer: float = 1) -> dict:
+                  checkpoints_per_layer: float = 1) -> dict[str, Any]:
     """Everything `audit plan model` prints, in SI units (FLOPs, bytes, tokens)."""
     return {
         "config": cfg.to_json(),

@@ -9,6 +9,8 @@ auditor's own collective model on the hardware's topology, so plan and audit agr
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 
 from ...errors import InputError
@@ -37,12 +39,15 @@ def split_degrees(sharding: str, mesh: dict[str, int]) -> tuple[int, int]:
     return devices // y, y
 
 
-def _model(config: dict) -> ModelConfig:
+def _model(config: dict[str, Any]) -> ModelConfig:
     keys = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab")
     missing = [k for k in keys if k not in config]
     if missing:
         raise InputError(f"workload config lacks {', '.join(missing)}")
-    return ModelConfig(*(int(config[k]) for k in keys), name=str(config.get("name", "workload")))
+    return ModelConfig(layers=int(config["layers"]), d_model=int(config["d_model"]), d_ff=int(config["d_ff"]),
+                       heads=int(config["heads"]), kv_heads=int(config["kv_heads"]),
+                       head_dim=int(config["head_dim"]), vocab=int(config["vocab"]),
+                       name=str(config.get("name", "workload")))
 
 
 def _axes_for(sharding: str, mesh: dict[str, int]) -> tuple[list[str], list[str]]:
@@ -82,7 +87,7 @@ def collectives(kind: str, sharding: str, weights: float, block_act: float, x: i
 
 
 def _collective_seconds(todo: list[tuple[str, float, int, str]], mesh: dict[str, int], sharding: str,
-                        hw: Hardware) -> tuple[float, float, list[dict]]:
+                        hw: Hardware) -> tuple[float, float, list[dict[str, Any]]]:
     data_axes, tensor_axes = _axes_for(sharding, mesh)
     total_s = total_bytes = 0.0
     rows = []
@@ -98,7 +103,7 @@ def _collective_seconds(todo: list[tuple[str, float, int, str]], mesh: dict[str,
     return total_s, total_bytes, rows
 
 
-def plan_for_config(config: dict, hw: Hardware) -> dict:
+def plan_for_config(config: dict[str, Any], hw: Hardware) -> dict[str, Any]:
     """Predicted FLOPs and bytes per step and the step-time lower bounds, per device, in SI units."""
     cfg = _model(config)
     kind = str(config.get("kind", "train"))
