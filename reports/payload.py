@@ -38,7 +38,7 @@ class _Strings:
 def _number(value: object) -> float | int | None:
     if not qty.known(value):
         return None
-    v = float(value)  # type: ignore[arg-type]
+    v = float(value)
     return int(v) if v.is_integer() and abs(v) < 2**53 else float(f"{v:.4g}")
 
 

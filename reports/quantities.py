@@ -9,6 +9,7 @@ never a zero. The page's script formats table cells the same way.
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 UNKNOWN = "—"
 
@@ -16,8 +17,8 @@ _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0,
 _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps"))
 
 
-def known(value: object) -> bool:
-    """True for a finite real number (not None, NaN, inf or a bool)."""
+def known(value: object) -> TypeGuard[float]:
+    """True for a finite real number (not None, NaN, inf or a bool); the checker then treats it as a float."""
     if value is None or isinstance(value, bool):
         return False
     try:
@@ -44,7 +45,7 @@ def seconds(value: object) -> str:
     """A duration in s, ms, µs, ns or ps."""
     if not known(value):
         return UNKNOWN
-    v = float(value)  # type: ignore[arg-type]
+    v = float(value)
     if v == 0:
         return "0 s"
     if abs(v) >= 1000:
@@ -59,7 +60,7 @@ def si(value: object, unit: str) -> str:
     """A quantity with a decimal prefix: `si(2.5e12, "FLOP/s")` is "2.50 TFLOP/s"."""
     if not known(value):
         return UNKNOWN
-    v = float(value)  # type: ignore[arg-type]
+    v = float(value)
     for scale, prefix in _PREFIXES:
         if abs(v) >= scale:
             return f"{_three_digits(v / scale)} {prefix}{unit}"
@@ -86,18 +87,18 @@ def percent(value: object) -> str:
     """A fraction (0.25) as a percentage ("25.0%")."""
     if not known(value):
         return UNKNOWN
-    return f"{100.0 * float(value):.1f}%"  # type: ignore[arg-type]
+    return f"{100.0 * float(value):.1f}%"
 
 
 def intensity(value: object) -> str:
     """Arithmetic intensity in FLOPs per byte."""
     if not known(value):
         return UNKNOWN
-    return f"{_three_digits(float(value))} FLOP/B"  # type: ignore[arg-type]
+    return f"{_three_digits(float(value))} FLOP/B"
 
 
 def count(value: object) -> str:
     """A whole number with thousands separators."""
     if not known(value):
         return UNKNOWN
-    return f"{int(float(value)):,}"  # type: ignore[arg-type]
+    return f"{int(float(value)):,}"

@@ -36,7 +36,8 @@ class _Block:
 def _pixels(events: list[dict], t0: float, scale: float):
     """(kind, lane, x0_px, x1_px, name) for each event with a known start and duration."""
     for ev in events:
-        kind = ev.get("kind") if ev.get("kind") in KINDS else "unknown"
+        raw_kind = ev.get("kind")
+        kind = raw_kind if isinstance(raw_kind, str) and raw_kind in KINDS else "unknown"
         start, dur = ev.get("start_s"), ev.get("dur_s")
         if kind == "idle" or not (qty.known(start) and qty.known(dur)):
             continue
