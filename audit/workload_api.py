@@ -97,10 +97,12 @@ class Context:
             shape, sharding, lambda index: _random_block(shape, index, dtype, seed, maxval, scale))
 
 
-def _random_block(shape: tuple[int, ...], index: tuple[slice, ...], dtype: Any, seed: int, maxval: int,
+def _random_block(shape: tuple[int, ...], index: tuple[slice, ...] | None, dtype: Any, seed: int, maxval: int,
                   scale: float) -> Any:
     import numpy as np
 
+    if index is None:  # JAX types the callback's index as optional: then the block is the whole array
+        index = tuple(slice(None) for _ in shape)
     bounds = [sl.indices(n) for sl, n in zip(index, shape)]
     block = tuple(len(range(*b)) for b in bounds)
     rng = np.random.default_rng([seed, *(b[0] for b in bounds)])

@@ -246,3 +246,13 @@ def test_plain_script_raising_before_any_xla_op_exits_3_with_only_its_own_frames
     assert "ValueError: bad config" in err and str(script) in err
     assert "runpy" not in err and "audit/" not in err
     assert "nothing to analyse" in err and "holds no XLA programs" not in err
+
+
+def test_analysing_a_capture_without_a_profile_dir_is_a_workload_error_not_a_crash(tmp_path):
+    from audit.errors import ExitCode, WorkloadError
+    from audit.orchestration.runner import Capture, RunRequest, analyse_capture
+
+    cap = Capture(ExitCode.OK, None, {"status": "ok"})
+    with pytest.raises(WorkloadError, match="no profile"):
+        analyse_capture(cap, RunRequest(script=tmp_path / "w.py"), hardware=None, command="audit run",
+                        keep_out=False)

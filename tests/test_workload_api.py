@@ -218,3 +218,14 @@ def test_sharded_matmul_mesh_is_two_dimensional_and_fills_every_device(n):
     sizes = mesh_sizes(n, None, None)
     assert sizes["X"] * sizes["Y"] == n
     assert sizes["Y"] == (2 if n % 2 == 0 else 1)
+
+
+def test_random_block_without_an_index_is_the_whole_array_as_with_full_slices():
+    from audit.workload_api import _random_block
+
+    whole = _random_block((4, 3), None, np.float32, 7, 10, 1.0)
+    sliced = _random_block((4, 3), (slice(None), slice(None)), np.float32, 7, 10, 1.0)
+    assert whole.shape == (4, 3) and whole.dtype == np.float32
+    np.testing.assert_array_equal(whole, sliced)
+    part = _random_block((4, 3), (slice(2, 4), slice(0, 3)), np.float32, 7, 10, 1.0)
+    assert part.shape == (2, 3)

@@ -68,7 +68,7 @@ def compile_for_target(script: Path, argv: Sequence[str], target: str, out: Path
 
     chip, topo_name = topology_name(target)
     topo = topologies.get_topology_desc(platform="tpu", topology_name=topo_name)
-    devices = list(topo.devices)
+    devices: list[Any] = list(topo.devices)  # jaxlib's stubs leave Device's attributes unnamed
     wl, _ = load_workload(script, argv, devices=devices, aot=True)
     lowered = wl.jitted().lower(*wl.args, **wl.kwargs)
     compiled = lowered.compile()

@@ -173,9 +173,13 @@ def capture_workload(args: argparse.Namespace, record: dict[str, Any], progress:
         record["warmup_times_s"] = wl.run(args.warmup, first_step=-args.warmup)
     record["phase"] = "steps"
     times: list[float] = record.setdefault("step_times_s", [])
+
+    def on_step(i: int, t: float) -> None:
+        times.append(t)
+        progress.tick(f"step {i + 1}/{args.steps}: {t:.3f} s")
+
     with progress.phase(f"profiling {args.steps} steps"), profiled(args.out, record):
-        wl.run(args.steps, annotate=True,
-               on_step=lambda i, t: (times.append(t), progress.tick(f"step {i + 1}/{args.steps}: {t:.3f} s")))
+        wl.run(args.steps, annotate=True, on_step=on_step)
 
 
 def capture_script(args: argparse.Namespace, record: dict[str, Any], progress: Progress) -> None:

@@ -57,7 +57,7 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     """
     check_outputs(**kwargs)
     if workload is not None and workload.startswith("-"):  # `audit run -- ARGS`: arguments for the default
-        workload, args = None, (workload, *args)
+        args, workload = (workload, *args), None
     script = Path(workload) if workload else bundled_workload()
     script_kind(script)  # a missing file or a syntax error fails here, before JAX starts
     if compare_cpu and not target:

@@ -38,12 +38,12 @@ def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict]]:
     """Loops with no known trip count: warning lines and one summary entry per loop."""
     from ..costmodel.ops.module import unknown_trip_loops
 
-    loops = [{"program_id": pid, "name": name, "ops": ops}
-             for pid, module in modules.items() for name, ops in unknown_trip_loops(module)]
-    if not loops:
+    found = [(pid, name, ops) for pid, module in modules.items() for name, ops in unknown_trip_loops(module)]
+    if not found:
         return [], []
-    held = sum(entry["ops"] for entry in loops)
-    listed = ", ".join(f"{e['name']} ({e['ops']} ops)" for e in loops[:6]) + (" ..." if len(loops) > 6 else "")
+    loops = [{"program_id": pid, "name": name, "ops": ops} for pid, name, ops in found]
+    held = sum(ops for _, _, ops in found)
+    listed = ", ".join(f"{name} ({ops} ops)" for _, name, ops in found[:6]) + (" ..." if len(found) > 6 else "")
     return [f"{len(loops)} while loop(s) have no known trip count, so the {held} op(s) they hold are "
             f"counted once per run and the expected time is a lower bound: {listed}"], loops
 

@@ -177,6 +177,8 @@ def analyse_capture(cap: Capture, req: RunRequest, *, hardware: str | None, comm
     """Analyse the captured profile with the shared pipeline; the report records how to repeat the run."""
     from .pipeline import analyse_profile
 
+    if cap.run_dir is None:
+        raise WorkloadError("the workload left no profile to analyse", hint="check its output above")
     with Progress(req.quiet).phase("analysing the profile"):
         report = analyse_profile(cap.run_dir, hardware=hardware, options=options,
                                  source=run_source(cap, req, command, keep_out))
