@@ -1,7 +1,7 @@
 # Two entry points, both from a fresh clone with Python 3.11:
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
 #   make test   set up, run `make check`, then run the test suite
-#   make check  ruff
+#   make check  ruff, then mypy (strict on parsers/ and costmodel/)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -26,8 +26,17 @@ browser:
 demo: $(STAMP)
 	$(BIN)/audit run --out out/demo --json out/demo/report.json --html out/demo/report.html --markdown out/demo/report.md
 
+# mypy sees the installed layout (package-dir maps audit.parsers to parsers/ etc.) through a symlink tree.
+TYPECHECK := build/typecheck/audit
 check: $(STAMP)
 	$(BIN)/ruff check .
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
+	ln -s $(CURDIR)/audit/*.py $(addprefix $(CURDIR)/audit/,commands analyses child orchestration) $(TYPECHECK)/
+	ln -s $(CURDIR)/parsers $(TYPECHECK)/parsers
+	ln -s $(CURDIR)/costmodel $(TYPECHECK)/costmodel
+	ln -s $(CURDIR)/reports $(TYPECHECK)/reports
+	ln -s $(CURDIR)/workloads $(TYPECHECK)/workloads
+	$(BIN)/mypy
 
 test: $(STAMP) browser check
 	$(BIN)/pytest -q
