@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..parsers.hlo_category import category, fingerprint
 from ..parsers.hlo_model import Module
+from .chips.hardware import Hardware
 from .records import Expectation, OpCost
 from .roofline import expect, launches_work
 
@@ -149,7 +150,7 @@ def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: d
     return rows
 
 
-def with_trace_costs(rows: list[OpRow], hw, coords: dict[int, tuple] | None = None) -> None:
+def with_trace_costs(rows: list[OpRow], hw: Hardware, coords: dict[int, tuple[int, ...]] | None = None) -> None:
     """An op known only as a lower bound (an opaque kernel) whose trace states its FLOPs or bytes:
     its expectation takes them in, so it is judged on max(bytes / memory roof, FLOPs / peak)."""
     from dataclasses import replace
