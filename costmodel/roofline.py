@@ -36,8 +36,8 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     compute_s = None if cost.flops is None else cost.flops / peak_s
     memory_s = None if cost.bytes is None else cost.bytes / hbm_s
     host_s, host_note = _host_link(cost, hw)
-    if host_s is not None and (memory_s is None or host_s > memory_s):
-        link = hw.interconnect.pcie_bytes_per_s
+    link = hw.interconnect.pcie_bytes_per_s  # _host_link gives no time without it
+    if host_s is not None and link is not None and (memory_s is None or host_s > memory_s):
         memory_s, level, level_bw, hbm_s = host_s, "host link", link, link.value
     reasons: list[str] = list(cost.notes) + ([host_note] if host_note else [])
     if cost.precision and cost.dtype == "f32" and hw.kind != "cpu":
