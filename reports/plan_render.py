@@ -4,15 +4,16 @@ markdown and HTML; the terminal renders the same rows in `terminal.py`."""
 from __future__ import annotations
 
 from html import escape
+from typing import Callable
 
 from . import quantities as qty
 
-_FORMAT = {"FLOP": qty.flops, "B": qty.nbytes, "s": qty.seconds}
+_FORMAT: dict[str, Callable[[object], str]] = {"FLOP": qty.flops, "B": qty.nbytes, "s": qty.seconds}
 _HEADER = ["Per step, per device", "Plan [napkin]", "Expected [model]", "Measured [trace]"]
 
 
 def _cells(row: dict) -> list[str]:
-    f = _FORMAT.get(row.get("unit"), str)
+    f = _FORMAT.get(str(row.get("unit")), str)
     return [str(row.get("quantity", "")), f(row.get("plan")), f(row.get("model")),
             f(row["measured"]) if row.get("measured") is not None else qty.UNKNOWN]
 

@@ -36,7 +36,7 @@ def ratio(row: dict) -> tuple[float, str] | None:
     known = {k: row[k] for k in ("plan", "model", "measured") if row.get(k)}
     if len(known) < 2:
         return None
-    hi, lo = max(known, key=known.get), min(known, key=known.get)
+    hi, lo = max(known, key=known.__getitem__), min(known, key=known.__getitem__)
     return known[hi] / known[lo], f"{hi} {known[hi] / known[lo]:.1f}x {lo}"
 
 
