@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +33,7 @@ class Options:
     allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
 
 
-def analyse_profile(path: str | os.PathLike, *, run: str | None = None, hardware: str | None = None,
+def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str | None = None,
                     source: dict | None = None, options: Options | dict | None = None,
                     pod: "PodSettings | None" = None) -> dict:
     """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
@@ -113,7 +112,7 @@ def attach_plan(report: dict, hw: Hardware) -> None:
         report["plan_vs_profile"] = table
 
 
-def analyse_hlo(path: str | os.PathLike, *, hardware: str | None = None, source: dict | None = None,
+def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict | None = None,
                 options: Options | dict | None = None, module: Module | None = None) -> dict:
     """Cost an HLO dump with no measurement: every op with its expected time (`module`: already read)."""
     from ..parsers.hlo_files import load_hlo_file

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import AuditError, InputError
+from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.xplane import SUFFIX
 from . import cluster, files
