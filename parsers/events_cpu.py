@@ -166,7 +166,9 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
     op_names = sorted(cols.ops, key=cols.ops.__getitem__)
     arrays = {
         "device": device, "program_id": _program_ids(cols.program),
-        "op": pd.Categorical.from_codes(np.asarray(cols.code, dtype=np.int32), categories=pd.Index(op_names)),
+        # dtype=str even when empty: a worker whose lines hold no op must union with the others.
+        "op": pd.Categorical.from_codes(np.asarray(cols.code, dtype=np.int32),
+                                        categories=pd.Index(op_names, dtype=str)),
         "start_ps": start, "dur_ps": dur, "self_ps": self_times(group, start, dur),
         "run_id": np.asarray(cols.run, dtype=np.int64),
     }

@@ -193,13 +193,17 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
         assert module.find(op) is not None, op
 
 
-def test_parallel_line_scan_gives_the_same_table(traces: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [None, 64])
+def test_parallel_line_scan_gives_the_same_table(traces: dict[str, Path], tmp_path: Path,
+                                                 workers: int | None) -> None:
     # GIVEN the serial reading of a trace
     serial = load_profile(traces["steps"]).hosts[0]
     # WHEN a process without JAX (forking is safe there) scans the /host:CPU lines in forked workers
+    # (64 of them: more than the lines that hold ops, so some workers find none)
     script = (
-        "import pickle, sys; from audit.parsers import events_cpu; from audit.parsers.profile import load_profile\n"
+        "import os, pickle, sys; from audit.parsers import events_cpu; from audit.parsers.profile import load_profile\n"
         "events_cpu.PARALLEL_MIN_EVENTS = 0\n"
+        + (f"os.cpu_count = lambda: {workers}\n" if workers else "") +
         "host = load_profile(sys.argv[1]).hosts[0]\n"
         "assert 'jax' not in sys.modules\n"
         "pickle.dump((host.events, host.steps), open(sys.argv[2], 'wb'))\n"
