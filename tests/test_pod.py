@@ -71,7 +71,11 @@ def test_pod_names_the_planted_straggler_first_with_its_ops(pod, capsys):
     assert len(times) == HOSTS
     copies = [t for h, t in times.items() if h != STRAGGLER and abs(t / times[STRAGGLER] - 1 / 1.5) < 0.05]
     assert copies and slowest["vs_median"] > 1.4
-    assert slowest["ops"] and all(op["ratio"] > 1.3 and op["excess_s"] > 0 for op in slowest["ops"])
+    # Its ops are judged against the median host, and half the hosts copy the other real capture,
+    # whose op times differ: an op the straggler's capture ran faster than the other one can sit
+    # anywhere between 1x and 1.5x that median. Its worst op carries the planted 1.5x.
+    assert slowest["ops"] and all(op["ratio"] > 1 and op["excess_s"] > 0 for op in slowest["ops"])
+    assert max(op["ratio"] for op in slowest["ops"]) > 1.3
     assert analysis["stragglers"][0]["slowest_host"] == STRAGGLER
     assert analysis["straggler_ratio_distribution"]["n"] > 0
     # The two processes serialize the same programs differently; the fingerprint sees one program.
