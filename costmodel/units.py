@@ -1,0 +1,142 @@
+"""Numbers with their units: the one formatter of the tool.
+
+Every number `audit` prints (report tables, the terminal, the reasons the cost model
+writes, `calc`, `plan`, `diff`) goes through here. Each formatter takes SI base units
+(seconds, bytes, FLOPs, FLOP/s, bytes/s) and returns three significant digits with a
+decimal prefix (GB = 1e9 bytes); an unknown value (`None`, NaN, inf) becomes `UNKNOWN`,
+never a zero. The HTML page's script formats table cells the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal, TypeGuard
+
+UNKNOWN = "—"
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps"))
+
+
+def known(value: object) -> TypeGuard[float]:
+    """True for a finite real number (not None, NaN, inf or a bool); the checker then treats it as a float."""
+    if value is None or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
+def _three_digits(value: float) -> str:
+    """Three significant digits: 1.23, 12.3, 123; general format outside [1, 1000)."""
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if magnitude < 1 or magnitude >= 1000:
+        return f"{value:.3g}"
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def seconds(value: object) -> str:
+    """A duration in s, ms, µs, ns or ps."""
+    if not known(value):
+        return UNKNOWN
+    v = float(value)
+    if v == 0:
+        return "0 s"
+    if abs(v) >= 1000:
+        return f"{v:,.0f} s"
+    for scale, unit in _TIME_UNITS:
+        if abs(v) >= scale:
+            return f"{_three_digits(v / scale)} {unit}"
+    return f"{_three_digits(v / 1e-12)} ps"
+
+
+def si(value: object, unit: str) -> str:
+    """A quantity with a decimal prefix: `si(2.5e12, "FLOP/s")` is "2.50 TFLOP/s"."""
+    if not known(value):
+        return UNKNOWN
+    v = float(value)
+    for scale, prefix in _PREFIXES:
+        if abs(v) >= scale:
+            return f"{_three_digits(v / scale)} {prefix}{unit}"
+    return f"{_three_digits(v)} {unit}" if v else f"0 {unit}"
+
+
+def nbytes(value: object) -> str:
+    return si(value, "B")
+
+
+def flops(value: object) -> str:
+    return si(value, "FLOP")
+
+
+def flops_per_s(value: object) -> str:
+    return si(value, "FLOP/s")
+
+
+def bytes_per_s(value: object) -> str:
+    return si(value, "B/s")
+
+
+def percent(value: object) -> str:
+    """A fraction (0.25) as a percentage ("25.0%")."""
+    if not known(value):
+        return UNKNOWN
+    return f"{100.0 * float(value):.1f}%"
+
+
+def intensity(value: object) -> str:
+    """Arithmetic intensity in FLOPs per byte."""
+    if not known(value):
+        return UNKNOWN
+    return f"{_three_digits(float(value))} FLOP/B"
+
+
+def human(value: object, unit: str) -> str:
+    """A quantity in prose: seconds for "s", an SI prefix for any other unit."""
+    return seconds(value) if unit == "s" else si(value, unit)
+
+
+def signed(value: object, fmt: Callable[[object], str]) -> str:
+    """A change with its sign: "+1.20 ms", "-3.00 GB", "0"."""
+    if not known(value):
+        return UNKNOWN
+    v = float(value)
+    return "0" if v == 0 else ("+" if v > 0 else "") + fmt(v)
+
+
+def ratio(value: object) -> str:
+    """A ratio as a factor: 1.5 -> "1.50x"."""
+    return f"{float(value):.2f}x" if known(value) else UNKNOWN
+
+
+def count(value: object) -> str:
+    """A whole number with thousands separators."""
+    if not known(value):
+        return UNKNOWN
+    return f"{int(float(value)):,}"
+
+
+Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "count", "bool"]
+"""The unit of a reported quantity; `text` and `bool` are not numbers."""
+
+
+def format_as(value: object, unit: Unit) -> str:
+    """Any reported value in its unit, as every renderer prints it."""
+    if unit == "text":
+        return "" if value is None else str(value)
+    if unit == "bool":
+        return UNKNOWN if value is None else ("yes" if value else "no")
+    return _BY_UNIT[unit](value)
+
+
+_BY_UNIT: dict[str, Callable[[object], str]] = {
+    "s": seconds, "FLOP": flops, "B": nbytes, "FLOP/s": flops_per_s, "B/s": bytes_per_s,
+    "FLOP/B": intensity, "fraction": percent, "count": count,
+}
