@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from .atomic import write_text
-from .errors import UsageError
+from .errors import ExitCode, UsageError
+
+if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
+    from .orchestration.pipeline import Options
+    from .reports.model import Report
+    from .reports.render import Renderer
 
 F = Callable[..., Any]
 
@@ -38,9 +43,11 @@ def output_options(f: F) -> F:
     return f
 
 
-def analysis_options(kwargs: dict) -> dict:
-    return {"min_efficiency": kwargs.get("min_efficiency", 0.5), "min_share": kwargs.get("min_share", 0.01),
-            "allow_smaller": kwargs.get("allow_smaller", False)}
+def analysis_options(kwargs: dict[str, Any]) -> Options:
+    """How the analysis judges ops, from --min-efficiency, --min-share and --allow-smaller."""
+    from .orchestration.pipeline import Options
+
+    return Options.from_flags(kwargs)
 
 
 def check_outputs(json_path: str | None, markdown_path: str | None, **_: Any) -> None:
@@ -49,35 +56,52 @@ def check_outputs(json_path: str | None, markdown_path: str | None, **_: Any) ->
         raise UsageError("--json - and --markdown - cannot both write to stdout")
 
 
-def emit(report: dict, *, json_path: str | None = None, csv_path: str | None = None,
-         html_path: str | None = None, markdown_path: str | None = None, top: int = 15,
-         quiet: bool = False, fail_on: int | None = None, **_: Any) -> int:
-    """Write every requested output atomically, print the summary, and return the exit code."""
-    from .reports.json_report import render_json
+def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str | None = None,
+                  html_path: str | None = None, markdown_path: str | None = None, top: int = 15,
+                  quiet: bool = False, **_: Any) -> None:
+    """Write every requested format of `doc` atomically ("-": stdout), then the terminal summary.
 
-    if html_path:
-        from .reports.html import render_html
+    The one output path of `run`, `inspect` and `diff`. The summary goes to stderr when
+    stdout carries JSON or markdown; messages always go to stderr.
+    """
+    from .reports.render import Format
+    from .reports.sections import RenderOptions
 
-        write_text(html_path, render_html(report))
-    if markdown_path:
-        from .reports.markdown import render_markdown
+    opts = RenderOptions(top=top, html_path=html_path)
+    paths = {Format.HTML: html_path, Format.MARKDOWN: markdown_path, Format.CSV: csv_path, Format.JSON: json_path}
+    for fmt, path in paths.items():
+        if path and fmt in doc.formats:
+            write_text(path, doc.render(fmt, opts))
+    if quiet:
+        return
+    click.echo(doc.render(Format.TERMINAL, opts), nl=False, err=json_path == "-" or markdown_path == "-")
+    for fmt, path in paths.items():
+        if path and path != "-" and fmt in doc.formats:
+            click.echo(f"Wrote {_LABEL[fmt.value]} report to {path}", err=True)
 
-        write_text(markdown_path, render_markdown(report, html_path=html_path))
-    if csv_path:
-        from .reports.csv_report import render_csv
 
-        write_text(csv_path, render_csv(report))
+_LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON"}
+
+
+def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:
+    """Write a report's outputs; exit 1 when more ops are flagged than `--fail-on N` allows."""
+    from .reports.render import ReportRenderer
+
+    write_outputs(ReportRenderer(report), **outputs)
+    flagged = report.summary.flagged_ops
+    if fail_on is not None and flagged > fail_on:
+        print(f"audit: {flagged} flagged ops exceed --fail-on {fail_on}", file=sys.stderr)
+        return ExitCode.GATE
+    return ExitCode.OK
+
+
+def write_result(result: dict[str, Any], json_path: str | None, text: Callable[[dict[str, Any]], list[str]]) -> None:
+    """`calc` and `plan`: the result as JSON to `json_path` ("-": stdout), else as text on stdout."""
+    import json
+
     if json_path:
-        write_text(json_path, render_json(report))
-    if not quiet:
-        from .reports.terminal import render_terminal
-
-        to_stderr = json_path == "-" or markdown_path == "-"
-        click.echo(render_terminal(report, top=top), nl=False, err=to_stderr)
-        for label, path in (("HTML", html_path), ("markdown", markdown_path), ("CSV", csv_path), ("JSON", json_path)):
-            if path and path != "-":
-                click.echo(f"Wrote {label} report to {path}", err=True)
-    if fail_on is not None and report["summary"]["flagged_ops"] > fail_on:
-        print(f"audit: {report['summary']['flagged_ops']} flagged ops exceed --fail-on {fail_on}", file=sys.stderr)
-        return 1
-    return 0
+        write_text(json_path, json.dumps(result, indent=2, sort_keys=True) + "\n")
+        if json_path != "-":
+            click.echo(f"Wrote {json_path}", err=True)
+        return
+    click.echo("\n".join(text(result)))

@@ -4,7 +4,9 @@
 - `ops/`: what an op costs (one handler per HLO opcode)
 - `network/`: where devices sit and what a collective costs there
 - `planner/`: the book's transformer planning math
+- `table/`: the per-op table, measured joined with expected, and each op's verdict
 - `records`: `OpCost` and `Expectation`, the records the model produces
-- `roofline`: expected time and verdict per op; `optable`: measured joined with expected
+- `roofline`: expected time per op; `schedule`: the step with asynchronous work overlapped
+- `units`: the one number formatter
 - `napkin`: `audit calc` on the same functions
 """

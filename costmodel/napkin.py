@@ -72,7 +72,7 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict[str, Any]:
         "memory_level": exp.memory_level, "memory_bytes_per_s": memory_rate(hw, read + written)[2],
         "memory_source": memory_rate(hw, read + written)[1].source,
         "compute_s": exp.compute_s, "memory_s": exp.memory_s,
-        "overhead_s": exp.details.get("overhead_s", 0.0),
+        "overhead_s": exp.overhead_s,
         "time_s": exp.expected_s, "bound_by": exp.bound_by, "notes": list(exp.reasons),
     }
 

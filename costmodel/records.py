@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
-from dataclasses import dataclass, field
+if TYPE_CHECKING:
+    from .network.collectives import CollectiveTime
 
-BOUNDS = ("compute", "memory", "collective", "latency", "unknown")
+Bound = Literal["compute", "memory", "collective", "latency", "unknown"]
+"""What limits an op: its FLOPs, its bytes, its collective, a fixed latency, or nothing known."""
+BOUNDS: tuple[Bound, ...] = get_args(Bound)
+Origin = Literal["model", "trace", "xla", "unknown"]
+"""Where an op's FLOPs or bytes came from: the cost model, the trace, XLA's cost analysis, or nowhere."""
 COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
 
@@ -44,7 +50,7 @@ class OpCost:
     transcendentals: float | None = 0.0
     comm_bytes: float = 0.0
     dtype: str = ""
-    provenance: str = "model"
+    provenance: Origin = "model"
     reason: str = ""
     collective: CollectiveInfo | None = None
     notes: tuple[str, ...] = ()
@@ -81,10 +87,13 @@ class Expectation:
     memory_s: float | None
     comm_s: float | None
     expected_s: float | None
-    bound_by: str  # one of BOUNDS
+    bound_by: Bound
     reasons: tuple[str, ...] = ()
     peak_flops_per_s: float | None = None
     peak_bytes_per_s: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
     # The memory level whose bandwidth judged the op: "L2", "Infinity Cache", "HBM", "DRAM"...
     memory_level: str = ""
+    # The fixed per-op overhead included in `expected_s` (0 for an op that launches nothing).
+    overhead_s: float = 0.0
+    # A collective placed on the topology: its hops, links and the terms of its time.
+    collective: CollectiveTime | None = None

@@ -8,13 +8,12 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import AuditError, UsageError
-from .network.collectives import CollectiveTime, collective_time, human
+from .network.collectives import CollectiveTime, collective_time
+from .units import human
 from .chips.hardware import LINK_NAMES, Hardware, Quantity
 from .chips.precision import matmul_peak
-from .records import Expectation, OpCost
+from .records import Bound, Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
 # Element size in bytes for the critical-batch rule: matmul intensity ~ 2B / bytes per element.
@@ -32,22 +31,19 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
         return Expectation(None, None, None, None, "unknown", (reason,))
     peak = flops_peak(cost, hw)
     peak_s = peak.value / max(hw.devices_per_chip, 1)
-    level, level_bw, hbm_s = memory_rate(hw, cost.bytes)
+    level, _, hbm_s = memory_rate(hw, cost.bytes)
     compute_s = None if cost.flops is None else cost.flops / peak_s
     memory_s = None if cost.bytes is None else cost.bytes / hbm_s
     host_s, host_note = _host_link(cost, hw)
     link = hw.interconnect.pcie_bytes_per_s  # _host_link gives no time without it
     if host_s is not None and link is not None and (memory_s is None or host_s > memory_s):
-        memory_s, level, level_bw, hbm_s = host_s, "host link", link, link.value
+        memory_s, level, hbm_s = host_s, "host link", link.value
     reasons: list[str] = list(cost.notes) + ([host_note] if host_note else [])
     if cost.precision and cost.dtype == "f32" and hw.kind != "cpu":
         reasons.append(f"priced at {human(peak.value, 'FLOP/s')} per chip: {peak.note}")
-    details: dict[str, Any] = {"peak_flops_source": peak.source, "hbm_source": hw.hbm_bytes_per_s.source,
-                     "memory_level": level, "memory_level_source": level_bw.source}
     comm, comm_reason = _collective(cost, hw, coords)
     comm_s = None if comm is None else comm.time_s
     if comm is not None:
-        details["collective"] = comm.to_json()
         reasons.extend(n for n in comm.notes if n)
     elif comm_reason:
         reasons.append(comm_reason)
@@ -55,14 +51,13 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     if launches_nothing(cost):
         overhead = 0.0
         reasons.append("launches nothing (no FLOPs, no bytes, no communication): costs nothing")
-    details["overhead_s"] = overhead
-    terms = {"compute": compute_s, "memory": memory_s, "collective": comm_s}
-    known = {k: v for k, v in terms.items() if v is not None}
+    terms: dict[Bound, float | None] = {"compute": compute_s, "memory": memory_s, "collective": comm_s}
+    known: dict[Bound, float] = {k: v for k, v in terms.items() if v is not None}
     if not known or (cost.collective is not None and comm_s is None):
         why = comm_reason or cost.reason or "neither FLOPs nor bytes are known"
         return Expectation(compute_s, memory_s, comm_s, None, "unknown", tuple(_dedupe(reasons + [why])),
-                           peak_s, hbm_s, details, memory_level=level)
-    bound = max(known, key=lambda k: known[k])
+                           peak_s, hbm_s, memory_level=level, overhead_s=overhead, collective=comm)
+    bound: Bound = max(known, key=lambda k: known[k])
     if bound == "collective" and comm is not None and comm.bound_by == "latency":
         bound = "latency"
     if overhead > known[max(known, key=lambda k: known[k])] or launches_nothing(cost):
@@ -74,7 +69,7 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     peak_bytes = comm.bandwidth_bytes_per_s if comm is not None and bound in ("collective", "latency") \
         else hbm_s
     return Expectation(compute_s, memory_s, comm_s, expected, bound, tuple(_dedupe(reasons)),
-                       peak_s, peak_bytes, details, memory_level=level)
+                       peak_s, peak_bytes, memory_level=level, overhead_s=overhead, collective=comm)
 
 
 def _host_link(cost: OpCost, hw: Hardware) -> tuple[float | None, str]:
@@ -219,19 +214,17 @@ def _memory_reasons(cost: OpCost, measured_s: float | None, hw: Hardware) -> lis
 
 
 def _comm_reason(expectation: Expectation, measured_s: float | None, hw: Hardware) -> str:
-    info = expectation.details.get("collective")
-    if not info:
+    comm = expectation.collective
+    if comm is None:
         return f"latency-bound: the fixed per-op overhead of {hw.name} dominates"
-    kind, moved = info["kind"], info["bytes_moved"]
     if expectation.bound_by == "latency":
-        return (f"latency-bound: {kind} of {human(info['bytes'], 'B')} over {info['hops']} hops "
-                f"(latency floor {human(info['latency_s'], 's')})")
-    achieved = moved / measured_s if measured_s else None
-    link = info["link"]
-    link = (hw.interconnect.scale_out_name if link == "dcn"
-            else LINK_NAMES.get(link, "host memory" if link == "memory" else link))
-    return (f"{kind} reached {human(achieved, 'B/s')} of {human(info['bandwidth_bytes_per_s'], 'B/s')} "
-            f"({link}, {info['group_size']} devices)")
+        return (f"latency-bound: {comm.kind} of {human(comm.volume_bytes, 'B')} over {comm.hops} hops "
+                f"(latency floor {human(comm.latency_s, 's')})")
+    achieved = comm.bytes_moved / measured_s if measured_s else None
+    link = (hw.interconnect.scale_out_name if comm.link == "dcn"
+            else LINK_NAMES.get(comm.link, "host memory" if comm.link == "memory" else comm.link))
+    return (f"{comm.kind} reached {human(achieved, 'B/s')} of {human(comm.bandwidth_bytes_per_s, 'B/s')} "
+            f"({link}, {comm.group_size} devices)")
 
 
 def _dedupe(items: list[str]) -> list[str]:

@@ -1,37 +1,31 @@
-"""Render an `audit diff` document: terminal text, a markdown PR comment, an embeddable HTML section."""
+"""An `audit diff` document (schema `audit.diff/v1`) in every format, by the same sections machinery
+as a report: the verdict and why, the program's changes, every run's median, the ops that moved."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
+from typing import Any
 
-from . import humanize as u
+from ..costmodel import units as u
+from .html import page, render_sections as html_sections
+from .markdown import render_sections as markdown_sections
+from .sections import RenderOptions, Section
+from .terminal import render_sections as terminal_sections
+from .text import md_table, md_text
 
-
-def _signed(value: float | None, fmt) -> str:
-    if value is None:
-        return "-"
-    return ("+" if value > 0 else "") + fmt(value) if value else "0"
+Diff = Mapping[str, Any]
 
 
 def _pct(change: float | None) -> str:
-    return "-" if change is None else f"{100 * change:+.1f}%"
+    return u.UNKNOWN if change is None else f"{100 * change:+.1f}%"
 
 
-def _md(text: object) -> str:
-    s = str(text)
-    for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
-        s = s.replace(ch, "\\" + ch)
-    return s
-
-
-def _lines(diff: dict, md: bool) -> list[str]:
+def _verdict_lines(diff: Diff) -> list[str]:
+    """The verdict and what it rests on, in plain sentences."""
     ct, me = diff["compile_time"], diff["measured"]
     t = ct["totals_per_step"]
-    out = []
-    verdict = "REGRESSION" if diff["regression"] else "no regression"
-    out.append(("**audit diff: " + verdict + "**") if md else f"audit diff: {verdict}")
-    for reason in diff["gates"]["tripped"]:
-        out.append(("- " if md else "  ") + reason)
+    out = [f"- {reason}" for reason in diff["gates"]["tripped"]]
     if me.get("available"):
         out.append(f"step time: {me.get('verdict', '-')} ({me.get('verdict_reason', '')})")
         out.append(f"step time (median, trace): {u.seconds(me['base_median_s'])} -> {u.seconds(me['head_median_s'])} "
@@ -41,23 +35,22 @@ def _lines(diff: dict, md: bool) -> list[str]:
         if me.get("weak"):
             out.append("weak comparison: one run a side measures no run-to-run variance; the interval is widened "
                        "by a fixed floor (repeat runs with `audit run --repeat N` for a real one)")
-        for unstable in me.get("unstable", []):
-            out.append(f"unstable {unstable['side']}: run {unstable['run']} of {unstable['runs']} "
-                       f"({unstable['source']}) median {u.seconds(unstable['median_s'])} is "
-                       f"{_pct(unstable['off_by'])} from its other runs ({u.seconds(unstable['others_median_s'])}); "
-                       f"the side's runs differ by {100 * unstable['spread']:.1f}%, their steps explain "
-                       f"{100 * unstable['allowed']:.1f}%")
+        for x in me.get("unstable", []):
+            out.append(f"unstable {x['side']}: run {x['run']} of {x['runs']} ({x['source']}) median "
+                       f"{u.seconds(x['median_s'])} is {_pct(x['off_by'])} from its other runs "
+                       f"({u.seconds(x['others_median_s'])}); more than ordinary run-to-run variation and its steps "
+                       f"explain ({100 * x['allowed']:.1f}%)")
     else:
         out.append(f"measured: not compared ({me.get('reason')})")
     if not ct["changed"]:
         out.append("program: unchanged (same ops, FLOPs, bytes and collectives per step) [model]")
     else:
         out.append("program changed, per step [model]: "
-                   f"FLOPs {_signed(t['flops']['delta'], u.flops)}, "
-                   f"bytes {_signed(t['bytes']['delta'], u.nbytes)}, "
-                   f"communicated {_signed(t['comm_bytes']['delta'], u.nbytes)}, "
-                   f"expected time {_signed(t['expected_s']['delta'], u.seconds)}"
-                   + (f", expected step with overlap {_signed(t['expected_step_s']['delta'], u.seconds)}"
+                   f"FLOPs {u.signed(t['flops']['delta'], u.flops)}, "
+                   f"bytes {u.signed(t['bytes']['delta'], u.nbytes)}, "
+                   f"communicated {u.signed(t['comm_bytes']['delta'], u.nbytes)}, "
+                   f"expected time {u.signed(t['expected_s']['delta'], u.seconds)}"
+                   + (f", expected step with overlap {u.signed(t['expected_step_s']['delta'], u.seconds)}"
                       if "expected_step_s" in t else ""))
     if ct.get("uncertain_pairs"):
         out.append(f"{ct['uncertain_pairs']} changed op(s) were paired by framework op or name only: "
@@ -65,7 +58,28 @@ def _lines(diff: dict, md: bool) -> list[str]:
     return out
 
 
-def _run_rows(diff: dict) -> list[tuple[str, str, str, str, str]]:
+def _title(diff: Diff) -> str:
+    return "audit diff: " + ("REGRESSION" if diff["regression"] else "no regression")
+
+
+def _unsure(r: Mapping[str, Any]) -> str:
+    return " [uncertain pairing]" if r.get("uncertain") else ""
+
+
+def _changes(diff: Diff, top: int) -> list[tuple[str, ...]]:
+    """(change, op, opcode, framework op, FLOPs per step, detail) of the program's changed, added and removed ops."""
+    ct = diff["compile_time"]
+    return ([("changed" + _unsure(r), r["name"], r["opcode"], r["framework_op"] or "-",
+              f"{u.flops(r['flops']['base'])} → {u.flops(r['flops']['head'])}",
+              f"shape {r['shape_base']} → {r['shape_head']}") for r in ct["changed_ops"][:top]]
+            + [("added", r["name"], r["opcode"], r["framework_op"] or "-", u.flops(r["flops"]),
+                f"comm {u.nbytes(r['comm_bytes'])}, expected {u.seconds(r['expected_s'])}")
+               for r in ct["added_ops"][:top]]
+            + [("removed", r["name"], r["opcode"], r["framework_op"] or "-", u.flops(r["flops"]),
+                f"comm {u.nbytes(r['comm_bytes'])}") for r in ct["removed_ops"][:top]])
+
+
+def _run_rows(diff: Diff) -> list[tuple[str, str, str, str, str]]:
     """(side, run, source, median step [trace], steps) for every run of both sides."""
     runs = diff["measured"].get("runs") or {}
     odd = {(x["side"], x["run"]) for x in diff["measured"].get("unstable", [])}
@@ -74,86 +88,94 @@ def _run_rows(diff: dict) -> list[tuple[str, str, str, str, str]]:
             for side in ("base", "head") for i, r in enumerate(runs.get(side, []), 1)]
 
 
-def _unsure(r: dict) -> str:
-    return " [uncertain pairing]" if r.get("uncertain") else ""
+def _moved(diff: Diff, top: int) -> list[tuple[str, str, str, str]]:
+    """(op, base, head, change) for ops whose measured time moved beyond noise [trace]."""
+    return [(r["name"], u.seconds(r["base_s"]), u.seconds(r["head_s"]), _pct(r["change"]))
+            for r in diff["measured"].get("changed_ops", [])[:top]]
 
 
-def render_diff_terminal(diff: dict, *, top: int = 10) -> str:
-    lines = _lines(diff, md=False)
-    ct = diff["compile_time"]
-    for r in ct["changed_ops"][:top]:
-        lines.append(f"  changed {r['name']} ({r['opcode']}, {r['framework_op'] or '-'}): FLOPs "
-                     f"{u.flops(r['flops']['base'])} -> {u.flops(r['flops']['head'])}; "
-                     f"shape {r['shape_base']} -> {r['shape_head']}{_unsure(r)}")
-    for r in ct["added_ops"][:top]:
-        lines.append(f"  added   {r['name']} ({r['opcode']}): {u.flops(r['flops'])}, comm {u.nbytes(r['comm_bytes'])}, "
-                     f"expected {u.seconds(r['expected_s'])}")
-    for r in ct["removed_ops"][:top]:
-        lines.append(f"  removed {r['name']} ({r['opcode']}): {u.flops(r['flops'])}, comm {u.nbytes(r['comm_bytes'])}")
-    run_rows = _run_rows(diff)
-    if len(run_rows) > 2:
-        lines += [f"  {side} run {run}: median step {med} over {n} steps [trace] ({src})"
-                  for side, run, src, med, n in run_rows]
-    for r in diff["measured"].get("changed_ops", [])[:top]:
-        lines.append(f"  slower/faster {r['name']}: {u.seconds(r['base_s'])} -> {u.seconds(r['head_s'])} "
-                     f"({_pct(r['change'])}) [trace]")
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="data"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+_CHANGE_HEAD = ("change", "op", "opcode", "framework op", "FLOPs per step", "detail")
+_RUN_HEAD = ("side", "run", "source", "median step", "steps")
+_MOVED_HEAD = ("op", "base [trace]", "head [trace]", "change")
+
+
+def _table(kind: str, diff: Diff, top: int) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """One of the diff's tables: its header and rows (an empty list when there is nothing to show)."""
+    rows: list[tuple[str, ...]]
+    if kind == "program":
+        return _CHANGE_HEAD, _changes(diff, top)
+    if kind == "runs":
+        rows = list(_run_rows(diff))
+        return _RUN_HEAD, rows if len(rows) > 2 else []  # one run a side: the verdict lines say it all
+    rows = list(_moved(diff, top))
+    return _MOVED_HEAD, rows
+
+
+def _text(kind: str) -> Callable[[Diff, RenderOptions], list[str] | None]:
+    def render(diff: Diff, opts: RenderOptions) -> list[str] | None:
+        _, rows = _table(kind, diff, opts.top)
+        if kind == "program":
+            return [f"  {c[0]:<8} {c[1]} ({c[2]}, {c[3]}): FLOPs {c[4]}; {c[5]}" for c in rows] or None
+        if kind == "runs":
+            return [f"  {side} run {run}: median step {med} over {n} steps [trace] ({src})"
+                    for side, run, src, med, n in rows] or None
+        return [f"  slower/faster {n}: {b} -> {h} ({c}) [trace]" for n, b, h, c in rows] or None
+    return render
+
+
+def _markdown(kind: str, title: str) -> Callable[[Diff, RenderOptions], list[str] | None]:
+    def render(diff: Diff, opts: RenderOptions) -> list[str] | None:
+        head, rows = _table(kind, diff, opts.top)
+        return [f"{title}:", ""] + md_table(head, [[md_text(c) for c in row] for row in rows]) if rows else None
+    return render
+
+
+def _html(kind: str) -> Callable[[Diff, RenderOptions], str | None]:
+    def render(diff: Diff, _: RenderOptions) -> str | None:
+        head, rows = _table(kind, diff, 25)
+        return _html_table(head, rows) if rows else None
+    return render
+
+
+def _verdict_markdown(diff: Diff, _: RenderOptions) -> list[str]:
+    return [ln if ln.startswith("-") else f"- {ln}" for ln in _verdict_lines(diff)]
+
+
+def _verdict_html(diff: Diff, _: RenderOptions) -> str:
+    return "".join(f"<p>{escape(ln.removeprefix('- '))}</p>" for ln in _verdict_lines(diff))
+
+
+DIFF_SECTIONS: Sequence[Section[Diff]] = (
+    Section("verdict", "Verdict", lambda d, _: _verdict_lines(d), _verdict_markdown, _verdict_html),
+    Section("program", "Program changes [model]", _text("program"), _markdown("program", "Program changes [model]"),
+            _html("program")),
+    Section("runs", "Per-run median step time [trace]", _text("runs"),
+            _markdown("runs", "Per-run median step time [trace]"), _html("runs")),
+    Section("timing", "Ops whose time moved [trace]", _text("timing"),
+            _markdown("timing", "Ops whose time moved [trace]"), _html("timing")),
+)
+
+
+def render_diff_terminal(diff: Diff, *, top: int = 10) -> str:
+    return "\n".join([_title(diff)] + terminal_sections(diff, DIFF_SECTIONS, RenderOptions(top=top))) + "\n"
+
+
+def render_diff_markdown(diff: Diff, *, top: int = 10, html_path: str | None = None) -> str:
+    lines = ["### audit diff", "", f"**{_title(diff)}**"]
+    lines += markdown_sections(diff, DIFF_SECTIONS, RenderOptions(top=top, html_path=html_path))
+    if html_path:
+        lines += ["", f"Full report: `{html_path.replace('`', '')}`"]
     return "\n".join(lines) + "\n"
 
 
-def render_diff_markdown(diff: dict, *, top: int = 10, html_path: str | None = None) -> str:
-    lines = _lines(diff, md=True)
-    out = ["### audit diff", ""] + [ln if ln.startswith(("-", "**")) else ln for ln in lines] + [""]
-    ct = diff["compile_time"]
-    rows = ([("changed" + _unsure(r), r["name"], r["opcode"], r["framework_op"],
-              f"{u.flops(r['flops']['base'])} → {u.flops(r['flops']['head'])}",
-              f"{r['shape_base']} → {r['shape_head']}") for r in ct["changed_ops"][:top]]
-            + [("added", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"]),
-                f"comm {u.nbytes(r['comm_bytes'])}, expected {u.seconds(r['expected_s'])}") for r in ct["added_ops"][:top]]
-            + [("removed", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"]),
-                f"comm {u.nbytes(r['comm_bytes'])}") for r in ct["removed_ops"][:top]])
-    if rows:
-        out += ["| change | op | opcode | framework op | FLOPs per step | detail |", "|---|---|---|---|---|---|"]
-        out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
-        out.append("")
-    run_rows = _run_rows(diff)
-    if len(run_rows) > 2:
-        out += ["Per-run median step time [trace]:", "", "| side | run | source | median step | steps |",
-                "|---|---|---|---|---|"]
-        out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in run_rows]
-        out.append("")
-    if html_path:
-        out.append(f"Full report: `{_md(html_path)}`")
-    return "\n".join(out) + "\n"
-
-
-def render_diff_html(diff: dict, *, top: int = 25) -> str:
-    """An HTML section (no <html>/<body>) that a report page can embed; every string escaped."""
-    lines = _lines(diff, md=False)
-    ct = diff["compile_time"]
-    parts = ['<section class="audit-diff"><h2>Diff</h2>']
-    parts += [f"<p>{escape(ln)}</p>" for ln in lines]
-    rows = ([("changed" + _unsure(r), r["name"], r["opcode"], r["framework_op"],
-              f"{u.flops(r['flops']['base'])} → {u.flops(r['flops']['head'])}") for r in ct["changed_ops"][:top]]
-            + [("added", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"])) for r in ct["added_ops"][:top]]
-            + [("removed", r["name"], r["opcode"], r["framework_op"], u.flops(r["flops"])) for r in ct["removed_ops"][:top]])
-    if rows:
-        parts.append("<table><thead><tr><th>change</th><th>op</th><th>opcode</th><th>framework op</th>"
-                     "<th>FLOPs per step</th></tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td>{escape(str(c or ''))}</td>" for c in row) + "</tr>" for row in rows]
-        parts.append("</tbody></table>")
-    run_rows = _run_rows(diff)
-    if len(run_rows) > 2:
-        parts.append("<h3>Per-run median step time [trace]</h3><table><thead><tr><th>side</th><th>run</th>"
-                     "<th>source</th><th>median step</th><th>steps</th></tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in run_rows]
-        parts.append("</tbody></table>")
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def render_diff_page(diff: dict) -> str:
-    """A standalone, self-contained page around the diff section."""
-    style = ("body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:70rem;color:#1d2430}"
-             "table{border-collapse:collapse}td,th{border-bottom:1px solid #dde;padding:.3rem .6rem;text-align:left}")
-    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>audit diff</title>"
-            f"<style>{style}</style></head><body>{render_diff_html(diff)}</body></html>\n")
+def render_diff_page(diff: Diff) -> str:
+    """A self-contained page: the report's style, no script."""
+    head = f'<header class="top"><p class="kicker">audit diff</p><h1>{escape(_title(diff))}</h1></header>'
+    footer = f"{escape(str(diff.get('schema', 'audit.diff/v1')))} · times in seconds · GB = 10<sup>9</sup> bytes"
+    return page(_title(diff), head, html_sections(diff, DIFF_SECTIONS, RenderOptions()), footer)

@@ -22,6 +22,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def render_json(report: dict) -> str:
-    """Serialize a report: sorted keys, no NaN (unknown values are null)."""
-    return json.dumps(_clean(report), sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+def render_json(doc: dict[str, Any]) -> str:
+    """Serialize a JSON document (a report, a diff): sorted keys, no NaN (unknown values are null)."""
+    return json.dumps(_clean(doc), sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"

@@ -10,14 +10,20 @@ can close the element or start markup.
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from . import quantities as qty
-from .rows import Column, op_columns, is_predicted
+from ..costmodel import units as qty
+from ..costmodel.table.columns import TABLE_COLUMNS, Column, for_report
+from ..costmodel.table.record import OpRecord
+from .model import Report
 
 # Characters that could end the script element or start markup, and the two
 # line separators that older JavaScript parsers reject inside strings.
 _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _TIP_FIELDS = ("category", "dtype", "devices", "measured_s_max", "comm_bytes")
+# The page's number formats (reports/assets/report.js), by the unit a column declares.
+_FMT = {"text": "text", "bool": "bool", "s": "time", "fraction": "pct", "FLOP": "flop", "FLOP/s": "flops",
+        "B": "bytes", "B/s": "bps", "FLOP/B": "fpb", "count": "int"}
 
 
 class _Strings:
@@ -42,36 +48,33 @@ def _number(value: object) -> float | int | None:
     return int(v) if v.is_integer() and abs(v) < 2**53 else float(f"{v:.4g}")
 
 
-def _cell(op: dict, col: Column, strings: _Strings) -> object:
-    value = op.get(col.key)
-    if col.fmt == "text":
+def _cell(op: OpRecord, col: Column, strings: _Strings) -> object:
+    value = col.value(op)
+    if col.unit == "text":
         return strings(value if value is not None else "")
-    if col.fmt == "bool":
+    if col.unit == "bool":
         return 1 if value else 0
     return _number(value)
 
 
-def _details(op: dict, strings: _Strings) -> list:
+def _details(op: OpRecord, strings: _Strings) -> list[Any]:
     """What the hover card shows beyond the table columns."""
-    reasons = op.get("reasons") or []
-    prov = op.get("provenance") or {}
+    prov = op.provenance.to_json()
     prov_text = ", ".join(f"{k}: {v}" for k, v in sorted(prov.items()) if v)
-    return [strings("; ".join(str(r) for r in reasons)), strings(op.get("suggestion") or ""),
-            strings(prov_text)] + \
-        [strings(op.get(f)) if f in ("category", "dtype") else _number(op.get(f)) for f in _TIP_FIELDS]
+    return [strings("; ".join(op.reasons)), strings(op.suggestion), strings(prov_text)] + \
+        [strings(getattr(op, f)) if f in ("category", "dtype") else _number(getattr(op, f)) for f in _TIP_FIELDS]
 
 
-def build_payload(report: dict) -> dict:
+def build_payload(report: Report) -> dict[str, Any]:
     """The page's data: columns, interned strings, one row per op, and the flagged keys in order."""
-    predicted = is_predicted(report)
-    columns = op_columns(predicted)
+    predicted = report.predicted
+    columns = for_report(TABLE_COLUMNS, predicted)
     strings = _Strings()
-    ops = report.get("ops") or []
-    rows = [[_cell(op, c, strings) for c in columns] for op in ops]
-    details = [_details(op, strings) for op in ops]
+    rows = [[_cell(op, c, strings) for c in columns] for op in report.ops]
+    details = [_details(op, strings) for op in report.ops]
     return {
         "predicted": predicted,
-        "columns": [{"key": c.key, "label": c.label, "fmt": c.fmt, "title": c.title} for c in columns],
+        "columns": [{"key": c.key, "label": c.label, "fmt": _FMT[c.unit], "title": c.title} for c in columns],
         "detail_fields": ["reasons", "suggestion", "provenance", *_TIP_FIELDS],
         "strings": strings.table,
         "rows": rows,

@@ -9,10 +9,13 @@ embedded JSON for the hover card.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from html import escape
+from typing import Any
 
-from . import quantities as qty
-from .rows import BOUNDS, plot_point
+from ..costmodel import units as qty
+from ..costmodel.table.record import OpRecord
+from .model import Report
 
 WIDTH, HEIGHT = 820, 440
 LEFT, RIGHT, TOP, BOTTOM = 84, 130, 18, 48
@@ -43,24 +46,44 @@ def _domain(values: list[float], pad_lo: float, pad_hi: float, min_decades: int)
     return 10.0 ** lo, 10.0 ** hi
 
 
-def main_dtype(report: dict) -> str | None:
+def op_time(op: OpRecord, predicted: bool) -> float | None:
+    """The op's time as the report states it: measured, or expected when predicted."""
+    return op.expected_s if predicted else op.measured_s
+
+
+def plot_point(op: OpRecord, predicted: bool) -> tuple[float, float, float] | None:
+    """(intensity FLOP/B, FLOP/s, time s) for the roofline chart, or None if it has no place there.
+
+    Measured reports use the achieved rate the analysis wrote; predicted ones use FLOPs over
+    expected time, which lies on the roof by construction.
+    """
+    x = op.intensity
+    t = op_time(op, predicted)
+    if x is None or x <= 0 or t is None or t <= 0:
+        return None
+    y = (op.flops / t if op.flops is not None else None) if predicted else op.achieved_flops_per_s
+    if y is None or y <= 0:
+        return None
+    return x, y, t
+
+
+def main_dtype(report: Report) -> str | None:
     """The dtype whose compute roof the chart draws solid: the one with most op time."""
-    peaks = (report.get("hardware") or {}).get("peak_flops_per_s") or {}
+    peaks: Mapping[str, Any] = report.hardware.get("peak_flops_per_s") or {}
     if not peaks:
         return None
     weight: dict[str, float] = {}
-    for op in report.get("ops") or []:
-        dtype = op.get("dtype")
-        t = op.get("measured_s") if qty.known(op.get("measured_s")) else op.get("expected_s")
-        if dtype in peaks and qty.known(t):
-            weight[dtype] = weight.get(dtype, 0.0) + float(t)
+    for op in report.ops:
+        t = op.measured_s if op.measured_s is not None else op.expected_s
+        if op.dtype in peaks and t is not None:
+            weight[op.dtype] = weight.get(op.dtype, 0.0) + t
     if weight:
         return max(weight, key=lambda d: weight[d])
     return "bf16" if "bf16" in peaks else max(peaks, key=lambda d: peaks[d])
 
 
-def _roofs(report: dict) -> tuple[dict[str, float], float | None, str | None]:
-    hw = report.get("hardware") or {}
+def _roofs(report: Report) -> tuple[dict[str, float], float | None, str | None]:
+    hw = report.hardware
     peaks = {k: float(v) for k, v in (hw.get("peak_flops_per_s") or {}).items() if qty.known(v) and v > 0}
     hbm = hw.get("hbm_bytes_per_s")
     return peaks, (float(hbm) if qty.known(hbm) and hbm > 0 else None), main_dtype(report)
@@ -153,7 +176,7 @@ def _roof_lines(peaks: dict[str, float], hbm: float | None, main: str | None,
     return out
 
 
-def roofline_svg(report: dict) -> tuple[str, int]:
+def roofline_svg(report: Report) -> tuple[str, int]:
     """The roofline chart as an SVG element, and how many ops it could not place.
 
     One circle per op that has both a positive arithmetic intensity and a
@@ -161,8 +184,8 @@ def roofline_svg(report: dict) -> tuple[str, int]:
     area is proportional to the op's time, colour is its bound, a ring marks
     flagged ops.
     """
-    predicted = bool((report.get("summary") or {}).get("predicted"))
-    ops = report.get("ops") or []
+    predicted = report.predicted
+    ops = report.ops
     points = [(i, p) for i, op in enumerate(ops) if (p := plot_point(op, predicted)) is not None]
     peaks, hbm, main = _roofs(report)
     xs = [p[0] for _, p in points] + ([peaks[main] / hbm] if hbm and main in peaks else [])
@@ -181,8 +204,7 @@ def roofline_svg(report: dict) -> tuple[str, int]:
     y_floor = 10.0 ** ya.lo
     for i, (x, y, t) in sorted(points, key=lambda ip: -ip[1][2]):
         op = ops[i]
-        bound = op.get("bound_by") if op.get("bound_by") in BOUNDS else "unknown"
-        cls = f"pt b-{bound}" + (" flag" if op.get("flagged") else "")
+        cls = f"pt b-{op.bound_by}" + (" flag" if op.flagged else "")
         parts.append(f'<circle class="{cls}" data-i="{i}" cx="{xa(x):.1f}" cy="{ya(max(y, y_floor)):.1f}" '
                      f'r="{_radius(t, t_max):.1f}"/>')
     parts.append("</g></svg>")

@@ -8,10 +8,12 @@ a step with many thousands of ops to a few hundred rectangles.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
-from . import quantities as qty
+from ..costmodel import units as qty
 
 KINDS = ("compute", "memory", "collective", "latency", "unknown", "idle")
 WIDTH, LABEL_W, LANE_H, GAP = 1000, 190, 14, 16
@@ -33,7 +35,7 @@ class _Block:
     name: str
 
 
-def _pixels(events: list[dict], t0: float, scale: float):
+def _pixels(events: list[Mapping[str, Any]], t0: float, scale: float) -> Iterator[tuple[str, int, float, float, str]]:
     """(kind, lane, x0_px, x1_px, name) for each event with a known start and duration."""
     for ev in events:
         raw_kind = ev.get("kind")
@@ -45,7 +47,7 @@ def _pixels(events: list[dict], t0: float, scale: float):
         yield kind, _lane(kind), x0, x0 + max(float(dur), 0.0) * scale, str(ev.get("name") or "")
 
 
-def _blocks(events: list[dict], t0: float, scale: float) -> dict[int, list[_Block]]:
+def _blocks(events: list[Mapping[str, Any]], t0: float, scale: float) -> dict[int, list[_Block]]:
     """Blocks per lane: ops a pixel or wider as they are; narrower ones binned per pixel column,
     each column drawn in its dominant kind, and touching columns of one kind joined."""
     lanes: dict[int, list[_Block]] = {0: [], 1: []}
@@ -68,7 +70,7 @@ def _blocks(events: list[dict], t0: float, scale: float) -> dict[int, list[_Bloc
     return lanes
 
 
-def _strip(strip: dict, y: float) -> list[str]:
+def _strip(strip: Mapping[str, Any], y: float) -> list[str]:
     t0, t1 = strip.get("start_s"), strip.get("end_s")
     if not (qty.known(t0) and qty.known(t1)) or float(t1) <= float(t0):
         return []
@@ -90,9 +92,9 @@ def _strip(strip: dict, y: float) -> list[str]:
     return out
 
 
-def timeline_svg(report: dict) -> str:
+def timeline_svg(timeline: Sequence[Mapping[str, Any]]) -> str:
     """The timeline strips as one SVG element, or a short note when the report has none."""
-    strips = [s for s in report.get("timeline") or [] if isinstance(s, dict)]
+    strips = [s for s in timeline if isinstance(s, Mapping)]
     if not strips:
         return '<p class="empty">No timeline: the profile has no per-step events.</p>'
     row_h = 2 * LANE_H + 2 + GAP

@@ -28,3 +28,12 @@ def shared_fixture(relative: str) -> Path:
 @pytest.fixture
 def fixture_path():
     return shared_fixture
+
+
+def render(report: dict, fmt: str) -> str:
+    """A JSON report read back and rendered in one format, as a report written earlier would be."""
+    from audit.reports.model import Report
+    from audit.reports.render import Format, ReportRenderer
+    from audit.reports.sections import RenderOptions
+
+    return ReportRenderer(Report.from_json(report)).render(Format(fmt), RenderOptions())

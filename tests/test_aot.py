@@ -22,7 +22,7 @@ def _require_libtpu():
 @pytest.fixture(scope="module")
 def allgather_v5e():
     _require_libtpu()
-    return predict_target(WORKLOADS / "book_allgather.py", [], "tpu-v5e:8x4")
+    return predict_target(WORKLOADS / "book_allgather.py", [], "tpu-v5e:8x4").to_json()
 
 
 def test_book_allgather_on_v5e_8x4_lands_between_theory_and_measurement(allgather_v5e):
@@ -56,7 +56,7 @@ def test_predicted_reports_say_so_and_carry_xla_estimate_and_memory_fit(allgathe
 def test_book_tpu_v2_sharded_matmul_predicts_95_6_ms():
     # Book ch. 9.2.4: 2*32*1024*8192*32768 / (23e12 * 8) = 95.6 ms predicted, 96 ms measured.
     _require_libtpu()
-    r = predict_target(WORKLOADS / "book_v2_matmul.py", [], "tpu-v2:2x2")
+    r = predict_target(WORKLOADS / "book_v2_matmul.py", [], "tpu-v2:2x2").to_json()
     dot = max(r["ops"], key=lambda o: o["flops"] or 0)
     assert dot["flops"] == pytest.approx(2 * 32 * 1024 * 8192 * 32768 / 8, rel=1e-9)
     assert dot["expected_s"] == pytest.approx(95.6e-3, rel=0.005)

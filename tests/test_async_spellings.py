@@ -73,7 +73,7 @@ def module_text(kind: str, spelling: str, rows: int = 8) -> str:
 def _report(tmp_path, kind: str, spelling: str, rows: int = 8, hardware: str = "h100:8") -> dict:
     path = tmp_path / f"{kind}-{spelling}-{rows}.hlo"
     path.write_text(module_text(kind, spelling, rows))
-    return analyse_hlo(path, hardware=hardware)
+    return analyse_hlo(path, hardware=hardware).to_json()
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
@@ -143,7 +143,7 @@ def test_send_recv_parses_with_xlas_own_parser():
 def test_send_recv_costs_what_the_permute_it_spells_costs(tmp_path, rows):
     path = tmp_path / "send_recv.hlo"
     path.write_text(send_recv_text(rows))
-    spelled = analyse_hlo(path, hardware="h100:8")
+    spelled = analyse_hlo(path, hardware="h100:8").to_json()
     sync = _report(tmp_path, "collective-permute", "sync", rows)["summary"]
     assert spelled["summary"]["unmodeled_ops"] == 0
     assert spelled["summary"]["expected_s"] == pytest.approx(sync["expected_s"], rel=1e-9)

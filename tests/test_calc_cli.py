@@ -51,8 +51,8 @@ def test_collective_wraparound_option(capsys):
 def test_terminal_output_labels_units(capsys):
     assert main(BOOK_GATHER) == 0
     text = capsys.readouterr().out
-    assert "expected time    559 us (collective-bound)" in text
-    assert "45 GB/s (without a wraparound)" in text
+    assert "expected time    559 µs (collective-bound)" in text
+    assert "45.0 GB/s (without a wraparound)" in text
     assert main(["calc", "matmul", "--m", "128", "--k", "8192", "--n", "8192"]) == 0
     text = capsys.readouterr().out
     assert "FLOP/B" in text and "memory-bound" in text and "TFLOP/s" in text

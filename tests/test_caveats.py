@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from conftest import render
 from jaxlib import _hlo
 
 from audit.cli import main
@@ -14,9 +16,6 @@ from audit.costmodel.chips.catalog import lookup
 from audit.costmodel.network.collectives import collective_time
 from audit.costmodel.network.topology import place_group
 from audit.orchestration.pipeline import analyse_hlo
-from audit.reports.html import render_html
-from audit.reports.markdown import render_markdown
-from audit.reports.terminal import render_terminal
 
 HLO = Path(__file__).resolve().parent / "data" / "hlo"
 CAVEATS = HLO / "caveats.hlo"  # 8 partitions; a while with a data-dependent exit; three opaque custom calls
@@ -38,7 +37,7 @@ def test_the_module_parses_with_xlas_own_parser():
 
 @pytest.fixture(scope="module")
 def report():
-    return analyse_hlo(CAVEATS, hardware="h100:8")
+    return analyse_hlo(CAVEATS, hardware="h100:8").to_json()
 
 
 def test_a_loop_without_a_trip_count_is_named_with_the_ops_it_holds(report):
@@ -56,7 +55,7 @@ def test_unknown_custom_calls_are_grouped_by_target(report):
 
 
 def test_every_format_carries_the_warnings(report):
-    for text in (render_terminal(report), render_markdown(report).replace("\\", ""), render_html(report)):
+    for text in (render(report, "terminal"), render(report, "markdown").replace("\\", ""), render(report, "html")):
         assert "no known trip count" in text
         assert "my_vendor_kernel x2" in text
 
@@ -99,15 +98,15 @@ def test_tpu_slices_are_joined_over_dcn():
 def test_the_hardware_line_shows_the_peak_that_priced_the_dot(tmp_path, chip):
     path = tmp_path / "dot.hlo"
     path.write_text(BF16_DOT)
-    r = analyse_hlo(path, hardware=chip)
+    r = analyse_hlo(path, hardware=chip).to_json()
     hw = lookup(chip)
     (used,) = r["hardware"]["peaks_used"]
     assert used["peak"] == "bf16" and used["flops_per_s"] == hw.peak_flops["bf16"].value and used["ops"] == 1
-    md = render_markdown(r)
+    md = render(r, "markdown")
     line = next(ln for ln in md.splitlines() if ln.startswith("**Hardware:**"))
     assert "bf16" in line and "1 ops" in line
-    assert "bf16" in render_terminal(r).splitlines()[1]
-    assert "priced 1 ops" in render_html(r)
+    assert "bf16" in render(r, "terminal").splitlines()[1]
+    assert "priced 1 ops" in render(r, "html")
 
 
 def test_the_summary_counts_unmodeled_ops_by_target(report):

@@ -43,7 +43,7 @@ def _capture(root: Path, *, width: int = F, shard_weights: bool = False, extra: 
         for i in range(STEPS):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 jax.block_until_ready(step(x, w1, w2))
-    return analyse_profile(root)
+    return analyse_profile(root).to_json()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ HLO = Path(__file__).resolve().parent / "data" / "hlo"
 def reports():
     # Head renames the f32[33] all-reduce to .4 and gives its old name to a new, unrelated
     # bf16[2,1,1,6144,16384] all-reduce; the dot reads a wider input under a new name.
-    return {side: analyse_hlo(HLO / f"diff_{side}.hlo", hardware="h100:4") for side in ("base", "head")}
+    return {side: analyse_hlo(HLO / f"diff_{side}.hlo", hardware="h100:4").to_json() for side in ("base", "head")}
 
 
 @pytest.mark.parametrize("side", ["base", "head"])

@@ -52,7 +52,7 @@ def test_fft_flops_are_5_n_log2_n_per_transform_in_text_and_proto():
 
 
 def test_an_fft_is_compute_or_memory_bound_never_free():
-    report = analyse_hlo(HLO / "fft.hlo", hardware="h100")
+    report = analyse_hlo(HLO / "fft.hlo", hardware="h100").to_json()
     for name in ("f", "i", "rf", "ir", "f2"):
         op = _ops(report)[name]
         assert op["flops"] > 0 and op["expected_s"] >= op["bytes"] / 3.35e12
@@ -61,7 +61,7 @@ def test_an_fft_is_compute_or_memory_bound_never_free():
 # --- TopK -----------------------------------------------------------------------------------
 
 def test_topk_custom_calls_cost_what_the_topk_op_costs():
-    report = analyse_hlo(HLO / "topk.hlo", hardware="h100")
+    report = analyse_hlo(HLO / "topk.hlo", hardware="h100").to_json()
     ops = _ops(report)
     assert report["summary"]["unmodeled_ops"] == 0
     comparisons = 1024 * 32768 * 3  # n log2(k), k = 8
@@ -74,7 +74,7 @@ def test_topk_custom_calls_cost_what_the_topk_op_costs():
 # --- host offload ---------------------------------------------------------------------------
 
 def test_a_copy_to_host_memory_takes_pcie_time_on_h100():
-    report = analyse_hlo(HLO / "host_offload.hlo", hardware="h100")
+    report = analyse_hlo(HLO / "host_offload.hlo", hardware="h100").to_json()
     ops = _ops(report)
     size = 32768 * 1024 * 4  # 128 MiB
     pcie = CATALOG["h100"].interconnect.pcie_bytes_per_s.value
@@ -90,7 +90,7 @@ def test_a_copy_to_host_memory_takes_pcie_time_on_h100():
 
 def test_the_host_link_is_the_chips_own():
     for chip in ("tpu-v6e", "tpu-v5e", "mi300x"):
-        op = _ops(analyse_hlo(HLO / "host_offload.hlo", hardware=chip))["out"]
+        op = _ops(analyse_hlo(HLO / "host_offload.hlo", hardware=chip).to_json())["out"]
         link = CATALOG[chip].interconnect.pcie_bytes_per_s
         assert op["expected_s"] >= 32768 * 1024 * 4 / link.value
 
@@ -107,7 +107,7 @@ def test_h100_f32_dot_default_and_tf32_price_at_tf32_highest_at_f32(tmp_path, fm
         path = tmp_path / "dot_precision.hlo.pb"
         path.write_bytes(_hlo.hlo_module_from_text((HLO / "dot_precision.hlo").read_text())
                          .as_serialized_hlo_module_proto())
-    ops = _ops(analyse_hlo(path, hardware="h100"))
+    ops = _ops(analyse_hlo(path, hardware="h100").to_json())
     peaks = CATALOG["h100"].peak_flops
     for name in ("default", "high", "tf32"):
         assert ops[name]["peak_flops_per_s"] == peaks["tf32"].value
@@ -119,7 +119,7 @@ def test_h100_f32_dot_default_and_tf32_price_at_tf32_highest_at_f32(tmp_path, fm
 
 
 def test_tpu_f32_dots_are_one_three_and_six_bf16_passes():
-    ops = _ops(analyse_hlo(HLO / "dot_precision.hlo", hardware="tpu-v5e"))
+    ops = _ops(analyse_hlo(HLO / "dot_precision.hlo", hardware="tpu-v5e").to_json())
     bf16 = CATALOG["tpu-v5e"].peak_flops["bf16"].value
     assert ops["default"]["peak_flops_per_s"] == bf16
     assert ops["high"]["peak_flops_per_s"] == pytest.approx(bf16 / 3)
@@ -129,13 +129,13 @@ def test_tpu_f32_dots_are_one_three_and_six_bf16_passes():
 
 
 def test_a_gpu_without_tf32_runs_f32_dots_at_the_f32_rate():
-    ops = _ops(analyse_hlo(HLO / "dot_precision.hlo", hardware="mi355x"))
+    ops = _ops(analyse_hlo(HLO / "dot_precision.hlo", hardware="mi355x").to_json())
     f32 = CATALOG["mi355x"].peak_flops["f32"].value
     for name in ("default", "high", "highest", "tf32", "true_f32"):
         assert ops[name]["peak_flops_per_s"] == f32
 
 
 def test_precision_never_changes_the_flops_only_the_peak():
-    ops = _ops(analyse_hlo(HLO / "dot_precision.hlo", hardware="h100"))
+    ops = _ops(analyse_hlo(HLO / "dot_precision.hlo", hardware="h100").to_json())
     assert {ops[n]["flops"] for n in ("default", "high", "highest", "tf32", "bf16_3x", "bf16_6x", "true_f32")} \
         == {FLOPS_8192}

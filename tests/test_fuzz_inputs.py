@@ -29,7 +29,7 @@ def _read_or_input_error(tmp_path, data: bytes, name: str = "m.xplane.pb") -> No
     path.write_bytes(data)
     start = time.perf_counter()
     try:
-        report = analyse_profile(path)
+        report = analyse_profile(path).to_json()
     except InputError as exc:
         assert str(exc).strip() and "\n" not in str(exc)
     else:

@@ -76,11 +76,11 @@ def test_a_real_accelerator_dump_without_hardware_exits_2_naming_it(capsys, dump
 def test_the_before_optimizations_dump_is_known_by_its_sibling(tmp_path):
     alone = tmp_path / "module_0016.jit_train_step.before_optimizations.hlo.pb"
     shutil.copy(shared_fixture(H100_BEFORE), alone)
-    report = analyse_hlo(alone)  # nothing says GPU any more: priced as this CPU, with a warning
+    report = analyse_hlo(alone).to_json()  # nothing says GPU any more: priced as this CPU, with a warning
     assert any("this machine's CPU" in w for w in report["warnings"])
     shutil.copy(shared_fixture(H100_DUMP), tmp_path / shared_fixture(H100_DUMP).name)
     with pytest.raises(InputError, match="NVIDIA GPU"):
-        analyse_hlo(alone)
+        analyse_hlo(alone).to_json()
 
 
 def test_with_hardware_the_gpu_dump_is_priced_on_that_gpu(capsys):
@@ -92,5 +92,5 @@ def test_with_hardware_the_gpu_dump_is_priced_on_that_gpu(capsys):
 def test_a_cpu_dump_is_still_priced_on_this_machine(tmp_path):
     path = tmp_path / "plain.hlo"
     path.write_text(PLAIN)
-    report = analyse_hlo(path)
+    report = analyse_hlo(path).to_json()
     assert report["hardware"]["kind"] == "cpu"

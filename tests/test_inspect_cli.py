@@ -30,7 +30,7 @@ def _inspect_json(capsys, *args: str) -> dict:
 def gemm_report():
     from audit.orchestration.pipeline import analyse_profile
 
-    return analyse_profile(shared_fixture("gpu-mi300x/gemm.xplane.pb"))
+    return analyse_profile(shared_fixture("gpu-mi300x/gemm.xplane.pb")).to_json()
 
 
 def test_json_report_follows_schema_v1(capsys):

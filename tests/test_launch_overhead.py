@@ -18,7 +18,7 @@ _NO_WORK = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "a
 @pytest.fixture(scope="module")
 def maxtext_h100():
     path = shared_fixture("gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb")
-    return analyse_hlo(path, hardware="h100:4")
+    return analyse_hlo(path, hardware="h100:4").to_json()
 
 
 def _wrapped(op: dict) -> bool:
@@ -75,3 +75,27 @@ def test_gpu_overhead_is_below_every_real_mi300x_kernel():
                      if not o["container"] and o["measured_s"] and o["occurrences"]]
     assert min(shortest) == pytest.approx(1.93e-6, rel=0.01)
     assert CATALOG["mi300x"].op_overhead_s.value < min(shortest)
+
+
+def test_an_overhead_longer_than_the_fastest_traced_op_is_capped_by_it(monkeypatch):
+    # GIVEN a real MI300X capture judged on a chip whose per-op overhead (say, calibrated on a busy
+    # machine) is longer than its fastest kernel
+    from dataclasses import replace
+
+    from audit.costmodel.chips import catalog, hardware
+    from audit.orchestration.pipeline import analyse_profile
+
+    slow = replace(CATALOG["mi300x"], op_overhead_s=hardware.Quantity(50e-6, "s", "calibrated", "a busy machine"))
+    monkeypatch.setitem(catalog.CATALOG, "mi300x", slow)
+    report = analyse_profile(shared_fixture("gpu-mi300x/elementwise.xplane.pb"), hardware="mi300x").to_json()
+    # THEN the overhead is the fastest kernel's time, and says where it came from
+    working = [o for o in report["ops"] if o["launches_work"] and not o["container"] and o["measured_s"]]
+    fastest = min(o["measured_s"] / o["occurrences"] for o in working)
+    assert report["hardware"]["op_overhead_s"] <= fastest * (1 + 1e-9)
+    assert any("capped" in n and "fastest op in the trace" in n for n in report["hardware"]["notes"])
+    # AND no op that launches work is expected to take longer than the overhead alone lets it:
+    # the fixed part of every expected time is at most what the quickest kernel took.
+    for o in working:
+        terms = [t for t in (o["compute_s"], o["memory_s"], o["comm_s"]) if t is not None]
+        per_run = (o["expected_s"] - max(terms)) / o["occurrences"]
+        assert per_run <= fastest * (1 + 1e-9)

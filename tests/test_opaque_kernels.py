@@ -64,7 +64,7 @@ def _only_op(report: dict) -> dict:
 
 
 def test_pallas_matmul_without_a_cost_estimate_is_judged_on_a_lower_bound(tmp_path):
-    report = analyse_profile(_pallas_profile(tmp_path))
+    report = analyse_profile(_pallas_profile(tmp_path)).to_json()
     assert report["hardware"]["name"] == "tpu-v6e"
     op = _only_op(report)
     assert op["occurrences"] == 3 and op["measured_s"] == pytest.approx(3 * 75.75e-6)
@@ -93,7 +93,7 @@ def test_pallas_matmul_without_a_cost_estimate_is_judged_on_a_lower_bound(tmp_pa
 
 
 def test_without_stated_flops_the_bytes_alone_bound_it(tmp_path):
-    report = analyse_profile(_pallas_profile(tmp_path, stated_flops=False))
+    report = analyse_profile(_pallas_profile(tmp_path, stated_flops=False)).to_json()
     op = _only_op(report)
     assert op["flops"] is None and op["provenance"]["flops"] == "unknown"
     assert op["compute_s"] is None and op["expected_s"] == pytest.approx(op["memory_s"]) and op["expected_s"] > 0
@@ -113,7 +113,7 @@ def _splash(report: dict) -> list[dict]:
 
 
 def test_mosaic_kernels_of_a_real_v6e_llama_step_with_their_cost_estimates():
-    report = analyse_hlo(shared_fixture(_LLAMA), hardware="tpu-v6e")
+    report = analyse_hlo(shared_fixture(_LLAMA), hardware="tpu-v6e").to_json()
     hw = CATALOG["tpu-v6e"]
     for o in _splash(report):
         assert o["provenance"]["flops"] == "xla" and o["lower_bound"] is None
@@ -126,7 +126,7 @@ def test_mosaic_kernels_of_a_real_v6e_llama_step_without_estimates_get_a_lower_b
     text = re.sub(r'"cost_estimate":\{[^}]*\},?', "", shared_fixture(_LLAMA).read_text())
     stripped = tmp_path / "module_0262.jit_train_step.after_optimizations.txt"
     stripped.write_text(text)
-    report = analyse_hlo(stripped, hardware="tpu-v6e")
+    report = analyse_hlo(stripped, hardware="tpu-v6e").to_json()
     hbm = CATALOG["tpu-v6e"].hbm_bytes_per_s.value
     q, kv = 4 * 32 * 8192 * 128, 4 * 8 * 8192 * 128  # elements of Q, and of K and V (8 KV heads)
     for o in _splash(report):
@@ -144,7 +144,7 @@ def test_mosaic_kernels_of_a_real_v6e_llama_step_without_estimates_get_a_lower_b
 def test_a_program_whose_only_op_is_unknown_expects_null_not_zero(tmp_path):
     hlo = tmp_path / "m.hlo"
     hlo.write_text('HloModule m\nENTRY e {\n  ROOT c = token[] custom-call(), custom_call_target="vendor_kernel"\n}\n')
-    report = analyse_hlo(hlo, hardware="tpu-v6e")
+    report = analyse_hlo(hlo, hardware="tpu-v6e").to_json()
     (op,) = report["ops"]
     assert op["expected_s"] is None and op["verdict"] == "unknown"
     s = report["summary"]

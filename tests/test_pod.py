@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import render
+
 from audit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,19 +178,16 @@ def test_unreachable_scheduler_is_one_line(pod, capsys):
 
 
 def test_pod_section_in_every_format_stays_short_and_names_the_straggler(pod, capsys):
-    from audit.reports.html import render_html
-    from audit.reports.markdown import render_markdown
-    from audit.reports.terminal import render_terminal
 
     report = _inspect(capsys, pod, "--cache", "")
-    text = render_terminal(report)
+    text = render(report, "terminal")
     pod_block = text[text.index("pod: 8 hosts"):]
     assert pod_block.splitlines()[2].split()[0] == STRAGGLER
-    md = render_markdown(report)
+    md = render(report, "markdown")
     md_pod = md[md.index("### Pod: 8 hosts"):].splitlines()
     header = next(i for i, line in enumerate(md_pod) if line.startswith("| slowest host |"))
     assert md_pod[header + 2].startswith(f"| {STRAGGLER} |")
-    html = render_html(report)
+    html = render(report, "html")
     assert 'id="sec-pod"' in html and STRAGGLER in html
     # Top-N, not a row per host: the section is the same size at 8 hosts as it would be at 1000.
     assert len([line for line in pod_block.splitlines() if line.startswith("    host-")]) <= 5

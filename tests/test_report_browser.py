@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from audit.orchestration.pipeline import analyse_profile
-from audit.reports.html import render_html
-from audit.reports.rows import plot_point
 from conftest import ROOT, shared_fixture
-from test_report_html import HOSTILE, sample_report
+from test_report_html import HOSTILE, plot_point, render_html, sample_report
 
 pytestmark = pytest.mark.browser
 
@@ -103,7 +101,7 @@ def assert_faithful(opened: Opened, report: dict) -> None:
 
 @pytest.mark.parametrize("capture", GPU_CAPTURES)
 def test_real_gpu_captures_open_clean(browser, tmp_path, capture):
-    report = analyse_profile(shared_fixture(f"gpu-mi300x/{capture}.xplane.pb"))
+    report = analyse_profile(shared_fixture(f"gpu-mi300x/{capture}.xplane.pb")).to_json()
     opened = open_report(browser, report, tmp_path)
     opened.assert_clean()
     assert_faithful(opened, report)
@@ -115,7 +113,7 @@ def test_real_gpu_captures_open_clean(browser, tmp_path, capture):
 ])
 def test_real_hlo_dumps_open_as_predictions(browser, tmp_path, dump, hardware):
     # Accelerator dumps need --hardware: they are never priced as this machine's CPU.
-    report = analyse_profile(shared_fixture(dump), hardware=hardware)
+    report = analyse_profile(shared_fixture(dump), hardware=hardware).to_json()
     assert report["summary"]["predicted"]
     opened = open_report(browser, report, tmp_path)
     opened.assert_clean()
@@ -128,7 +126,7 @@ def test_real_hlo_dumps_open_as_predictions(browser, tmp_path, dump, hardware):
 def cpu_report(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("cpu-profile")
     subprocess.run([sys.executable, "-c", PROGRAM, str(out)], check=True, timeout=120)
-    return analyse_profile(out)
+    return analyse_profile(out).to_json()
 
 
 def test_hostile_cpu_trace_runs_nothing_and_shows_names_as_text(browser, tmp_path, cpu_report):

@@ -11,16 +11,27 @@ from html.parser import HTMLParser
 import pytest
 from hypothesis import given, strategies as st
 
-from audit.reports import quantities as qty
-from audit.reports.html import render_html
+from audit.costmodel import units as qty
+from audit.costmodel.table.record import OpRecord
+from audit.reports import html
+from audit.reports.model import Report
 from audit.reports.payload import build_payload, script_json
-from audit.reports.rows import plot_point
-from audit.reports.timeline import timeline_svg
+from audit.reports.svg import plot_point as _plot_point
+from audit.reports.timeline_svg import timeline_svg
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "</script><script>alert(2)</script>",
            "a|b`c`\u2028<!--")
 BOUNDS = ("compute", "memory", "collective", "latency", "unknown")
 PEAK, HBM = 9.89e14, 3.35e12
+
+
+def render_html(report: dict) -> str:
+    """The page of a JSON report read back, as a report written earlier would be."""
+    return html.render_html(Report.from_json(report))
+
+
+def plot_point(op: dict, predicted: bool):
+    return _plot_point(OpRecord.from_json(op), predicted)
 
 
 def _op(i: int, rnd: random.Random, name: str) -> dict:
@@ -55,10 +66,11 @@ def sample_report(n_ops: int = 40, *, hostile: bool = False, predicted: bool = F
         o["share"] = o["measured_s"] / total
     by_bound = {b: sum(o["measured_s"] for o in ops if o["bound_by"] == b) for b in BOUNDS}
     flagged = sorted((o for o in ops if o["flagged"]), key=lambda o: -o["wasted_s"])
-    if predicted:
+    if predicted:  # nothing measured, so nothing flagged: flags compare measured with expected time
         for o in ops:
             o.update(measured_s=None, measured_s_max=None, efficiency=None, wasted_s=None, share=None,
-                     achieved_flops_per_s=None, achieved_bytes_per_s=None)
+                     achieved_flops_per_s=None, achieved_bytes_per_s=None, flagged=False, reasons=[], suggestion="")
+        flagged = []
     t = 0.0
     events = []
     for o in ops:
@@ -160,7 +172,7 @@ def test_hostile_strings_become_text_not_markup():
 
 def test_embedded_data_is_the_payload():
     report = sample_report(hostile=True)
-    assert embedded_data(render_html(report)) == json.loads(json.dumps(build_payload(report)))
+    assert embedded_data(render_html(report)) == json.loads(json.dumps(build_payload(Report.from_json(report))))
 
 
 @given(st.text())
@@ -223,8 +235,8 @@ def test_report_without_optional_sections_renders():
 def test_timeline_merges_sub_pixel_ops_but_keeps_their_time():
     events = [{"name": f"op{i}", "kind": "compute", "start_s": i * 1e-6, "dur_s": 1e-6} for i in range(10_000)]
     events.append({"name": "ar", "kind": "collective", "start_s": 0.002, "dur_s": 0.004})
-    svg = timeline_svg({"timeline": [{"device_class": "cpu", "device": 0, "step": 0, "start_s": 0.0,
-                                      "end_s": 0.01, "events": events}]})
+    svg = timeline_svg([{"device_class": "cpu", "device": 0, "step": 0, "start_s": 0.0, "end_s": 0.01,
+                         "events": events}])
     rects = [a for t, a in tags(svg) if t == "rect" and a["class"] == "k-compute"]
     assert len(rects) < 20
     plot_width = 800.0  # timeline.WIDTH - LABEL_W - 10

@@ -6,8 +6,14 @@ import re
 
 from hypothesis import given, strategies as st
 
-from audit.reports.markdown import MAX_FLAGGED, md_text, render_markdown
+from audit.reports import markdown
+from audit.reports.markdown import MAX_FLAGGED, md_text
+from audit.reports.model import Report
 from test_report_html import HOSTILE, sample_report
+
+
+def render_markdown(report: dict, html_path: str | None = None) -> str:
+    return markdown.render_markdown(Report.from_json(report), html_path=html_path)
 
 
 def _table_rows(text: str, first_header: str) -> list[list[str]]:

@@ -334,5 +334,5 @@ def test_reports_state_each_cache_roof_with_its_source(tmp_path):
     done = subprocess.run([sys.executable, "-m", "audit", "inspect",
                            str(shared_fixture("gpu-mi300x/gemm.xplane.pb")), "--markdown", str(md), "--top", "3"],
                           capture_output=True, text=True, check=True)
-    assert "HBM 5.3 TB/s [catalog], Infinity Cache 256 MB at 17.2 TB/s [catalog]" in done.stdout
+    assert "HBM 5.30 TB/s [catalog], Infinity Cache 256 MB at 17.2 TB/s [catalog]" in done.stdout
     assert "Infinity Cache 256 MB at 17.2 TB/s (catalog)" in md.read_text()

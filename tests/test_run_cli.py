@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import render
+
 from audit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,11 +171,9 @@ def test_default_run_profiles_the_bundled_training_step_on_8_devices(capsys):
         assert r["reasons"] and all(any(ch.isdigit() for ch in reason) for reason in r["reasons"])
     hbm = next(r for r in gaps if r["quantity"] == "HBM bytes per device")
     assert any(reason.startswith("f32 instead of bf16") for reason in hbm["reasons"])
-    from audit.reports.markdown import render_markdown
-    from audit.reports.sections import render_all
 
-    assert f"Why HBM bytes per device differs ({hbm['gap']})" in render_markdown(report)
-    assert "Why HBM bytes per device differs" in render_all(report)
+    assert f"Why HBM bytes per device differs ({hbm['gap']})" in render(report, "markdown")
+    assert "Why HBM bytes per device differs" in render(report, "html")
 
 
 @pytest.mark.slow

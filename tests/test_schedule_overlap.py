@@ -14,11 +14,7 @@ from audit.costmodel.schedule import walk_schedule
 from audit.orchestration.pipeline import analyse_hlo
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_text import parse_hlo_text
-from audit.reports.csv_report import render_csv
-from audit.reports.html import render_html
-from audit.reports.markdown import render_markdown
-from audit.reports.terminal import render_terminal
-from conftest import shared_fixture
+from conftest import render, shared_fixture
 
 # 4-way all-gather of 64 MiB (about 115 us over H100 NVLink) beside an 8192^3 bf16 dot (1.1 ms):
 # the dot is scheduled between the start and the done, so the gather hides behind it.
@@ -51,7 +47,7 @@ PARTIAL = HIDDEN.replace("x = bf16[8192,8192]{1,0} parameter(1)", "x = bf16[512,
 def report_for(tmp_path, text: str, name: str = "m.hlo") -> dict:
     path = tmp_path / name
     path.write_text(text)
-    return analyse_hlo(path, hardware="h100:4")
+    return analyse_hlo(path, hardware="h100:4").to_json()
 
 
 @pytest.mark.parametrize("text", [HIDDEN, EXPOSED, PARTIAL])
@@ -95,13 +91,13 @@ def test_a_short_window_hides_only_its_compute(tmp_path):
 def test_every_report_format_shows_both_steps(tmp_path):
     r = report_for(tmp_path, HIDDEN)
     step, total = r["summary"]["expected_step_s"], r["summary"]["expected_s"]
-    terminal = render_terminal(r)
+    terminal = render(r, "terminal")
     assert "with async overlap" in terminal and "1.11 ms" in terminal and "1.23 ms with none" in terminal
-    md = render_markdown(r)
+    md = render(r, "markdown")
     assert "Expected step (overlap)" in md and "Exposed comm" in md and "| 1.11 ms | 0 s |" in md
-    html = render_html(r)
+    html = render(r, "html")
     assert "Expected step with overlap" in html and "exposed communication 0 s" in html
-    rows = list(csv.DictReader(io.StringIO(render_csv(r))))
+    rows = list(csv.DictReader(io.StringIO(render(r, "csv"))))
     ags = next(row for row in rows if row["name"] == "ags")
     assert float(ags["exposed_s"]) == 0.0 and float(ags["hidden_s"]) > 0
     assert step < total
@@ -114,7 +110,7 @@ def test_maxtext_h100_step_hides_part_of_its_gathers():
     order = [i.name for i in module.sequence(module.entry)]
     assert module.is_scheduled and sorted(order) == sorted(i.name for i in module.entry_computation.instructions)
     assert order != [i.name for i in module.entry_computation.instructions]
-    r = analyse_hlo(path, hardware="h100:4")
+    r = analyse_hlo(path, hardware="h100:4").to_json()
     s = r["summary"]
     gathers = [c for c in r["collectives"] if c["kind"] == "all-gather" and c["exposed_s"] is not None]
     assert gathers and all(c["window_compute_s"] >= 0 and c["exposed_s"] >= 0 for c in gathers)

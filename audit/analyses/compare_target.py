@@ -9,23 +9,26 @@ appears on one side only, are listed as unmatched.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
+
+from ..reports.model import Report
 
 
-def _by_framework_op(report: dict, field: str, per_step: float) -> dict[str, dict]:
-    groups: dict[str, dict] = defaultdict(lambda: {"ops": [], "seconds": 0.0, "flops": 0.0})
-    for op in report["ops"]:
-        if op.get("container") or not op.get("framework_op"):
+def _by_framework_op(report: Report, field: str, per_step: float) -> dict[str, dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = defaultdict(lambda: {"ops": [], "seconds": 0.0, "flops": 0.0})
+    for op in report.ops:
+        if op.container or not op.framework_op:
             continue
-        g = groups[op["framework_op"]]
-        g["ops"].append(op["name"])
-        g["seconds"] += (op.get(field) or 0.0) / per_step
-        g["flops"] += (op.get("flops") or 0.0) / per_step
+        g = groups[op.framework_op]
+        g["ops"].append(op.name)
+        g["seconds"] += (getattr(op, field) or 0.0) / per_step
+        g["flops"] += (op.flops or 0.0) / per_step
     return groups
 
 
-def compare(cpu: dict, target: dict) -> dict:
+def compare(cpu: Report, target: Report) -> dict[str, Any]:
     """Per framework op and step: measured seconds on CPU, predicted seconds on the target."""
-    cpu_groups = _by_framework_op(cpu, "self_s", float(cpu["summary"].get("steps") or 1))
+    cpu_groups = _by_framework_op(cpu, "self_s", float(cpu.summary.steps or 1))
     target_groups = _by_framework_op(target, "expected_s", 1.0)
     rows = []
     for name in sorted(set(cpu_groups) & set(target_groups),
@@ -38,13 +41,13 @@ def compare(cpu: dict, target: dict) -> dict:
         "matched": rows,
         "cpu_only": sorted(set(cpu_groups) - set(target_groups)) + _unnamed(cpu, "self_s"),
         "target_only": sorted(set(target_groups) - set(cpu_groups)) + _unnamed(target, "expected_s"),
-        "cpu_hardware": cpu["hardware"]["name"], "cpu_steps": cpu["summary"].get("steps"),
+        "cpu_hardware": cpu.hardware["name"], "cpu_steps": cpu.summary.steps,
         "units": "seconds per step per device; CPU measured [trace], target predicted [model]",
     }
 
 
-def _unnamed(report: dict, field: str) -> list[str]:
+def _unnamed(report: Report, field: str) -> list[str]:
     """Ops that take time but name no framework op (copies, layout changes the compiler added)."""
-    return [o["name"] for o in report["ops"]
-            if not o.get("container") and not o.get("framework_op") and (o.get(field) or 0.0) > 1e-9
-            and o.get("launches_work", True) is not False]
+    return [o.name for o in report.ops
+            if not o.container and not o.framework_op and (getattr(o, field) or 0.0) > 1e-9
+            and o.launches_work is not False]

@@ -12,23 +12,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..costmodel.table.record import OpRecord
+from ..costmodel.units import human
+from ..reports.model import Report
+
 GAP = 2.0  # a row is explained when two of its values differ by more than this factor
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")
 
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
-
-
-def _human(value: float, unit: str) -> str:
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    if unit == "s":
-        for scale, prefix in ((1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-            if abs(value) >= scale:
-                return f"{value / scale:.3g} {prefix}s"
-    return f"{value:.3g} {unit}"
 
 
 def ratio(row: dict) -> tuple[float, str] | None:
@@ -40,44 +33,44 @@ def ratio(row: dict) -> tuple[float, str] | None:
     return known[hi] / known[lo], f"{hi} {known[hi] / known[lo]:.1f}x {lo}"
 
 
-def _is_matmul(op: dict) -> bool:
-    what = f"{op['opcode']} {op['category']} {op.get('custom_call_target') or ''}".lower()
+def _is_matmul(op: OpRecord) -> bool:
+    what = f"{op.opcode} {op.category} {op.custom_call_target}".lower()
     return any(w in what for w in _MATMUL_WORDS)
 
 
-def _bytes_reasons(ops: list[dict], steps: float, row: dict, main_memory: str) -> list[str]:
-    total = sum(o["bytes"] or 0.0 for o in ops)
+def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict, main_memory: str) -> list[str]:
+    total = sum(o.bytes or 0.0 for o in ops)
     if not total:
         return []
     out = []
-    f32 = sum(o["bytes"] or 0.0 for o in ops if o["dtype"] in ("f32", "f64"))
+    f32 = sum(o.bytes or 0.0 for o in ops if o.dtype in ("f32", "f64"))
     if f32 / total > 0.25:
-        out.append(f"f32 instead of bf16: {_human(f32 / steps, 'B')} ({_pct(f32, total)}) of the model's bytes "
+        out.append(f"f32 instead of bf16: {human(f32 / steps, 'B')} ({_pct(f32, total)}) of the model's bytes "
                    "are in f32/f64 ops; the plan counts 2 bytes per element")
-    unfused = [o for o in ops if o["opcode"] != "fusion" and not _is_matmul(o) and not o["comm_bytes"]
-               and o["bytes"]]
-    fused = [o for o in ops if o["opcode"] == "fusion" and not _is_matmul(o) and o["bytes"]]
-    moved = sum(o["bytes"] for o in unfused + fused)
+    unfused = [o for o in ops if o.opcode != "fusion" and not _is_matmul(o) and not o.comm_bytes
+               and o.bytes]
+    fused = [o for o in ops if o.opcode == "fusion" and not _is_matmul(o) and o.bytes]
+    moved = sum(o.bytes or 0.0 for o in unfused + fused)
     if moved / total > 0.25:
         out.append(f"activations through memory: {len(fused)} elementwise/reduction fusions and {len(unfused)} "
-                   f"unfused ops move {_human(moved / steps, 'B')} ({_pct(moved, total)}); the plan counts "
+                   f"unfused ops move {human(moved / steps, 'B')} ({_pct(moved, total)}); the plan counts "
                    "weights, gradients and optimizer state once and activations not at all")
-    cached = sum(o["bytes"] or 0.0 for o in ops if o.get("memory_level") not in (None, main_memory))
+    cached = sum(o.bytes or 0.0 for o in ops if o.memory_level not in (None, main_memory))
     if cached / total > 0.25:
-        out.append(f"cache-resident working sets: {_human(cached / steps, 'B')} ({_pct(cached, total)}) are in ops "
+        out.append(f"cache-resident working sets: {human(cached / steps, 'B')} ({_pct(cached, total)}) are in ops "
                    f"whose working set fits a cache, judged at its bandwidth, not {main_memory}'s")
     if row.get("plan") and row.get("model") and row["model"] > row["plan"]:
-        top = sorted(ops, key=lambda o: -(o["bytes"] or 0.0))[:3]
-        out.append("largest: " + ", ".join(f"{o['name']} {_human((o['bytes'] or 0.0) / steps, 'B')}" for o in top))
+        top = sorted(ops, key=lambda o: -(o.bytes or 0.0))[:3]
+        out.append("largest: " + ", ".join(f"{o.name} {human((o.bytes or 0.0) / steps, 'B')}" for o in top))
     return out
 
 
-def _flops_reasons(ops: list[dict], steps: float, row: dict) -> list[str]:
-    total = sum(o["flops"] or 0.0 for o in ops)
+def _flops_reasons(ops: list[OpRecord], steps: float, row: dict) -> list[str]:
+    total = sum(o.flops or 0.0 for o in ops)
     if not total:
         return []
-    other = sum(o["flops"] or 0.0 for o in ops if not _is_matmul(o))
-    out = [f"{_human(other / steps, 'FLOP')} ({_pct(other, total)}) of the model's FLOPs are outside matmuls "
+    other = sum(o.flops or 0.0 for o in ops if not _is_matmul(o))
+    out = [f"{human(other / steps, 'FLOP')} ({_pct(other, total)}) of the model's FLOPs are outside matmuls "
            "(elementwise, reductions, softmax); the plan counts matmuls only"]
     if row.get("plan") and row.get("model") and row["model"] > 1.3 * row["plan"]:
         out.append(f"the program does {row['model'] / row['plan']:.2f}x the plan's FLOPs: rematerialisation "
@@ -85,65 +78,64 @@ def _flops_reasons(ops: list[dict], steps: float, row: dict) -> list[str]:
     return out
 
 
-def _comm_reasons(ops: list[dict], steps: float, plan: dict) -> list[str]:
+def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict) -> list[str]:
     by_kind: dict[str, float] = defaultdict(float)
     for o in ops:
-        if o["comm_bytes"]:
-            info = (o.get("category") or o["opcode"]).replace("-start", "")
-            by_kind[info] += o["comm_bytes"]
+        if o.comm_bytes:
+            info = (o.category or o.opcode).replace("-start", "")
+            by_kind[info] += o.comm_bytes
     total = sum(by_kind.values())
     if not total:
         return []
     planned = {c["kind"] for c in plan.get("collectives", [])}
-    parts = ", ".join(f"{k} {_human(v / steps, 'B')} ({_pct(v, total)})"
+    parts = ", ".join(f"{k} {human(v / steps, 'B')} ({_pct(v, total)})"
                       for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1]))
     extra = sorted(k for k in by_kind if k not in planned)
     out = [f"the program's collectives: {parts}"]
     if extra:
         out.append(f"not in the plan ({', '.join(sorted(planned)) or 'none'}): "
-                   + ", ".join(f"{k} {_human(by_kind[k] / steps, 'B')}" for k in extra))
+                   + ", ".join(f"{k} {human(by_kind[k] / steps, 'B')}" for k in extra))
     return out
 
 
-def _time_reasons(report: dict, ops: list[dict], steps: float, plan: dict, row: dict,
+def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict, row: dict,
                   overhead_s: float) -> list[str]:
-    s = report["summary"]
+    s = report.summary
     out = []
     by: dict[str, float] = defaultdict(float)
     for o in ops:
-        if o["expected_s"]:
-            by[o["bound_by"]] += o["expected_s"]
+        if o.expected_s:
+            by[o.bound_by] += o.expected_s
     model_total = sum(by.values())
     if model_total and row.get("model") is not None:
         out.append("expected step by bound: " + ", ".join(
-            f"{k} {_human(v / steps, 's')} ({_pct(v, model_total)})" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
+            f"{k} {human(v / steps, 's')} ({_pct(v, model_total)})" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
         bound = plan.get("step_time_lower_bound_s") or {}
-        out.append("plan step: " + ", ".join(f"{k} {_human(v, 's')}" for k, v in bound.items() if k != "total" and v))
-    launches = sum(o["occurrences"] or 0.0 for o in ops if o.get("launches_work") and o["expected_s"] is not None)
+        out.append("plan step: " + ", ".join(f"{k} {human(v, 's')}" for k, v in bound.items() if k != "total" and v))
+    launches = sum(o.occurrences or 0.0 for o in ops if o.launches_work and o.expected_s is not None)
     if overhead_s and launches:
-        out.append(f"per-op overhead: {launches / steps:.0f} op launches x {_human(overhead_s, 's')} = "
-                   f"{_human(launches * overhead_s / steps, 's')} per step, which the plan does not count")
+        out.append(f"per-op overhead: {launches / steps:.0f} op launches x {human(overhead_s, 's')} = "
+                   f"{human(launches * overhead_s / steps, 's')} per step, which the plan does not count")
     if row.get("measured") is not None:
         measured = row["measured"]
-        unjudged = sum(o["self_s"] or 0.0 for o in ops if o.get("verdict") == "not judged") / steps
+        unjudged = sum(o.self_s or 0.0 for o in ops if o.verdict == "not judged") / steps
         if unjudged:
-            out.append(f"not judged: {_human(unjudged, 's')} per step ({_pct(unjudged, measured)} of the measured "
+            out.append(f"not judged: {human(unjudged, 's')} per step ({_pct(unjudged, measured)} of the measured "
                        "step) in ops whose time is a wait (collectives between simulated devices)")
-        wasted = sum(o["wasted_s"] or 0.0 for o in ops if o.get("verdict") != "not judged") / steps
+        wasted = sum(o.wasted_s or 0.0 for o in ops if o.verdict != "not judged") / steps
         if wasted:
-            out.append(f"slower than expected: judged ops take {_human(wasted, 's')} per step beyond their "
+            out.append(f"slower than expected: judged ops take {human(wasted, 's')} per step beyond their "
                        f"expected time ({_pct(wasted, measured)} of the measured step)")
-        if s.get("idle_s"):
-            idle = s["idle_s"] / steps
-            out.append(f"idle: {_human(idle, 's')} per step with no op running ({_pct(idle, measured)})")
+        if s.idle_s:
+            idle = s.idle_s / steps
+            out.append(f"idle: {human(idle, 's')} per step with no op running ({_pct(idle, measured)})")
     return out
 
 
-def explain(table: dict, report: dict, main_memory: str, overhead_s: float) -> None:
+def explain(table: dict, report: Report, main_memory: str, overhead_s: float) -> None:
     """Add `gap` and `reasons` to each row of `table` whose values differ by more than 2x."""
-    ops = [o for o in report["ops"] if not o.get("container")]
-    predicted = report["summary"].get("predicted")
-    steps = 1.0 if predicted else float(report["summary"].get("steps") or 1)
+    ops = report.timed_ops
+    steps = 1.0 if report.predicted else float(report.summary.steps or 1)
     plan = table.get("plan") or {}
     for row in table.get("rows", []):
         found = ratio(row)

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
+from ..reports.model import Report
 from .plan_gaps import explain
 
 
-def _per_step(report: dict, field: str) -> float | None:
-    ops = [o for o in report["ops"] if not o.get("container")]
-    values = [o.get(field) for o in ops]
+def _per_step(report: Report, field: str) -> float | None:
+    ops = report.timed_ops
+    values = [getattr(o, field) for o in ops]
     if not ops or all(v is None for v in values):
         return None
-    steps = report["summary"].get("steps") or 1
-    return sum(v or 0.0 for v in values) / steps
+    return sum(v or 0.0 for v in values) / (report.summary.steps or 1)
 
 
-def plan_vs_profile(report: dict, config: dict, hw: Hardware) -> dict | None:
+def plan_vs_profile(report: Report, config: dict[str, Any], hw: Hardware) -> dict[str, Any] | None:
     """Rows of (quantity, plan, model, measured) per device per step; None without a model config."""
     from ..costmodel.planner.workload import plan_for_config
 
@@ -26,11 +28,10 @@ def plan_vs_profile(report: dict, config: dict, hw: Hardware) -> dict | None:
         plan = plan_for_config(config, hw)
     except InputError as exc:
         return {"error": str(exc), "rows": []}
-    steps = report["summary"].get("steps") or 1
-    predicted = report["summary"].get("predicted")
-    expected_all = report["summary"]["expected_s"]
-    expected_step = None if expected_all is None else expected_all / (1 if predicted else steps)
-    measured_step = None if predicted else report["summary"]["step_time_s"].get("median")
+    steps = report.summary.steps or 1
+    expected_all = report.summary.expected_s
+    expected_step = None if expected_all is None else expected_all / (1 if report.predicted else steps)
+    measured_step = None if report.predicted else report.summary.step_time_s.median
     rows = [
         {"quantity": "FLOPs per device", "unit": "FLOP",
          "plan": plan["flops_per_step_per_device"], "model": _per_step(report, "flops"), "measured": None},

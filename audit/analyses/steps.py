@@ -1,4 +1,4 @@
-"""Analyses over the per-op table and the step events: each returns plain data for the report."""
+"""Steps, idle time and the timeline from the step and op events: each returns plain data for the report."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ import statistics
 import numpy as np
 import pandas as pd
 
-from ..costmodel.records import BOUNDS
-
 PS = 1e-12
-# Ops that only contain or wait for other ops: their time is their children's, not their own.
-# An async-start is not one: it carries the cost of the ops it wraps (costmodel.ops.control),
-# which cost nothing themselves, so it counts once in every total like any other op.
-CONTAINER_OPCODES = {"while", "call", "conditional", "async-update", "async-done"}
 
 
 def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict]:
@@ -89,16 +83,6 @@ def _busy_in_windows(starts: np.ndarray, ends: np.ndarray, ws: np.ndarray, we: n
     lo = np.where(has, np.clip(ws - ms[np.minimum(first, ms.size - 1)], 0, None), 0)
     hi = np.where(has, np.clip(me[np.maximum(last - 1, 0)] - we, 0, None), 0)
     return np.where(has, busy - lo - hi, 0)
-
-
-def time_by_bound(ops: list[dict]) -> dict:
-    """Measured self time per device split by what bounds each op."""
-    out = {b: 0.0 for b in BOUNDS}
-    for op in ops:
-        if op["self_s"] is None or op["opcode"] in CONTAINER_OPCODES:
-            continue
-        out[op["bound_by"] if op["bound_by"] in out else "unknown"] += op["self_s"]
-    return out
 
 
 def timeline(steps: pd.DataFrame, events: pd.DataFrame, kind_of: dict[tuple[int, str], str],

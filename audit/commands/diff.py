@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from ..atomic import write_text
+from typing import Any
+
 from ..analyses.diffing import Gates, diff_reports
-from ..errors import InputError, UsageError
+from ..errors import ExitCode, InputError, UsageError
 
 
 def _percent(value: str | None) -> float | None:
@@ -25,8 +26,10 @@ def _percent(value: str | None) -> float | None:
     return number / 100.0
 
 
-def load_side(path: Path, hardware: str | None) -> dict:
-    """A JSON report written by this tool, or anything `audit inspect` accepts."""
+def load_side(path: Path, hardware: str | None) -> dict[str, Any]:
+    """One run, as the JSON report `audit diff` compares: a report this tool wrote, or anything
+    `audit inspect` accepts, analysed now. (The diff reads the JSON contract, so a report written
+    by an earlier version compares the same.)"""
     from ..parsers.inputs import open_input
 
     opened = open_input(path)
@@ -35,8 +38,8 @@ def load_side(path: Path, hardware: str | None) -> dict:
     from ..orchestration.pipeline import analyse_hlo, analyse_profile
 
     if opened.module is not None:
-        return analyse_hlo(path, hardware=hardware, module=opened.module)
-    return {**analyse_profile(path, hardware=hardware), "run_source": str(path)}
+        return analyse_hlo(path, hardware=hardware, module=opened.module).to_json()
+    return analyse_profile(path, hardware=hardware).attach("run_source", str(path)).to_json()
 
 
 def side_paths(spec: str) -> list[Path]:
@@ -58,7 +61,7 @@ def side_paths(spec: str) -> list[Path]:
     return paths
 
 
-def load_runs(spec: str, hardware: str | None) -> list[dict]:
+def load_runs(spec: str, hardware: str | None) -> list[dict[str, Any]]:
     return [load_side(p, hardware) for p in side_paths(spec)]
 
 
@@ -86,21 +89,13 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
     a fixed floor and labelled weak. Verdicts: regression (exit 1), improvement, no change,
     inconclusive (exit 0 unless --strict).
     """
-    from ..reports.diff_render import (render_diff_markdown, render_diff_page,
-                                       render_diff_terminal)
-    from ..reports.json_report import render_json
+    from ..outputs import check_outputs, write_outputs
+    from ..reports.render import DiffRenderer
 
-    if json_path == "-" and markdown_path == "-":
-        raise UsageError("--json - and --markdown - cannot both write to stdout")
+    check_outputs(json_path, markdown_path)
     gates = Gates(fail_on=_percent(fail_on), fail_on_flops=fail_on_flops, fail_on_comm_bytes=fail_on_comm_bytes,
                   strict=strict)
     diff = diff_reports(load_runs(base, hardware), load_runs(head, hardware), gates)
-    if json_path:
-        write_text(json_path, render_json(diff))
-    if markdown_path:
-        write_text(markdown_path, render_diff_markdown(diff, html_path=html_path))
-    if html_path:
-        write_text(html_path, render_diff_page(diff))
-    if not quiet:
-        click.echo(render_diff_terminal(diff), nl=False, err=json_path == "-" or markdown_path == "-")
-    return 1 if diff["regression"] else 0
+    write_outputs(DiffRenderer(diff), json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+                  top=10, quiet=quiet)
+    return ExitCode.GATE if diff["regression"] else ExitCode.OK

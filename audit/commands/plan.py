@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import click
 
-from ..atomic import write_text
 from ..costmodel.chips.catalog import lookup
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
 from ..errors import UsageError
-from ..reports.humanize import nbytes, seconds
+from ..outputs import write_result
+from ..reports.plan_text import model_text, serve_text, train_text
 
 _SHAPE_FLAGS = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab")
 _DTYPES = click.Choice(["f32", "bf16", "f16", "fp8", "int8", "int4"])
@@ -62,85 +61,6 @@ def _hardware(spec: str, chips: int | None) -> tuple[Any, int]:
     return hw, n
 
 
-def _emit(result: dict, json_path: str | None, text: Callable[[dict], list[str]]) -> None:
-    if json_path:
-        write_text(json_path, json.dumps(result, indent=2, sort_keys=True))
-        if json_path != "-":
-            click.echo(f"Wrote {json_path}", err=True)
-        return
-    click.echo("\n".join(text(result)))
-
-
-def _g(value: float) -> str:
-    return f"{value:.3g}"
-
-
-def model_text(r: dict) -> list[str]:
-    p = r["params"]
-    act = r["activation_bytes_per_token"]
-    lines = [f"model {r['config']['name']}: {_g(p['total'])} parameters ({_g(p['active'])} active per token)"]
-    lines += [f"  {k:<11}{_g(p[k]):>10}  {100 * p[k] / p['total']:5.1f}%" for k in ("attention", "mlp", "embeddings", "norms")]
-    lines += [f"FLOPs per token at seq {r['seq']}: forward {_g(r['forward_flops_per_token'])} FLOP, "
-              f"training {_g(r['training_flops_per_token'])} FLOP (6N = {_g(r['six_n_flops_per_token'])})",
-              f"attention FLOPs overtake the matmuls beyond seq {r['attention_crossover_seq']:.0f} tokens",
-              f"KV cache: {nbytes(r['kv_bytes_per_token'])} per token in {r['kv_dtype']}",
-              f"saved activations per token: {nbytes(act['no_remat'])} without remat, "
-              f"{nbytes(act['remat'])} with {act['checkpoints_per_layer']:g} checkpoint(s) per layer"]
-    return lines
-
-
-def train_text(r: dict) -> list[str]:
-    s, m = r["setup"], r["memory_bytes"]
-    lines = [f"train {r['model']['name']} on {s['chips']} x {r['hardware']['name']}: "
-             f"{_g(s['tokens'])} tokens, {_g(s['batch_tokens'])} tokens per batch",
-             f"total {_g(r['total_flops'])} FLOP; {r['time_s'] / 86400:.1f} days ({seconds(r['time_s'])}) "
-             f"at {100 * s['mfu']:.0f}% MFU",
-             f"memory: params {nbytes(m['params'])}, optimizer {nbytes(m['optimizer'])}, activations "
-             f"{nbytes(m['activations'])} = {nbytes(m['total'])}; at least {r['min_chips_by_memory']} chips",
-             f"{'strategy':<9}{'degrees':<26}{'T_math/T_comms':>15}{'crit. tok/chip':>15}{'mem/chip':>11}  bound"]
-    for row in r["strategies"]:
-        deg = ",".join(f"{k}={v}" for k, v in row["degrees"].items())
-        crit = "-" if row["critical_batch_per_chip"] is None else f"{row['critical_batch_per_chip']:.0f}"
-        fits = "" if row["fits"] else " (does not fit)"
-        if not row.get("feasible", True):
-            fits += " (degrees not allowed for this model)"
-        lines.append(f"{row['strategy']:<9}{deg:<26}{row['ratio']:>15.2f}{crit:>15}"
-                     f"{nbytes(row['memory_per_chip_bytes']):>11}  {row['bound']}{fits}")
-    lines.append(f"batch per chip {r['strategies'][0]['batch_per_chip']:.0f} tokens")
-    lines.append(f"recommendation: {r['recommendation']['reason']}")
-    return lines
-
-
-def serve_text(r: dict) -> list[str]:
-    s, m, d = r["setup"], r["memory_bytes"], r["decode"]
-    fit = "fits" if r["fits"] else "does NOT fit"
-    lines = [f"serve {r['model']['name']} on {s['chips']} x {r['hardware']['name']}: batch {s['batch']}, "
-             f"context {s['context']}, params {s['param_dtype']}, KV {s['kv_dtype']}",
-             f"memory: params {nbytes(m['params'])} + KV {nbytes(m['kv_cache'])} = {nbytes(m['total'])} "
-             f"of {nbytes(r['hbm_bytes'])}: {fit}; largest batch {r['max_batch']}; smallest slice "
-             f"{r['smallest_slice']['topology']} ({r['smallest_slice']['chips']} chips)",
-             f"decode step >= {seconds(d['step_s'])} (KV {seconds(d['kv_load_s'])} + max(weights "
-             f"{seconds(d['weight_load_s'])}, FLOPs {seconds(d['flops_s'])})), {d['bound_by']}-bound; "
-             f"{d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.1f} tokens/s/chip"]
-    mp = r["model_parallel"]
-    if mp:
-        lines.append(f"model parallel {mp['model_parallel_degree']}-way: ICI-bound beyond "
-                     f"{mp['max_degree_compute_bound']:.0f} (compute-bound) / {mp['max_degree_memory_bound']:.0f} "
-                     f"(memory-bound) ways; {'ICI-bound' if mp['ici_bound'] else 'not ICI-bound'} here")
-        if mp.get("degree_note"):
-            lines.append(f"  {mp['degree_note']}")
-    if r["prefill"]:
-        p = r["prefill"]
-        lines.append(f"prefill {p['tokens']} tokens at {100 * s['mfu']:.0f}% MFU: {seconds(p['time_s'])} "
-                     f"(matmuls alone {seconds(p['matmul_s'])})")
-    lines.append(f"{'batch':>6}{'memory':>11}{'step':>11}{'tokens/s':>11}{'tok/s/chip':>12}  bound")
-    for row in r["latency_table"]:
-        mark = "" if row["fits"] else "  (does not fit)"
-        lines.append(f"{row['batch']:>6}{nbytes(row['memory_bytes']):>11}{seconds(row['step_s']):>11}"
-                     f"{row['tokens_per_s']:>11.0f}{row['tokens_per_s_per_chip']:>12.1f}  {row['bound_by']}{mark}")
-    return lines
-
-
 @click.group("plan")
 def command() -> None:
     """Predict parameters, FLOPs, memory and step times of a transformer (book ch. 4-8)."""
@@ -155,7 +75,7 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
               checkpoints_per_layer: float, **flags: Any) -> None:
     """Parameters, FLOPs per token, KV cache and activation bytes."""
     cfg = build_model(model_name, **flags)
-    _emit(model_summary(cfg, seq, dtype, checkpoints_per_layer), json_path, model_text)
+    write_result(model_summary(cfg, seq, dtype, checkpoints_per_layer), json_path, model_text)
 
 
 @command.command("train")
@@ -173,7 +93,7 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips)
     setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer)
-    _emit(plan_train(cfg, setup, hw), json_path, train_text)
+    write_result(plan_train(cfg, setup, hw), json_path, train_text)
 
 
 @command.command("serve")
@@ -194,4 +114,4 @@ def serve_cmd(model_name: str | None, json_path: str | None, batch: int, context
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips)
     setup = ServeSetup(batch, context, n, param_dtype, kv_dtype, compute_dtype, prefill_tokens, mfu)
-    _emit(plan_serve(cfg, setup, hw), json_path, serve_text)
+    write_result(plan_serve(cfg, setup, hw), json_path, serve_text)

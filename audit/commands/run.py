@@ -12,6 +12,7 @@ from ..outputs import analysis_options, check_outputs, emit, output_options
 from ..child.capture import Progress
 from ..errors import ExitCode, InputError, UsageError
 from ..orchestration.runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
+from ..reports.model import Report
 
 DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices
 
@@ -116,16 +117,15 @@ def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | No
                 return run_code
             code = code or run_code
             path = run_report_path(kwargs["json_path"], i)
-            write_text(path, render_json({**report, "run_source": str(path)}))
+            write_text(path, render_json(report.attach("run_source", str(path)).to_json()))
             reports.append((path, report))
-    medians = [statistics.median(s["time_s"] for s in r["steps"]) if r.get("steps") else float("inf")
-               for _, r in reports]
+    medians = [statistics.median(s["time_s"] for s in r.steps) if r.steps else float("inf") for _, r in reports]
     middle = sorted(range(repeat), key=lambda i: medians[i])[(repeat - 1) // 2]
-    combined = {**reports[middle][1],
-                "runs": [{"source": str(p), "steps": [s["time_s"] for s in r.get("steps", [])]} for p, r in reports],
-                "repeat": {"runs": repeat, "representative_run": middle + 1,
-                           "note": "ops, steps and timeline are those of the representative run (the median "
-                                   "median step); `runs` lists every run's step times [trace]"}}
+    combined = reports[middle][1].attach(
+        "runs", [{"source": str(p), "steps": [s["time_s"] for s in r.steps]} for p, r in reports]).attach(
+        "repeat", {"runs": repeat, "representative_run": middle + 1,
+                   "note": "ops, steps and timeline are those of the representative run (the median "
+                           "median step); `runs` lists every run's step times [trace]"})
     emitted = emit(combined, **kwargs)
     return code if code != ExitCode.OK else emitted
 
@@ -179,7 +179,7 @@ def _predict(script: Path, args: list[str], target: str, out: Path | None, kwarg
     return emit(report, **kwargs)
 
 
-def _with_target(cpu_report: dict, req: RunRequest, target: str, kwargs: dict) -> dict:
+def _with_target(cpu_report: Report, req: RunRequest, target: str, kwargs: dict) -> Report:
     """The target's predicted report, with this CPU run's measurement beside it per framework op."""
     from ..analyses.compare_target import compare
     from ..invocation import command_line
@@ -188,5 +188,4 @@ def _with_target(cpu_report: dict, req: RunRequest, target: str, kwargs: dict) -
     with Progress(kwargs["quiet"]).phase(f"compiling for {target} ahead of time"):
         report = predict_target(req.script, req.args, target, options=analysis_options(kwargs),
                                 command=command_line())
-    report["cpu_comparison"] = compare(cpu_report, report)
-    return report
+    return report.attach("cpu_comparison", compare(cpu_report, report))

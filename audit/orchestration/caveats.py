@@ -6,9 +6,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from collections.abc import Sequence
+from typing import Any
+
 from ..costmodel.chips.hardware import Hardware
+from ..costmodel.table.record import OpRecord
 from ..errors import UsageError
 from ..parsers.hlo_model import Module
+
 
 def capacity(hw: Hardware) -> int | None:
     """Devices the named topology holds (None when no topology was named)."""
@@ -48,53 +53,53 @@ def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict]]:
             f"counted once per run and the expected time is a lower bound: {listed}"], loops
 
 
-def unmodeled_list(ops: list[dict]) -> list[dict]:
+def unmodeled_list(ops: Sequence[OpRecord]) -> list[OpRecord]:
     """Ops without a cost model of their own: no expectation at all, or only a lower bound."""
-    return [o for o in ops if not o["container"] and (o["expected_s"] is None or o.get("lower_bound")
-                                                       or o["provenance"]["flops"] == "unknown")]
+    return [o for o in ops if not o.container and (o.expected_s is None or o.lower_bound
+                                                    or o.provenance.flops == "unknown")]
 
 
-def unmodeled_groups(ops: list[dict]) -> dict[str, int]:
+def unmodeled_groups(ops: Sequence[OpRecord]) -> dict[str, int]:
     """How many ops have no cost model, by opcode (custom calls by `custom-call TARGET`)."""
-    return dict(Counter(f"{o['opcode']} {o['custom_call_target']}" if o.get("custom_call_target") else o["opcode"]
+    return dict(Counter(f"{o.opcode} {o.custom_call_target}" if o.custom_call_target else o.opcode
                         for o in unmodeled_list(ops)).most_common())
 
 
-def unmodeled_warning(ops: list[dict]) -> str | None:
+def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
     """Ops with no cost model, grouped by what they are (custom calls by target)."""
     unmodeled = unmodeled_list(ops)
     if not unmodeled:
         return None
     groups = Counter(unmodeled_groups(ops))
     kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
-    names = ", ".join(o["name"] for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
-    bounded = sum(1 for o in unmodeled if o["expected_s"] is not None)
+    names = ", ".join(o.name for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
+    bounded = sum(1 for o in unmodeled if o.expected_s is not None)
     how = (f"{bounded} judged against a lower bound (the bytes their operands and results hold, "
            f"FLOPs where the trace states them), {len(unmodeled) - bounded} listed as unknown"
            if bounded else "listed as unknown")
     return f"{len(unmodeled)} op(s) have no cost model, {how}: {kinds} (e.g. {names})"
 
 
-def not_judged_warning(ops: list[dict]) -> str:
+def not_judged_warning(ops: Sequence[OpRecord]) -> str:
     """Measured ops whose expected time means nothing here, grouped by why."""
-    why = Counter(o["reasons"][0] if o["reasons"] else "" for o in ops)
+    why = Counter(o.reasons[0] if o.reasons else "" for o in ops)
     parts = "; ".join(f"{n} {reason.split(':')[0]}" for reason, n in why.most_common())
     return (f"{len(ops)} measured op(s) are not judged and not counted in the roofline fraction ({parts}); "
             "each says why")
 
 
-def peaks_used(ops: list[dict], hw: Hardware) -> list[dict]:
+def peaks_used(ops: Sequence[OpRecord], hw: Hardware) -> list[dict[str, Any]]:
     """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows)."""
     share = max(hw.devices_per_chip, 1)
-    used: dict[float, dict] = {}
+    used: dict[float, dict[str, Any]] = {}
     for o in ops:
-        rate = o.get("peak_flops_per_s")
-        if o["container"] or not rate or not o["flops"]:
+        rate = o.peak_flops_per_s
+        if o.container or not rate or not o.flops:
             continue
         entry = used.setdefault(rate, {"flops_per_s": rate * share, "ops": 0, "flops": 0.0, "dtypes": set()})
         entry["ops"] += 1
-        entry["flops"] += o["flops"]
-        entry["dtypes"].add(o["dtype"] or "?")
+        entry["flops"] += o.flops
+        entry["dtypes"].add(o.dtype or "?")
     out = []
     for _rate, entry in sorted(used.items(), key=lambda kv: -kv[1]["flops"]):
         key = next((k for k, q in hw.peak_flops.items()

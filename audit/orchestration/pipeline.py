@@ -1,51 +1,60 @@
-"""The one place that runs parsers -> cost model -> analyses and assembles the JSON report."""
+"""The one place that runs parsers -> cost model -> analyses and builds the report."""
 
 from __future__ import annotations
 
-import datetime as _dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..analyses.steps import CONTAINER_OPCODES, step_table, step_time_stats, time_by_bound
+import pandas as pd
+
+from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.optable import (OpRow, Thresholds, build_rows, measure, safe_ratio, static_rows,
-                                 with_trace_costs)
 from ..costmodel.records import Expectation, OpCost
+from ..costmodel.schedule import windows_by_op
+from ..costmodel.table.join import Joined, join_measured, join_static, measure
+from ..costmodel.table.judge import Thresholds, judge_table
+from ..costmodel.table.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
-from ..costmodel.schedule import windows_by_op
-from .caveats import (check_partitions, loop_caveats, not_judged_warning, peaks_used, unmodeled_groups,
-                      unmodeled_list, unmodeled_warning)
-from .overlap import attach_overlap
-from .report_rows import collective_rows, host_summary, op_dicts
+from ..reports.model import Report, StepTimes
+from .assemble import assemble
+from .caveats import check_partitions, loop_caveats
 
 if TYPE_CHECKING:
     from ..pod.reduce import PodSettings
 
-SCHEMA = "audit.report/v1"
-
 
 @dataclass(frozen=True)
 class Options:
+    """How the analysis judges ops, from the command's options."""
+
     thresholds: Thresholds = Thresholds()
     allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
 
+    @classmethod
+    def from_flags(cls, flags: dict[str, Any] | None) -> Options:
+        """From the `min_efficiency`, `min_share` and `allow_smaller` command options."""
+        flags = flags or {}
+        return cls(thresholds=Thresholds(**{k: v for k, v in flags.items() if k in ("min_efficiency", "min_share")}),
+                   allow_smaller=bool(flags.get("allow_smaller", False)))
+
+
+DEFAULT_OPTIONS = Options()
+
 
 def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str | None = None,
-                    source: dict | None = None, options: Options | dict | None = None,
-                    pod: "PodSettings | None" = None) -> dict:
+                    source: dict[str, Any] | None = None, options: Options = DEFAULT_OPTIONS,
+                    pod: PodSettings | None = None) -> Report:
     """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
-    return the JSON report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
+    return its report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
     from ..parsers.inputs import open_input
     from ..pod.files import is_url
 
-    opts = _options(options)
     if not is_url(path):
         opened = open_input(path, accept=("profile", "hlo"))
         if opened.kind == "hlo":
-            return analyse_hlo(path, hardware=hardware, source=source, options=opts, module=opened.module)
+            return analyse_hlo(path, hardware=hardware, source=source, options=options, module=opened.module)
     from ..pod.reduce import reduce_profile
 
     profile = reduce_profile(path, run=run, settings=pod)
@@ -58,77 +67,63 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     hw = _hardware(hardware, profile.platform, profile.device_stats)
     modules, names = profile.modules, profile.module_names
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
-    smaller = check_partitions(hw, hardware, devices, opts.allow_smaller)
-    costs, expectations = cost_programs(modules, hw, devices)
+    warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
+    costs = cost_modules(modules, devices)
+    hw = overhead_within_trace(hw, events, costs)
+    expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
-    rows = build_rows(per_op, modules, names, costs, expectations)
-    with_trace_costs(rows, hw)
-    step_list = step_table(steps, events)
-    warnings = list(profile.warnings) + smaller
-    missing = sorted({names.get(r.program_id, str(r.program_id)) for r in rows
-                      if r.program_id not in modules})
+    joined = join_measured(per_op, modules, names, costs, expectations, hw)
+    missing = sorted({names.get(r.program_id, str(r.program_id)) for r in joined if r.program_id not in modules})
     if missing:
         warnings.append(f"no HLO in the profile for program(s) {', '.join(missing)}: their ops are "
                         "measured but not costed")
-    ops = op_dicts(rows, hw, opts.thresholds, per_device)
-    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations,
-                                                                    shared_stream=hw.kind == "gpu"))
-    warnings += step_warnings
-    overlap = {k: v for k, v in profile.overlapped.items() if k in {o["name"] for o in ops if o["comm_bytes"]}}
-    kind_of = {(o["program_id"], o["name"]): o["bound_by"] for o in ops}
+    walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
+    comm_names = {r.name for r in joined if r.cost is not None and r.cost.comm_bytes}
+    ops = judge_table(joined, hw, options.thresholds, per_device=per_device, walks=walks,
+                      overlapped={k: v for k, v in profile.overlapped.items() if k in comm_names})
+    step_list = step_table(steps, events)
+    kind_of = {(o.program_id, o.name): o.bound_by for o in ops}
     device_names = {(h.host, d): n for h in hosts for d, n in h.device_names.items()}
-    report = _assemble(
-        ops=ops, hw=hw, warnings=warnings, predicted=False,
-        summary_extra={
-            "devices": devices, "hosts": len(hosts), "steps": len(step_list),
-            "step_time_s": step_time_stats(step_list),
-            "idle_s": profile.idle_seconds(),
-            "step_source": hosts[0].step_source,
-            "platform": profile.platform,
-            **step_fields,
-        },
+    st = step_time_stats(step_list)
+    report = assemble(
+        ops=ops, hw=hw, warnings=warnings, overlap=step_overlap(ops, walks), devices=devices, hosts=len(hosts),
+        steps=step_list, step_time=StepTimes(st["min"], st["median"], st["max"]), idle_s=profile.idle_seconds(),
+        step_source=hosts[0].step_source, platform=profile.platform,
         source={"kind": "xplane", "paths": profile.paths, "workload": None, "command": None,
-                "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run,
-                **(source or {})},
-        steps=step_list,
-        collectives=collective_rows(ops, overlap),
+                "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
         timeline=profile.timeline(kind_of, device_names),
     )
     if len(hosts) > 1:
-        from ..pod.analyses import pod_analyses
+        from ..pod.analyses import host_summary, pod_analyses
 
-        report["hosts"] = host_summary(per_device, step_list, hosts)
-        report["pod"] = pod_analyses(per_device, ops, step_list, hosts)
-    attach_plan(report, hw)
-    return report
+        report = report.attach("hosts", host_summary(per_device, step_list, hosts))
+        report = report.attach("pod", pod_analyses(per_device, ops, step_list, hosts))
+    return attach_plan(report, hw)
 
 
-def attach_plan(report: dict, hw: Hardware) -> None:
+def attach_plan(report: Report, hw: Hardware) -> Report:
     """For a workload that states its model config, put the book's plan beside the audit."""
     from ..analyses.plan_vs_profile import plan_vs_profile
 
-    table = plan_vs_profile(report, (report.get("source") or {}).get("config") or {}, hw)
-    if table is not None:
-        report["plan_vs_profile"] = table
+    table = plan_vs_profile(report, report.source.get("config") or {}, hw)
+    return report if table is None else report.attach("plan_vs_profile", table)
 
 
-def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict | None = None,
-                options: Options | dict | None = None, module: Module | None = None) -> dict:
+def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
+                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> Report:
     """Cost an HLO dump with no measurement: every op with its expected time (`module`: already read)."""
+    from ..costmodel.ops.module import device_count
     from ..parsers.hlo_files import load_hlo_file
 
-    opts = _options(options)
     module = module if module is not None else load_hlo_file(path)
     warnings: list[str] = []
     if hardware is None:
         _refuse_accelerator_without_hardware(module, str(path))
         warnings.append("no --hardware given: expected times are for this machine's CPU")
     hw = _hardware(hardware, "cpu", {})
-    from ..costmodel.ops.module import device_count
-
-    warnings += check_partitions(hw, hardware, device_count(module), opts.allow_smaller)
+    warnings += check_partitions(hw, hardware, device_count(module), options.allow_smaller)
     return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
-                           warnings=warnings, options=opts)
+                           warnings=warnings, options=options)
 
 
 def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
@@ -151,66 +146,67 @@ def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
                           f"{example}")
 
 
-def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict, warnings: list[str],
-                    options: Options, devices: int | None = None, predicted: bool = True,
-                    coords: dict[int, tuple] | None = None) -> dict:
+def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[str, Any], warnings: list[str],
+                    options: Options, devices: int | None = None,
+                    coords: dict[int, tuple[int, ...]] | None = None) -> Report:
     """A predicted report for modules that were compiled but not run (HLO dumps, AOT targets).
 
     `coords` maps device ids to physical coordinates when the compile knows them, so
     collectives are placed on the real torus.
     """
-    costs, expectations = cost_programs(modules, hw, devices, coords)
-    rows: list[OpRow] = []
+    costs = cost_modules(modules, devices)
+    expectations = expect_all(costs, hw, coords)
+    joined: list[Joined] = []
     for pid, module in modules.items():
-        rows.extend(static_rows(module, pid, costs.get(pid, {}), expectations, devices or 0))
-    ops = op_dicts(rows, hw, options.thresholds, None)
-    step_fields, step_warnings = attach_overlap(ops, windows_by_op(modules, costs, expectations,
-                                                                    shared_stream=hw.kind == "gpu"))
-    known = [o["expected_s"] for o in ops if o["opcode"] not in CONTAINER_OPCODES and o["expected_s"] is not None]
-    expected_total = sum(known) if known else None
-    step = step_fields["expected_step_s"]
-    step = expected_total if step is None else step
+        joined.extend(join_static(module, pid, costs.get(pid, {}), expectations, devices or 0))
+    walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
+    ops = judge_table(joined, hw, options.thresholds, walks=walks)
     loop_warnings, loops = loop_caveats(modules)
-    return _assemble(
-        ops=ops, hw=hw, warnings=warnings + loop_warnings + step_warnings, predicted=predicted,
-        summary_extra={"devices": devices, "hosts": 0, "steps": 0,
-                       "step_time_s": {"min": step, "median": step, "max": step},
-                       "idle_s": None, "step_source": "predicted", **step_fields,
-                       "unknown_trip_count_loops": loops,
-                       "unknown_trip_count_ops": sum(entry["ops"] for entry in loops)},
-        source={"paths": [], "workload": None, "command": None, "jax_version": None, **source},
-        steps=[], collectives=collective_rows(ops, {}), timeline=[],
-    )
+    return assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
+                    devices=devices, loops=loops,
+                    source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
 
 
-def cost_programs(modules: dict[int, Module], hw: Hardware, devices: int | None,
-                  coords: dict[int, tuple] | None = None) -> tuple[dict[int, dict[str, OpCost]], dict[tuple[int, str], Expectation]]:
+def cost_modules(modules: dict[int, Module], devices: int | None) -> dict[int, dict[str, OpCost]]:
+    """Every op's cost, per program."""
     from ..costmodel.ops.module import cost_module
+
+    return {pid: cost_module(module, num_partitions=devices) for pid, module in modules.items()}
+
+
+def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
+               coords: dict[int, tuple[int, ...]] | None = None) -> dict[tuple[int, str], Expectation]:
+    """Every op's expected time on `hw`."""
     from ..costmodel.roofline import expect
 
-    costs: dict[int, dict[str, OpCost]] = {}
-    expectations: dict[tuple[int, str], Expectation] = {}
-    for pid, module in modules.items():
-        costs[pid] = cost_module(module, num_partitions=devices)
-        for name, cost in costs[pid].items():
-            expectations[(pid, name)] = expect(cost, hw, coords=coords)
-    return costs, expectations
+    return {(pid, name): expect(cost, hw, coords=coords) for pid, ops in costs.items() for name, cost in ops.items()}
 
 
-def _options(options: Options | dict | None) -> Options:
-    if isinstance(options, Options):
-        return options
-    if not options:
-        return Options()
-    return Options(thresholds=Thresholds(**{k: v for k, v in options.items()
-                                            if k in ("min_efficiency", "min_share")}),
-                   allow_smaller=bool(options.get("allow_smaller", False)))
+def overhead_within_trace(hw: Hardware, events: pd.DataFrame, costs: dict[int, dict[str, OpCost]]) -> Hardware:
+    """The chip with its per-op overhead no longer than the fastest op the trace shows running work.
+
+    The overhead is a fixed time every op that launches work pays inside its measured time, so no
+    such op can be shorter than it: a figure measured on a busy machine, or a catalog estimate,
+    that exceeds the trace's fastest op would make the roofline beatable.
+    """
+    from ..costmodel.roofline import launches_work
+
+    if hw.op_overhead_s is None or "dur_min_ps" not in events.columns or events.empty:
+        return hw
+    ops = events[["program_id", "op", "dur_min_ps"]].assign(op=events["op"].astype(str))
+    launching = [launches_work(costs.get(int(pid), {}).get(op)) is True
+                 for pid, op in zip(ops["program_id"], ops["op"])]
+    durations = ops["dur_min_ps"].to_numpy(float)[launching]
+    durations = durations[durations > 0]
+    if durations.size == 0:
+        return hw
+    fastest = float(durations.min()) * 1e-12
+    return hw.with_overhead_at_most(fastest, "the fastest op in the trace that launches work")
 
 
-def _hardware(spec: str | None, platform: str, device_stats: dict) -> Hardware:
+def _hardware(spec: str | None, platform: str, device_stats: dict[str, Any]) -> Hardware:
+    """The chip named with --hardware, else the one the trace shows."""
     if spec:
-        from dataclasses import replace
-
         from ..costmodel.chips.catalog import lookup
 
         hw = lookup(spec)
@@ -218,75 +214,3 @@ def _hardware(spec: str | None, platform: str, device_stats: dict) -> Hardware:
     from ..costmodel.chips.detect import hardware_from_trace
 
     return hardware_from_trace(platform, device_stats)
-
-
-def _assemble(*, ops: list[dict], hw: Hardware, warnings: list[str], predicted: bool,
-              summary_extra: dict, source: dict, steps: list[dict], collectives: list[dict],
-              timeline: list[dict]) -> dict:
-    measured_ops = [o for o in ops if not o["container"]]
-    measured_total = sum(o["self_s"] or 0.0 for o in measured_ops) if not predicted else None
-    modeled = [o for o in measured_ops if o["expected_s"] is not None]
-    # Unknown is null: a profile none of whose ops has an expected time expects nothing known.
-    expected_total = sum(o["expected_s"] for o in modeled) if modeled else None
-    judged = [o for o in modeled if o.get("verdict") != "not judged"]
-    expected_judged = sum(o["expected_s"] for o in judged) if judged else None
-    measured_judged = sum(o["self_s"] or 0.0 for o in judged)
-    unmodeled = unmodeled_list(ops)
-    unmodeled_line = unmodeled_warning(ops)
-    if unmodeled_line:
-        warnings = warnings + [unmodeled_line]
-    unjudged = [o for o in measured_ops if o.get("verdict") == "not judged"]
-    if unjudged:
-        warnings = warnings + [not_judged_warning(unjudged)]
-    flagged = [o for o in ops if o["flagged"]]
-    flagged.sort(key=lambda o: -(o["wasted_s"] or 0.0))
-    summary = {
-        **summary_extra,
-        "measured_s": measured_total,
-        "expected_s": expected_total,
-        "roofline_fraction": None if predicted else safe_ratio(expected_judged, measured_judged),
-        "time_by_bound_s": time_by_bound(ops) if not predicted else _expected_by_bound(ops),
-        "flagged_ops": len(flagged),
-        "unmodeled_ops": len(unmodeled),
-        "lower_bound_ops": sum(1 for o in unmodeled if o["expected_s"] is not None),
-        "not_judged_ops": len(unjudged),
-        "unmodeled_by_target": unmodeled_groups(ops),
-        "predicted": predicted,
-        "units": "seconds per device, summed over the analysed steps",
-    }
-    return {
-        "schema": SCHEMA,
-        "tool": {"name": "audit", "version": __version__},
-        "source": {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                   "jax_running": _jax_version(), **source},
-        "hardware": {**hw.to_json(), "peaks_used": peaks_used(ops, hw)},
-        "summary": summary,
-        "steps": steps,
-        "ops": ops,
-        "flagged": [{"key": o["key"], "name": o["name"], "module": o["module"], "wasted_s": o["wasted_s"],
-                     "efficiency": o["efficiency"], "reasons": o["reasons"], "suggestion": o["suggestion"]}
-                    for o in flagged],
-        "collectives": collectives,
-        "timeline": timeline,
-        "warnings": warnings,
-    }
-
-
-def _jax_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("jax")
-    except PackageNotFoundError:
-        return None
-
-
-def _expected_by_bound(ops: list[dict]) -> dict:
-    from ..costmodel.records import BOUNDS
-
-    out = {b: 0.0 for b in BOUNDS}
-    for o in ops:
-        if o["container"] or o["expected_s"] is None:
-            continue
-        out[o["bound_by"] if o["bound_by"] in out else "unknown"] += o["expected_s"]
-    return out

@@ -10,9 +10,13 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from typing import Any
+
 from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..errors import InputError, WorkloadError
+from ..reports.model import Report
+from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
                   "not price all-gather, reduce-scatter or all-to-all over the ICI topology, so it is lower than "
@@ -21,7 +25,7 @@ XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for 
                   "hides behind the compute scheduled in its window.")
 
 
-def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict:
+def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict[str, Any]:
     # No TPU is opened, only its compiler: two predictions at once must not fight over
     # libtpu's single-process lock file.
     env = dict(os.environ, JAX_PLATFORMS="cpu", ALLOW_MULTIPLE_LIBTPU_LOAD="1")
@@ -40,7 +44,7 @@ def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict:
     return json.loads((out / RESULT_NAME).read_text())
 
 
-def memory_fit(record: dict, hbm_bytes: float | None) -> dict:
+def memory_fit(record: dict[str, Any], hbm_bytes: float | None) -> dict[str, Any]:
     """XLA's memory analysis for one device against the chip's HBM capacity."""
     mem = record["memory"]
     total = (mem["argument_size_in_bytes"] + mem["output_size_in_bytes"] - mem["alias_size_in_bytes"]
@@ -57,11 +61,10 @@ def memory_fit(record: dict, hbm_bytes: float | None) -> dict:
 
 
 def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path | None = None,
-                   options: dict | None = None, command: str | None = None) -> dict:
+                   options: Options = DEFAULT_OPTIONS, command: str | None = None) -> Report:
     """Compile `script` for `target` in a child process and return a predicted report."""
     from ..costmodel.chips.catalog import lookup
     from ..parsers.hlo_text import parse_hlo_text
-    from .pipeline import _options, analyse_modules, attach_plan
 
     check_target(target)
     with tempfile.TemporaryDirectory(prefix="audit-aot-") as tmp:
@@ -77,18 +80,15 @@ def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path
         "kind": "aot", "paths": [str(script)], "workload": record["workload"], "command": command,
         "jax_version": record["jax_version"], "target": target, "topology": record["topology"],
         "device_kind": record["device_kind"], "mesh": record["mesh"], "config": record["config"],
-    }, warnings=[], options=_options(options), devices=len(record["devices"]), predicted=True,
-        coords=coords)
-    summary = report["summary"]
-    ours = summary["expected_step_s"] if summary.get("expected_step_s") is not None else summary["expected_s"]
+    }, warnings=[], options=options, devices=len(record["devices"]), coords=coords)
+    summary = report.summary
+    ours = summary.overlap.expected_step_s if summary.overlap.expected_step_s is not None else summary.expected_s
     xla_s = record["cost_analysis"].get("optimal_seconds")
     gap = explain_gap(report, xla_s, hw.op_overhead_s.value if hw.op_overhead_s is not None else 0.0)
-    report["xla"] = {"optimal_seconds": xla_s, "ours_s": ours, "ours_no_overlap_s": summary["expected_s"],
-                     "ratio_ours_to_xla": (ours / xla_s) if xla_s else None,
-                     "cost_analysis": record["cost_analysis"], "gap": gap,
-                     "explanation": XLA_DIFFERENCE + " " + gap["text"]}
-    report["summary"]["xla_optimal_s"] = xla_s
-    report["memory"] = memory_fit(record, hw.hbm_bytes.value if hw.hbm_bytes else None)
-    report["devices"] = record["devices"]
-    attach_plan(report, hw)
-    return report
+    report = report.attach("xla", {
+        "optimal_seconds": xla_s, "ours_s": ours, "ours_no_overlap_s": summary.expected_s,
+        "ratio_ours_to_xla": (ours / xla_s) if xla_s and ours is not None else None,
+        "cost_analysis": record["cost_analysis"], "gap": gap, "explanation": XLA_DIFFERENCE + " " + gap["text"]})
+    report = report.attach("memory", memory_fit(record, hw.hbm_bytes.value if hw.hbm_bytes else None))
+    report = report.attach("devices", record["devices"])
+    return attach_plan(report, hw)

@@ -24,6 +24,8 @@ from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
+from ..reports.model import Report
+from .pipeline import DEFAULT_OPTIONS, Options, analyse_profile
 
 
 @dataclass
@@ -173,9 +175,8 @@ def run_source(cap: Capture, req: RunRequest, command: str, keep_out: bool) -> d
 
 
 def analyse_capture(cap: Capture, req: RunRequest, *, hardware: str | None, command: str, keep_out: bool,
-                    options: dict | None = None) -> dict:
+                    options: Options = DEFAULT_OPTIONS) -> Report:
     """Analyse the captured profile with the shared pipeline; the report records how to repeat the run."""
-    from .pipeline import analyse_profile
 
     if cap.run_dir is None:
         raise WorkloadError("the workload left no profile to analyse", hint="check its output above")
@@ -183,9 +184,8 @@ def analyse_capture(cap: Capture, req: RunRequest, *, hardware: str | None, comm
         report = analyse_profile(cap.run_dir, hardware=hardware, options=options,
                                  source=run_source(cap, req, command, keep_out))
     if cap.returncode != ExitCode.OK:
-        report.setdefault("warnings", []).append(
-            f"the workload did not finish ({cap.record.get('status', 'failed')}); "
-            "this report covers only the steps captured before it stopped")
+        report = report.warn(f"the workload did not finish ({cap.record.get('status', 'failed')}); "
+                             "this report covers only the steps captured before it stopped")
     return report
 
 

@@ -6,10 +6,14 @@ All times are seconds per device, summed over the analysed steps (measured, from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from ..analyses.steps import CONTAINER_OPCODES
+from ..analyses.steps import step_time_stats
+from ..costmodel.table.record import OpRecord
 
 TOP = 10
 PS = 1e-12
@@ -25,17 +29,30 @@ def distribution(values) -> dict:
             "p90": float(q[3]), "max": float(q[4])}
 
 
-def pod_analyses(per_device: pd.DataFrame, ops: list[dict], steps: list[dict], hosts, top: int = TOP) -> dict:
+def host_summary(per_device: pd.DataFrame, steps: list[dict[str, Any]], hosts: Sequence[Any]) -> list[dict[str, Any]]:
+    """One entry per host: its devices, busy time and step times [trace]."""
+    out = []
+    for h in hosts:
+        host_rows = per_device[per_device["host"] == h.host]
+        step_times = [t for s in steps if (t := s.get("per_host_s", {}).get(h.host)) is not None]
+        out.append({"host": h.host, "devices": int(host_rows["device"].nunique()),
+                    "busy_s": float(host_rows["self_ps"].sum()) * 1e-12,
+                    "step_time_s": step_time_stats([{"time_s": t} for t in step_times])})
+    return out
+
+
+def pod_analyses(per_device: pd.DataFrame, ops: Sequence[OpRecord], steps: list[dict[str, Any]],
+                 hosts: Sequence[Any], top: int = TOP) -> dict[str, Any]:
     """Stragglers per op, slowest hosts and why, hosts whose programs differ, collective wait by host."""
-    names = {(o["program_id"], o["name"]): o for o in ops}
-    timed = {k for k, o in names.items() if not o["container"] and o["opcode"] not in CONTAINER_OPCODES}
+    names = {(o.program_id, o.name): o for o in ops}
+    timed = {k for k, o in names.items() if not o.container}
     frame = per_device.assign(host=per_device["host"].astype(str), op=per_device["op"].astype(str),
                               program_id=per_device["program_id"].astype("uint64"))
     keep = np.fromiter(((int(p), o) in timed for p, o in zip(frame["program_id"], frame["op"])), bool, len(frame))
     frame = frame[keep]
     # Per (host, op): mean over the host's devices; the pod's median host is the yardstick.
-    per_host = frame.groupby(["host", "program_id", "op"], sort=False)["dur_ps"].mean().mul(PS).rename("s")
-    per_host = per_host.reset_index()
+    host_means = frame.groupby(["host", "program_id", "op"], sort=False)["dur_ps"].mean().mul(PS).rename("s")
+    per_host = host_means.reset_index()
     median_host = per_host.groupby(["program_id", "op"], sort=False)["s"].median().rename("median_s")
     per_host = per_host.merge(median_host.reset_index(), on=["program_id", "op"])
     per_host["excess_s"] = per_host["s"] - per_host["median_s"]
@@ -62,9 +79,9 @@ def _host_step_times(steps: list[dict]) -> dict[str, float]:
     return {h: float(np.median(v)) for h, v in by_host.items()}
 
 
-def _label(names: dict, pid, op) -> dict:
-    o = names.get((int(pid), str(op)), {})
-    return {"key": o.get("key"), "name": str(op), "module": o.get("module")}
+def _label(names: dict[tuple[int, str], OpRecord], pid: Any, op: Any) -> dict[str, Any]:
+    o = names.get((int(pid), str(op)))
+    return {"key": o.key if o else None, "name": str(op), "module": o.module if o else None}
 
 
 def _slowest_hosts(host_steps: dict[str, float], per_host: pd.DataFrame, names: dict, top: int) -> list[dict]:
@@ -77,9 +94,12 @@ def _slowest_hosts(host_steps: dict[str, float], per_host: pd.DataFrame, names: 
         mine = per_host[(per_host["host"] == host) & (per_host["excess_s"] > 0)].nlargest(3, "excess_s")
         out.append({"host": host, "step_time_s": t, "vs_median": t / median if median else None,
                     "excess_s": t - median,
-                    "ops": [{**_label(names, r.program_id, r.op), "excess_s": float(r.excess_s),
-                             "ratio": float(r.s / r.median_s) if r.median_s else None}
-                            for r in mine.itertuples()]})
+                    "ops": [{**_label(names, pid, op), "excess_s": float(excess),
+                             "ratio": float(s / med) if med else None}
+                            for pid, op, excess, s, med in zip(mine["program_id"], mine["op"],
+                                                               mine["excess_s"].to_numpy(float),
+                                                               mine["s"].to_numpy(float),
+                                                               mine["median_s"].to_numpy(float))]})
     return out
 
 
@@ -96,13 +116,15 @@ def _stragglers(frame: pd.DataFrame, names: dict, top: int) -> list[dict]:
     g = frame.groupby(["program_id", "op"], sort=False)["dur_ps"]
     stats = pd.DataFrame({"median": g.median(), "max": g.max(), "argmax": g.idxmax()})
     stats["excess_s"] = (stats["max"] - stats["median"]) * PS
+    top_ops = stats.nlargest(top, "excess_s").reset_index()
     out = []
-    for (pid, op), r in stats.nlargest(top, "excess_s").iterrows():
-        slow = frame.loc[r["argmax"]]
-        out.append({**_label(names, pid, op), "straggler_ratio": float(r["max"] / r["median"]) if r["median"] else None,
-                    "median_s": float(r["median"]) * PS, "max_s": float(r["max"]) * PS,
-                    "excess_s": float(r["excess_s"]), "slowest_host": str(slow["host"]),
-                    "slowest_device": int(slow["device"])})
+    for pid, op, med, worst, excess, at in zip(top_ops["program_id"], top_ops["op"], top_ops["median"].to_numpy(float),
+                                               top_ops["max"].to_numpy(float), top_ops["excess_s"].to_numpy(float),
+                                               top_ops["argmax"]):
+        slow = frame.loc[at]
+        out.append({**_label(names, pid, op), "straggler_ratio": float(worst / med) if med else None,
+                    "median_s": float(med) * PS, "max_s": float(worst) * PS, "excess_s": float(excess),
+                    "slowest_host": str(slow["host"]), "slowest_device": int(slow["device"])})
     return out
 
 
@@ -126,7 +148,7 @@ def _mismatch(hosts, top: int) -> dict:
 
 def _collective_wait(per_host: pd.DataFrame, names: dict, top: int) -> dict:
     """Time in collectives per host: the host that waits least arrived last (the others waited for it)."""
-    comm = {k for k, o in names.items() if o.get("comm_bytes")}
+    comm = {k for k, o in names.items() if o.comm_bytes}
     keep = np.fromiter(((int(p), o) in comm for p, o in zip(per_host["program_id"], per_host["op"])), bool,
                        len(per_host))
     wait = per_host[keep].groupby("host", sort=False)["s"].sum()

@@ -37,12 +37,12 @@ def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
         return HostFiles(run=root.rstrip("/").rsplit("/", 2)[-2] if "/" in root else "",
                          paths=[f"{scheme}://{root}"], local=False)
     try:
-        found = sorted(p for p in fs.find(root) if p.endswith(SUFFIX))
+        listed = sorted(p for p in fs.find(root) if p.endswith(SUFFIX))
     except OSError as exc:
         raise InputError(f"cannot list: {exc}", path=path) from None
-    if not found:
+    if not listed:
         raise InputError(f"no {SUFFIX} files found", path=path)
-    runs = sorted({p.rsplit("/", 2)[-2] for p in found})
+    runs = sorted({p.rsplit("/", 2)[-2] for p in listed})
     warnings = []
     if run is not None:
         if run not in runs:
@@ -53,7 +53,7 @@ def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
         if len(runs) > 1:
             warnings.append(f"{path} holds {len(runs)} runs; reading the latest, {chosen!r} "
                             f"(pick another with --run NAME; others: {', '.join(runs[:-1])})")
-    paths = [f"{scheme}://{p}" for p in found if p.rsplit("/", 2)[-2] == chosen]
+    paths = [f"{scheme}://{p}" for p in listed if p.rsplit("/", 2)[-2] == chosen]
     return HostFiles(run=chosen, paths=paths, warnings=warnings, local=False)
 
 

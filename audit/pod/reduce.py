@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,7 +68,7 @@ class Pod:
         """Mean per device of step time not covered by any op."""
         return None if self.idle_ps.empty or self.ops.empty else float(self.idle_ps["idle_ps"].mean()) * 1e-12
 
-    def timeline(self, kind_of: dict[tuple[int, str], str], device_names: dict[tuple[str, int], str]) -> list[dict]:
+    def timeline(self, kind_of: Mapping[tuple[int, str], str], device_names: Mapping[tuple[str, int], str]) -> list[dict]:
         return [{"device_class": device_names.get((host, step["device"]), f"device {step['device']}"),
                  "host": host, "device": step["device"], "step": step["step"], "start_s": 0.0,
                  "end_s": (step["end_ps"] - step["start_ps"]) * 1e-12,
@@ -102,7 +103,8 @@ def _map(paths: list[str], cache: str | None, client, progress: bool):
     if client is None:
         for i, p in enumerate(paths):
             yield i, summarise_host(p, cache)
-            bar and bar.step()
+            if bar is not None:
+                bar.step()
     else:
         from distributed import as_completed
 
@@ -113,8 +115,10 @@ def _map(paths: list[str], cache: str | None, client, progress: bool):
             i = index[future.key]
             future.release()
             yield i, result
-            bar and bar.step()
-    bar and bar.done()
+            if bar is not None:
+                bar.step()
+    if bar is not None:
+        bar.done()
 
 
 def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
@@ -167,7 +171,8 @@ def _concat(frames: list[pd.DataFrame], hosts: list[HostSummary]) -> pd.DataFram
     labels = [h.host for h in hosts]
     out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].copy()
     codes = [i for i, f in enumerate(frames) for _ in range(len(f))]
-    out.insert(0, "host", pd.Categorical.from_codes(codes, categories=pd.Index(labels)) if labels else [])
+    out.insert(0, "host", pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=str)),
+                                    index=out.index))
     if "op" in out.columns:
         out["op"] = out["op"].astype("category")
     return out

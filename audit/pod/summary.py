@@ -13,6 +13,7 @@ import io
 import json
 import os
 import traceback
+from typing import cast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,12 +66,12 @@ def summarise_host(path: str, cache_dir: str | None = None) -> HostSummary | Hos
     """Read one host file (local or URL) and reduce it; runs on a Dask worker."""
     try:
         key = files.identity(path) if cache_dir else None
-        if key:
+        if cache_dir and key:
             cached = read_cached(cache_dir, key)
             if cached is not None:
                 return cached
         summary = _summarise(path)
-        if key:
+        if cache_dir and key:
             write_cached(cache_dir, key, summary)
         return summary
     except AuditError as exc:
@@ -139,14 +140,14 @@ def idle_by_device(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     rows = []
     if not steps.empty and not events.empty:
         timed = events[events["start_ps"] >= 0]
-        by_device = {int(d): g for d, g in timed.groupby("device", observed=True, sort=False)}
+        by_device = {int(cast(int, d)): g for d, g in timed.groupby("device", observed=True, sort=False)}
         for dev, sgrp in steps.groupby("device", sort=False):
             s, e = sgrp["start_ps"].to_numpy(np.int64), sgrp["end_ps"].to_numpy(np.int64)
-            evs = by_device.get(int(dev))
+            evs = by_device.get(int(cast(int, dev)))
             busy = 0 if evs is None else int(_busy_in_windows(
                 evs["start_ps"].to_numpy(np.int64),
                 (evs["start_ps"] + evs["dur_ps"]).to_numpy(np.int64), s, e).sum())
-            rows.append((int(dev), int((e - s).sum()) - busy))
+            rows.append((int(cast(int, dev)), int((e - s).sum()) - busy))
     return pd.DataFrame(rows, columns=["device", "idle_ps"])
 
 
@@ -222,5 +223,5 @@ def read_cached(cache_dir: str, key: str) -> HostSummary | None:
     facts.pop("version")
     module_names = {int(k): v for k, v in facts.pop("module_names").items()}
     device_names = {int(k): v for k, v in facts.pop("device_names").items()}
-    return HostSummary(**facts, **frames, programs=programs, hlo=hlo, module_names=module_names,
-                       device_names=device_names)
+    return HostSummary(**facts, ops=frames["ops"], steps=frames["steps"], idle=frames["idle"], strip=frames["strip"],
+                       programs=programs, hlo=hlo, module_names=module_names, device_names=device_names)

@@ -200,6 +200,16 @@ class Hardware:
                 out[f"interconnect.{name}"] = q
         return out
 
+    def with_overhead_at_most(self, seconds: float, what: str) -> Hardware:
+        """This chip with its per-op overhead capped at `seconds` (the time of `what`), saying so."""
+        q = self.op_overhead_s
+        if q is None or q.value <= seconds:
+            return self
+        note = (f"per-op overhead {q.value:.3g} s ({q.source}) capped at {seconds:.3g} s, {what}: an op that "
+                "launches work cannot be shorter than the fixed time it pays")
+        capped = Quantity(seconds, "s", f"{q.source}, capped by trace", note)
+        return replace(self, op_overhead_s=capped, notes=self.notes + (note,))
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name,
@@ -211,6 +221,7 @@ class Hardware:
             "hbm_bytes_per_s": _finite(self.hbm_bytes_per_s.value),
             "hbm_bytes_per_s_source": self.hbm_bytes_per_s.source,
             "hbm_bytes": None if self.hbm_bytes is None else _finite(self.hbm_bytes.value),
+            "main_memory": self.main_memory,  # what hbm_bytes_per_s is the bandwidth of: HBM, or DRAM on a CPU
             "interconnect": self.interconnect.to_json(),
             "topology": list(self.topology),
             "notes": list(self.notes),

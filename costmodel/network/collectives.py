@@ -236,16 +236,3 @@ def _host_copy(name: str, volume: float, placement: GroupPlacement, hw: Hardware
     return _finish(name, volume, moved, bandwidth, 0, placement, hw, "memory", wraparound=None,
                    axes=(), approximate=True, notes=(f"{where}: an in-memory copy, approximate",))
 
-
-def human(value: float | None, unit: str) -> str:
-    """`3.72e-4, "s"` -> "372 us"; `9e10, "B/s"` -> "90 GB/s" (SI prefixes, 3 significant digits)."""
-    if value is None:
-        return "unknown"
-    if value == 0:
-        return f"0 {unit}"
-    prefixes = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
-                (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"))
-    for scale, prefix in prefixes:
-        if abs(value) >= scale * 0.9995:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
 from .layout import host_bytes, on_chip_bytes, shape_bytes
-from ..records import OpCost
+from ..records import OpCost, Origin
 
 Handler = Callable[[Instruction, "CostContext"], OpCost]
 
@@ -107,7 +107,7 @@ def cost(
     transcendentals: float = 0.0,
     dtype: str = "",
     notes: tuple[str, ...] = (),
-    provenance: str = "model",
+    provenance: Origin = "model",
 ) -> OpCost:
     return OpCost(flops=float(flops), bytes_read=float(read), bytes_written=float(written),
                   transcendentals=float(transcendentals), dtype=dtype, provenance=provenance,

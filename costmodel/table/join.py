@@ -1,35 +1,28 @@
-"""The per-op table: measured time from the trace joined with expected time from the HLO.
+"""Measured time from the trace joined with cost and expected time from the HLO.
 
-One row per (program, HLO op). Per-op quantities are per device: the mean over the
-devices that ran the op, summed over that device's occurrences; `measured_s_max`
-is the slowest device. Per-device detail is kept in `per_device`.
+`measure` aggregates op events per device and per op; `join_measured` and `join_static`
+pair each op with its HLO instruction, cost and expectation (a `Joined` fact, before any
+verdict); `judge.judge_table` turns those into the report's `OpRecord`s. Per-op
+quantities are per device: the mean over the devices that ran the op, summed over that
+device's occurrences; `measured_s_max` is the slowest device.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, cast
+from typing import Iterable, Protocol, cast
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_category import category, fingerprint
-from ..parsers.hlo_model import Module
-from .chips.hardware import Hardware
-from .records import Expectation, OpCost
-from .roofline import expect, launches_work
+from ...parsers.hlo_category import category, fingerprint
+from ...parsers.hlo_model import Module
+from ..chips.hardware import Hardware
+from ..records import Expectation, OpCost
+from ..roofline import expect
 
 PS = 1e-12
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """When an op is flagged: efficiency below `min_efficiency` and share above `min_share`."""
-
-    min_efficiency: float = 0.5
-    min_share: float = 0.01
 
 
 def measure(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -69,9 +62,9 @@ def _scaled(value: float | None, times: float) -> float | None:
     return None if value is None else value * times
 
 
-@dataclass
-class OpRow:
-    """Everything known about one op, before rendering."""
+@dataclass(frozen=True)
+class Joined:
+    """Everything known about one op before its verdict: the measurement, the HLO, the cost."""
 
     key: str
     program_id: int
@@ -110,11 +103,12 @@ class _MeasuredOp(Protocol):
     self_ps: float
 
 
-def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: dict[int, str],
-               costs: dict[int, dict[str, OpCost]], expectations: dict[tuple[int, str], Expectation],
-               ) -> list[OpRow]:
-    """Join measured rows with HLO facts, costs and expectations."""
-    rows: list[OpRow] = []
+def join_measured(per_op: pd.DataFrame, modules: dict[int, Module], module_names: dict[int, str],
+                  costs: dict[int, dict[str, OpCost]], expectations: dict[tuple[int, str], Expectation],
+                  hw: Hardware) -> list[Joined]:
+    """Join measured rows with HLO facts, costs and expectations (and what the trace states of
+    an opaque kernel's FLOPs and bytes)."""
+    rows: list[Joined] = []
     for rec in cast(Iterable[_MeasuredOp], per_op.itertuples(index=False)):
         pid = int(rec.program_id)
         module = modules.get(pid)
@@ -122,7 +116,7 @@ def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: d
         instr = found[1] if found else None
         cost = costs.get(pid, {}).get(rec.op)
         occ = float(rec.occurrences)
-        rows.append(OpRow(
+        rows.append(Joined(
             key=f"{pid}/{rec.op}",
             program_id=pid,
             module=module_names.get(pid, module.name if module else ""),
@@ -147,32 +141,30 @@ def build_rows(per_op: pd.DataFrame, modules: dict[int, Module], module_names: d
             position=module.position(str(rec.op)) if (module and instr) else None,
             custom_call_target=instr.custom_call_target if instr else "",
         ))
-    return rows
+    return [_with_trace_costs(r, hw) for r in rows]
 
 
-def with_trace_costs(rows: list[OpRow], hw: Hardware, coords: dict[int, tuple[int, ...]] | None = None) -> None:
+def _with_trace_costs(row: Joined, hw: Hardware) -> Joined:
     """An op known only as a lower bound (an opaque kernel) whose trace states its FLOPs or bytes:
     its expectation takes them in, so it is judged on max(bytes / memory roof, FLOPs / peak)."""
-    from dataclasses import replace
-
-    for r in rows:
-        cost = r.cost
-        if cost is None or not cost.lower_bound or (r.trace_flops is None and r.trace_bytes is None):
-            continue
-        stated = []
-        if cost.flops is None and r.trace_flops is not None:
-            cost = replace(cost, flops=r.trace_flops)
-            stated.append("FLOPs")
-        if r.trace_bytes is not None and (cost.bytes is None or r.trace_bytes > cost.bytes):
-            cost = replace(cost, bytes_read=r.trace_bytes, bytes_written=0.0)
-            stated.append("bytes accessed")
-        if stated:
-            r.cost = replace(cost, notes=cost.notes + (f"{' and '.join(stated)} stated by the trace",))
-            r.expectation = expect(r.cost, hw, coords=coords)
+    cost = row.cost
+    if cost is None or not cost.lower_bound or (row.trace_flops is None and row.trace_bytes is None):
+        return row
+    stated = []
+    if cost.flops is None and row.trace_flops is not None:
+        cost = replace(cost, flops=row.trace_flops)
+        stated.append("FLOPs")
+    if row.trace_bytes is not None and (cost.bytes is None or row.trace_bytes > cost.bytes):
+        cost = replace(cost, bytes_read=row.trace_bytes, bytes_written=0.0)
+        stated.append("bytes accessed")
+    if not stated:
+        return row
+    cost = replace(cost, notes=cost.notes + (f"{' and '.join(stated)} stated by the trace",))
+    return replace(row, cost=cost, expectation=expect(cost, hw))
 
 
-def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
-                expectations: dict[tuple[int, str], Expectation], devices: int = 0) -> list[OpRow]:
+def join_static(module: Module, pid: int, costs: dict[str, OpCost],
+                expectations: dict[tuple[int, str], Expectation], devices: int = 0) -> list[Joined]:
     """Rows for an HLO module with no measurement: every costed op, one execution each."""
     rows = []
     for name, cost in costs.items():
@@ -181,7 +173,7 @@ def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
             continue
         instr = found[1]
         trips = cost.trip_count if cost.trip_count is not None else 1
-        rows.append(OpRow(
+        rows.append(Joined(
             key=f"{pid}/{name}", program_id=pid, module=module.name, name=name, instr_found=True,
             opcode=instr.opcode, category=category(instr), framework_op=instr.metadata.op_name,
             source=instr.metadata.source, shape=str(instr.shape),
@@ -191,48 +183,3 @@ def static_rows(module: Module, pid: int, costs: dict[str, OpCost],
             custom_call_target=instr.custom_call_target,
         ))
     return rows
-
-
-def op_quantities(row: OpRow) -> dict[str, Any]:
-    """Per-device totals over the row's occurrences, with provenance."""
-    occ = row.occurrences
-    cost = row.cost
-    flops = bytes_ = transc = None
-    comm = 0.0
-    prov_flops = prov_bytes = "unknown"
-    if cost is not None and cost.modeled:
-        flops = _scaled(cost.flops, occ)
-        bytes_ = _scaled(cost.bytes, occ)
-        transc = _scaled(cost.transcendentals, occ)
-        comm = cost.comm_bytes * occ
-        prov_flops = cost.provenance if flops is not None else "unknown"
-        prov_bytes = cost.provenance if bytes_ is not None else "unknown"
-    if row.trace_flops is not None:
-        flops, prov_flops = row.trace_flops * occ, "trace"
-    if row.trace_bytes is not None:
-        bytes_, prov_bytes = row.trace_bytes * occ, "trace"
-    exp = row.expectation
-
-    def per_exec(v: float | None) -> float | None:
-        return None if v is None else v * occ
-
-    return {
-        "flops": flops, "bytes": bytes_, "transcendentals": transc, "comm_bytes": comm,
-        "dtype": cost.dtype if cost else "",
-        "compute_s": per_exec(exp.compute_s) if exp else None,
-        "memory_s": per_exec(exp.memory_s) if exp else None,
-        "comm_s": per_exec(exp.comm_s) if exp else None,
-        "expected_s": per_exec(exp.expected_s) if exp else None,
-        "bound_by": exp.bound_by if exp else "unknown",
-        "memory_level": (exp.memory_level or None) if exp else None,
-        "launches_work": launches_work(cost),
-        "provenance": {"flops": prov_flops, "bytes": prov_bytes,
-                       "time": "measured" if row.measured_s is not None else "predicted"},
-    }
-
-
-def safe_ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b <= 0:
-        return None
-    r = a / b
-    return None if not np.isfinite(r) else r

@@ -1,4 +1,4 @@
-"""The predicted step with asynchronous collectives overlapped, attached to the report's rows.
+"""The predicted step with asynchronous work overlapped, per op and for the step.
 
 `summary.expected_s` stays the no-overlap sum of every op's expected time; the schedule
 walk (costmodel.schedule) says how much of each asynchronous op hides behind the compute
@@ -9,50 +9,63 @@ over its occurrences like every per-op quantity, so
 
 from __future__ import annotations
 
-from ..costmodel.schedule import StepWalk
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..schedule import StepWalk, Window
+from .record import OpRecord, Overlap
+
+OVERLAP_MODEL = ("schedule walk: one compute stream and collective streams (TPU: one per collective kind; GPU: "
+                 "one shared); an async op hides behind the compute scheduled between its start and done")
 
 
-def attach_overlap(ops: list[dict], walks: dict[int, StepWalk | None]) -> tuple[dict, list[str]]:
-    """Put hidden/exposed seconds on the ops; return the summary fields and any warnings."""
-    windows = {(pid, w.start): w for pid, walk in walks.items() if walk is not None for w in walk.windows}
-    hidden = hidden_comm = exposed = 0.0
+def overlap_of(window: Window | None, expected_s: float, comm_bytes: float, occurrences: float) -> Overlap | None:
+    """An op's place in the walk: its async window, or a synchronous collective fully exposed."""
+    if window is not None:
+        return Overlap(window.exposed_s * occurrences, window.hidden_s * occurrences,
+                       window.window_compute_s * occurrences)
+    if comm_bytes:
+        return Overlap(expected_s, 0.0)
+    return None
+
+
+@dataclass(frozen=True)
+class StepOverlap:
+    """The summary's overlapped step [model]; all None when a program with async ops has no schedule."""
+
+    expected_step_s: float | None
+    exposed_comm_s: float | None
+    hidden_comm_s: float | None
+    hidden_s: float | None  # communication and asynchronous copies
+    unscheduled: tuple[str, ...]  # programs with async ops but no schedule
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expected_step_s": self.expected_step_s, "exposed_comm_s": self.exposed_comm_s,
+                "hidden_comm_s": self.hidden_comm_s, "hidden_s": self.hidden_s, "overlap_model": OVERLAP_MODEL}
+
+    def warnings(self) -> list[str]:
+        if not self.unscheduled:
+            return []
+        return [f"program(s) {', '.join(self.unscheduled)} run asynchronous ops but the HLO has no schedule: "
+                "the overlapped step is unknown (expected_step_s is null)"]
+
+
+def step_overlap(ops: Iterable[OpRecord], walks: Mapping[int, StepWalk | None]) -> StepOverlap:
+    """The step both ways from the ops' overlap: what hides, what stays exposed."""
+    hidden = hidden_comm = exposed = expected = 0.0
     for op in ops:
-        if op["container"] or op["expected_s"] is None:
+        if op.container or op.expected_s is None:
             continue
-        w = windows.get((op["program_id"], op["name"]))
-        occ = op["occurrences"] or 0.0
-        if w is not None:
-            op["window_compute_s"] = w.window_compute_s * occ
-            op["exposed_s"] = w.exposed_s * occ
-            op["hidden_s"] = w.hidden_s * occ
-            hidden += op["hidden_s"]
-        elif op["comm_bytes"]:
-            op["exposed_s"], op["hidden_s"] = op["expected_s"], 0.0
-        if op["comm_bytes"] and "exposed_s" in op:
-            exposed += op["exposed_s"]
-            hidden_comm += op["hidden_s"]
-    unscheduled = sorted(str(pid) for pid, walk in walks.items() if walk is None)
-    warnings = []
+        expected += op.expected_s
+        if op.overlap is None:
+            continue
+        if op.overlap.window_compute_s is not None:
+            hidden += op.overlap.hidden_s
+        if op.comm_bytes:
+            exposed += op.overlap.exposed_s
+            hidden_comm += op.overlap.hidden_s
+    unscheduled = tuple(sorted(str(pid) for pid, walk in walks.items() if walk is None))
     if unscheduled:
-        warnings.append(f"program(s) {', '.join(unscheduled)} run asynchronous ops but the HLO has no "
-                        "schedule: the overlapped step is unknown (expected_step_s is null)")
-    expected = sum(o["expected_s"] for o in ops if not o["container"] and o["expected_s"] is not None)
-    known = not unscheduled
-    return {
-        "expected_step_s": expected - hidden if known else None,
-        "exposed_comm_s": exposed if known else None,
-        "hidden_comm_s": hidden_comm if known else None,
-        "hidden_s": hidden if known else None,  # communication and asynchronous copies
-        "overlap_model": ("schedule walk: one compute stream and collective streams (TPU: one per collective "
-                          "kind; GPU: one shared); an async op hides behind the compute scheduled between its "
-                          "start and done"),
-    }, warnings
-
-
-def window_fields(op: dict) -> dict:
-    """Per-execution overlap fields for a collective row (seconds, per device)."""
-    occ = op["occurrences"] or 0.0
-    if "exposed_s" not in op or not occ:
-        return {"exposed_s": None, "hidden_s": None, "window_compute_s": None}
-    return {"exposed_s": op["exposed_s"] / occ, "hidden_s": op["hidden_s"] / occ,
-            "window_compute_s": op.get("window_compute_s", 0.0) / occ}
+        return StepOverlap(None, None, None, None, unscheduled)
+    return StepOverlap(expected - hidden, exposed, hidden_comm, hidden, ())

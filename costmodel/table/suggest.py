@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from .record import OpRecord
 
-def suggest(op: dict, ridge: float | None, kind: str = "") -> str:
+
+def suggest(op: OpRecord, ridge: float | None, kind: str = "") -> str:
     """One suggestion from the op's verdict and reasons (plain text); `kind` is the chip kind."""
-    reasons = " ".join(op.get("reasons") or []).lower()
-    bound = op.get("bound_by")
-    opcode = op.get("opcode", "")
-    if kind == "cpu" and op.get("comm_bytes"):
+    reasons = " ".join(op.reasons).lower()
+    bound = op.bound_by
+    opcode = op.opcode
+    if kind == "cpu" and op.comm_bytes:
         return ("On simulated CPU devices a collective waits at a rendezvous until every device arrives, so "
                 "its time is mostly the other devices' work on the shared cores. Judge communication on the "
                 "real chip: `audit run --target tpu-...`, or profile on the accelerator.")
@@ -21,7 +23,7 @@ def suggest(op: dict, ridge: float | None, kind: str = "") -> str:
         return ("Feed the matmul bf16 inputs and keep f32 accumulation "
                 "(preferred_element_type=jnp.float32) to use the bf16 peak.")
     if bound == "collective":
-        if op.get("overlapped") is False:
+        if op.overlapped is False:
             return ("Overlap this collective with compute (async collectives, or a collective matmul), "
                     "or shard so it moves fewer bytes.")
         return ("Move fewer bytes (shard along another axis, keep weights gathered across steps) or "
@@ -29,7 +31,7 @@ def suggest(op: dict, ridge: float | None, kind: str = "") -> str:
     if bound == "latency":
         return "Batch small ops or collectives together; at this size fixed latency dominates the bandwidth term."
     if bound == "memory":
-        if opcode in ("dot", "convolution") or "fusion" in (op.get("category") or "") and "dot" in reasons:
+        if opcode in ("dot", "convolution") or "fusion" in op.category and "dot" in reasons:
             tip = f" (the ridge on this chip is ~{ridge:.0f} FLOPs/byte)" if ridge else ""
             return f"Raise arithmetic intensity: a larger per-device batch makes this matmul compute-bound{tip}."
         return "Fuse this op with its producer or consumer so its operands do not round-trip through memory."

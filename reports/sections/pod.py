@@ -5,30 +5,30 @@ over the analysed steps; step times are each host's median over steps."""
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
-from . import quantities as qty
+from ...costmodel import units as qty
+from ..model import Report
+from ..text import md_text
+from ._base import RenderOptions
 
-TOP = 5
+TOP = 5  # rows per list in the terminal and markdown; the page shows 10
 
 
-def _ratio(value) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _dist(d: dict) -> str:
+def _dist(d: dict[str, Any]) -> str:
     if not d or not d.get("n"):
-        return "-"
+        return qty.UNKNOWN
     return (f"min {qty.seconds(d['min'])}, p10 {qty.seconds(d['p10'])}, median {qty.seconds(d['median'])}, "
             f"p90 {qty.seconds(d['p90'])}, max {qty.seconds(d['max'])} over {d['n']}")
 
 
-def _ops(ops: list[dict]) -> str:
-    return ", ".join(f"{o['name']} +{qty.seconds(o['excess_s'])} ({_ratio(o['ratio'])})" for o in ops) or "-"
+def _ops(ops: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{o['name']} +{qty.seconds(o['excess_s'])} ({qty.ratio(o['ratio'])})" for o in ops) or "-"
 
 
-def pod_facts(report: dict, top: int = TOP) -> dict | None:
+def pod_facts(report: Report, top: int = TOP) -> dict[str, Any] | None:
     """The rows every renderer shows, or None for a report without a pod analysis."""
-    pod = report.get("pod")
+    pod = report.part("pod")
     if not isinstance(pod, dict):
         return None
     wait = pod.get("collective_wait") or {}
@@ -37,28 +37,28 @@ def pod_facts(report: dict, top: int = TOP) -> dict | None:
         "hosts": pod.get("hosts"),
         "step": _dist(pod.get("step_time_by_host_s") or {}),
         "ratio": pod.get("straggler_ratio_distribution") or {},
-        "slowest": [(h["host"], qty.seconds(h["step_time_s"]), _ratio(h["vs_median"]), _ops(h["ops"]))
+        "slowest": [(h["host"], qty.seconds(h["step_time_s"]), qty.ratio(h["vs_median"]), _ops(h["ops"]))
                     for h in (pod.get("slowest_hosts") or [])[:top]],
-        "stragglers": [(s["name"], s.get("module") or "-", _ratio(s["straggler_ratio"]), qty.seconds(s["excess_s"]),
+        "stragglers": [(s["name"], s.get("module") or "-", qty.ratio(s["straggler_ratio"]), qty.seconds(s["excess_s"]),
                         f"{s['slowest_host']}/{s['slowest_device']}") for s in (pod.get("stragglers") or [])[:top]],
-        "last": [(w["host"], qty.seconds(w["wait_s"]), _ratio(w["vs_median"]))
+        "last": [(w["host"], qty.seconds(w["wait_s"]), qty.ratio(w["vs_median"]))
                  for w in (wait.get("arrives_last") or [])[:top]],
         "wait": _dist(wait.get("by_host_s") or {}),
         "mismatch": (mismatch.get("hosts") or 0, [e["host"] for e in (mismatch.get("examples") or [])[:top]]),
     }
 
 
-def pod_lines(report: dict, top: int = TOP) -> list[str]:
-    f = pod_facts(report, top)
+def terminal(report: Report, _: RenderOptions) -> list[str] | None:
+    f = pod_facts(report)
     if f is None:
-        return []
+        return None
     ratio = f["ratio"]
-    lines = ["", f"pod: {f['hosts']} hosts [trace]; step time per host: {f['step']}"]
+    lines = [f"pod: {f['hosts']} hosts [trace]; step time per host: {f['step']}"]
     lines.append("  slowest hosts (median step, vs pod median; ops over the median host):")
     lines += [f"    {h}  {t}  {r}  {ops}" for h, t, r, ops in f["slowest"]]
     if ratio.get("n"):
-        lines.append(f"  straggler ratio per op (slowest device / median): median {_ratio(ratio['median'])}, "
-                     f"p90 {_ratio(ratio['p90'])}, max {_ratio(ratio['max'])}")
+        lines.append(f"  straggler ratio per op (slowest device / median): median {qty.ratio(ratio['median'])}, "
+                     f"p90 {qty.ratio(ratio['p90'])}, max {qty.ratio(ratio['max'])}")
     lines += [f"    {name} ({module})  {r}  +{excess}  slowest {where}" for name, module, r, excess, where in f["stragglers"]]
     if f["last"]:
         lines.append(f"  collective wait per host: {f['wait']}; arrives last (waits least): "
@@ -69,15 +69,13 @@ def pod_lines(report: dict, top: int = TOP) -> list[str]:
 
 
 def _md(text: object) -> str:
-    from .markdown import md_text
-
     return md_text(text)
 
 
-def pod_markdown(report: dict, top: int = TOP) -> list[str]:
-    f = pod_facts(report, top)
+def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+    f = pod_facts(report)
     if f is None:
-        return []
+        return None
     lines = [f"### Pod: {f['hosts']} hosts", "", f"Step time per host [trace]: {f['step']}", "",
              "| slowest host | median step | vs median | ops over the median host |", "|---|---|---|---|"]
     lines += [f"| {_md(h)} | {t} | {r} | {_md(ops)} |" for h, t, r, ops in f["slowest"]]
@@ -92,13 +90,13 @@ def pod_markdown(report: dict, top: int = TOP) -> list[str]:
     return lines
 
 
-def _table(head: list[str], rows: list[tuple]) -> str:
+def _table(head: list[str], rows: list[tuple[str, ...]]) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="pod"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def pod_html(report: dict) -> str | None:
+def html(report: Report, _: RenderOptions) -> str | None:
     f = pod_facts(report, 10)
     if f is None:
         return None

@@ -1,0 +1,83 @@
+"""The one place a `Report` is built: judged ops in, summary, flagged list and collectives derived."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import __version__
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.records import BOUNDS, Bound
+from ..costmodel.table.judge import safe_ratio
+from ..costmodel.table.overlap import StepOverlap
+from ..costmodel.table.record import OpRecord, collective_row
+from ..reports.model import Report, StepTimes, Summary
+from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
+
+
+def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], overlap: StepOverlap,
+             source: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] = (), step_time: StepTimes | None = None,
+             timeline: Sequence[Mapping[str, Any]] = (), devices: int | None, hosts: int = 0,
+             idle_s: float | None = None, step_source: str = "predicted", platform: str | None = None,
+             loops: Sequence[Mapping[str, Any]] | None = None) -> Report:
+    """A measured report (with `steps`) or a prediction (`loops` given: compiled, not run)."""
+    predicted = loops is not None
+    timed = [o for o in ops if not o.container]
+    modeled = [o for o in timed if o.expected_s is not None]
+    # Unknown is null: a profile none of whose ops has an expected time expects nothing known.
+    expected_total = sum(o.expected_s for o in modeled if o.expected_s is not None) if modeled else None
+    judged = [o for o in modeled if o.verdict != "not judged"]
+    expected_judged = sum(o.expected_s for o in judged if o.expected_s is not None) if judged else None
+    unmodeled = unmodeled_list(ops)
+    unjudged = [o for o in timed if o.verdict == "not judged"]
+    notes = list(warnings) + overlap.warnings()
+    if (line := unmodeled_warning(ops)) is not None:
+        notes.append(line)
+    if unjudged:
+        notes.append(not_judged_warning(unjudged))
+    if step_time is None:  # a prediction: the step is the overlapped one where the schedule says it
+        step = overlap.expected_step_s if overlap.expected_step_s is not None else expected_total
+        step_time = StepTimes(step, step, step)
+    summary = Summary(
+        devices=devices, hosts=hosts, steps=len(steps), step_time_s=step_time, idle_s=idle_s,
+        step_source=step_source,
+        measured_s=None if predicted else sum(o.self_s or 0.0 for o in timed),
+        expected_s=expected_total,
+        roofline_fraction=None if predicted else safe_ratio(expected_judged,
+                                                            sum(o.self_s or 0.0 for o in judged)),
+        time_by_bound_s=_by_bound(timed, "expected_s" if predicted else "self_s"),
+        flagged_ops=sum(1 for o in ops if o.flagged), unmodeled_ops=len(unmodeled),
+        lower_bound_ops=sum(1 for o in unmodeled if o.expected_s is not None), not_judged_ops=len(unjudged),
+        unmodeled_by_target=unmodeled_groups(ops), predicted=predicted, overlap=overlap, platform=platform,
+        unknown_trip_count_loops=tuple(dict(x) for x in loops) if loops is not None else None,
+        unknown_trip_count_ops=sum(int(x["ops"]) for x in loops) if loops is not None else None,
+    )
+    return Report(
+        tool={"name": "audit", "version": __version__},
+        source={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "jax_running": _jax_version(), **source},
+        hardware={**hw.to_json(), "peaks_used": peaks_used(ops, hw)},
+        summary=summary, steps=list(steps), ops=list(ops),
+        collectives=[row for o in ops if (row := collective_row(o)) is not None],
+        timeline=list(timeline), warnings=tuple(notes),
+    )
+
+
+def _by_bound(ops: Sequence[OpRecord], time: str) -> dict[Bound, float]:
+    """Time per device split by what bounds each op: measured self time, or expected in a prediction."""
+    out: dict[Bound, float] = {b: 0.0 for b in BOUNDS}
+    for o in ops:
+        value = getattr(o, time)
+        if value is not None:
+            out[o.bound_by] += value
+    return out
+
+
+def _jax_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jax")
+    except PackageNotFoundError:
+        return None

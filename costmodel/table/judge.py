@@ -1,0 +1,214 @@
+"""The verdict of every op: joined facts in, complete `OpRecord`s out, in one pass.
+
+An op is `flagged` when its expected time is below `min_efficiency` of its measured
+time and it takes at least `min_share` of the measured op time; `not judged` when its
+measured time is a wait (a collective between simulated CPU devices, an op that launches
+nothing) or it is a container; `unknown` without an expected time; `not measured` in a
+prediction; else `ok`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..chips.hardware import Hardware
+from ..records import OpCost
+from ..roofline import flag_reasons, judge, launches_work
+from ..schedule import StepWalk, Window
+from .join import PS, Joined
+from .overlap import overlap_of
+from .record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
+from .suggest import suggest
+
+# Ops that only contain or wait for other ops: their time is their children's, not their own.
+# An async-start is not one: it carries the cost of the ops it wraps (costmodel.ops.control),
+# which cost nothing themselves, so it counts once in every total like any other op.
+CONTAINER_OPCODES = frozenset({"while", "call", "conditional", "async-update", "async-done"})
+
+SIMULATED_COLLECTIVE = ("collective between simulated CPU devices: its time is a rendezvous wait for the "
+                        "other devices' work on the shared cores, not communication, so it is not judged")
+WAIT_ONLY = ("launches no work of its own: its measured time is a wait (for asynchronous work or other "
+             "devices), so it is not judged")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When an op is flagged: efficiency below `min_efficiency` and share above `min_share`."""
+
+    min_efficiency: float = 0.5
+    min_share: float = 0.01
+
+
+def safe_ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is unknown, b is not positive or the ratio is not finite."""
+    if a is None or b is None or b <= 0:
+        return None
+    r = a / b
+    return r if math.isfinite(r) else None
+
+
+def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = Thresholds(), *,
+                per_device: pd.DataFrame | None = None, walks: Mapping[int, StepWalk | None] | None = None,
+                overlapped: Mapping[str, bool] | None = None) -> list[OpRecord]:
+    """Every op's record with its verdict, the largest self time (else expected time) first.
+
+    `per_device` (measured reports) adds each op's per-device times and spread; `walks`
+    (costmodel.schedule) adds how much of each asynchronous op hides behind compute;
+    `overlapped` says which async collectives the trace shows other ops running beside.
+    """
+    rows = list(rows)
+    total_self = sum(r.self_s or 0.0 for r in rows if r.opcode not in CONTAINER_OPCODES) or None
+    by_key = _per_device_lists(per_device) if per_device is not None else {}
+    windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
+    ridge = _ridge(hw)
+    records = [_record(r, hw, thresholds, total_self, by_key, windows, overlapped or {}, ridge,
+                       bool(by_key)) for r in rows]
+    records.sort(key=lambda o: -(o.self_s if o.self_s is not None else (o.expected_s or 0.0)))
+    return records
+
+
+def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float | None,
+            by_key: Mapping[tuple[int, str], tuple[DeviceTime, ...]], windows: Mapping[tuple[int, str], Window],
+            overlapped: Mapping[str, bool], ridge: float | None, measured_report: bool) -> OpRecord:
+    occ = r.occurrences
+    cost, exp = r.cost, r.expectation
+    container = r.opcode in CONTAINER_OPCODES
+    flops, bytes_, transcendentals, comm, prov = _quantities(r)
+    expected = _times(exp.expected_s, occ) if exp else None
+    share = safe_ratio(r.self_s, total_self)
+    flagged, efficiency = False, safe_ratio(expected, r.measured_s)
+    reasons: list[str] = []
+    unjudged = not_judged(cost, r.measured_s, hw) if r.measured_s is not None and not container else ""
+    if unjudged:
+        reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
+    elif r.measured_s is not None and not container:
+        flagged, efficiency = judge(expected, r.measured_s, share or 0.0,
+                                    min_efficiency=thresholds.min_efficiency, min_share=thresholds.min_share)
+        if cost is not None and exp is not None:
+            per_exec = r.measured_s / occ if occ else r.measured_s
+            reasons = list(flag_reasons(cost, exp, per_exec, hw))
+    elif exp is not None:
+        reasons = list(exp.reasons)
+    if cost is None:
+        reasons.append("not in the program's HLO: no cost available" if not r.instr_found
+                       else "no cost computed for this op")
+    elif not cost.modeled and cost.reason:
+        reasons.append(cost.reason)
+    flagged = bool(flagged and not container)
+    verdict = _verdict(flagged, unjudged, expected, r.measured_s, container)
+    per_device = by_key.get((r.program_id, r.name), ()) if measured_report else None
+    record = OpRecord(
+        key=r.key, program_id=r.program_id, module=r.module, name=r.name, opcode=r.opcode,
+        category=r.category, framework_op=r.framework_op, source=r.source, shape=r.shape,
+        fingerprint=r.fingerprint, position=r.position, custom_call_target=r.custom_call_target,
+        container=container, devices=r.devices, occurrences=occ, measured_s=r.measured_s,
+        measured_s_max=r.measured_s_max, self_s=r.self_s,
+        flops=flops, transcendentals=transcendentals, bytes=bytes_, comm_bytes=comm,
+        dtype=cost.dtype if cost else "",
+        compute_s=_times(exp.compute_s, occ) if exp else None,
+        memory_s=_times(exp.memory_s, occ) if exp else None,
+        comm_s=_times(exp.comm_s, occ) if exp else None,
+        expected_s=expected, bound_by=exp.bound_by if exp else "unknown",
+        memory_level=(exp.memory_level or None) if exp else None,
+        launches_work=launches_work(cost),
+        peak_flops_per_s=exp.peak_flops_per_s if exp is not None and flops else None,
+        lower_bound=(cost.lower_bound or None) if cost is not None else None,
+        verdict=verdict, flagged=flagged, efficiency=efficiency, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
+        suggestion="", share=share,
+        wasted_s=(None if expected is None or r.measured_s is None or r.self_s is None or container
+                  else max(r.self_s - expected, 0.0)),
+        intensity=safe_ratio(flops, bytes_), achieved_flops_per_s=safe_ratio(flops, r.measured_s),
+        achieved_bytes_per_s=safe_ratio(bytes_, r.measured_s), provenance=prov,
+        collective=cost.collective if cost is not None else None,
+        placement=exp.collective if exp is not None and cost is not None and cost.collective is not None else None,
+        overlapped=(overlapped.get(r.name, False) if cost is not None and cost.collective is not None else None),
+        overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ)
+                 if not container and expected is not None else None),
+        per_device=per_device, spread=_spread(per_device) if per_device else None,
+    )
+    if flagged:
+        from dataclasses import replace
+
+        record = replace(record, suggestion=suggest(record, ridge, hw.kind))
+    return record
+
+
+def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware) -> str:
+    """Why a measured op's expected time cannot be compared with its measured time ("" if it can)."""
+    if cost is None:
+        return ""
+    if hw.kind == "cpu" and (cost.collective is not None or cost.comm_bytes):
+        return SIMULATED_COLLECTIVE
+    if launches_work(cost) is False and measured_s:
+        return WAIT_ONLY
+    return ""
+
+
+def _verdict(flagged: bool, unjudged: str, expected_s: float | None, measured_s: float | None,
+             container: bool) -> Verdict:
+    if container or unjudged:
+        return "not judged"
+    if expected_s is None:
+        return "unknown"
+    if measured_s is None:
+        return "not measured"
+    return "flagged" if flagged else "ok"
+
+
+def _times(value: float | None, occurrences: float) -> float | None:
+    return None if value is None else value * occurrences
+
+
+def _quantities(r: Joined) -> tuple[float | None, float | None, float | None, float, Provenance]:
+    """(FLOPs, bytes, transcendentals, communicated bytes) over the op's occurrences, with provenance."""
+    occ, cost = r.occurrences, r.cost
+    flops = bytes_ = transcendentals = None
+    comm = 0.0
+    prov_flops: Origin = "unknown"
+    prov_bytes: Origin = "unknown"
+    if cost is not None and cost.modeled:
+        flops, bytes_ = _times(cost.flops, occ), _times(cost.bytes, occ)
+        transcendentals = _times(cost.transcendentals, occ)
+        comm = cost.comm_bytes * occ
+        prov_flops = cost.provenance if flops is not None else "unknown"
+        prov_bytes = cost.provenance if bytes_ is not None else "unknown"
+    if r.trace_flops is not None:
+        flops, prov_flops = r.trace_flops * occ, "trace"
+    if r.trace_bytes is not None:
+        bytes_, prov_bytes = r.trace_bytes * occ, "trace"
+    return flops, bytes_, transcendentals, comm, Provenance(prov_flops, prov_bytes,
+                                                            "measured" if r.measured_s is not None else "predicted")
+
+
+def _per_device_lists(per_device: pd.DataFrame) -> dict[tuple[int, str], tuple[DeviceTime, ...]]:
+    out: dict[tuple[int, str], list[DeviceTime]] = {}
+    for host, dev, pid, op, occ, dur, self_ in zip(per_device["host"], per_device["device"],
+                                                   per_device["program_id"], per_device["op"],
+                                                   per_device["occurrences"], per_device["dur_ps"],
+                                                   per_device["self_ps"]):
+        out.setdefault((int(pid), str(op)), []).append(
+            DeviceTime(str(host), int(dev), int(occ), float(dur) * PS, float(self_) * PS))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _spread(per_device: tuple[DeviceTime, ...]) -> Spread:
+    """Straggler view of one op: median over devices, slowest/median, and per-host mean and max."""
+    times = sorted(d.measured_s for d in per_device)
+    n = len(times)
+    median = times[n // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+    hosts: dict[str, list[float]] = {}
+    for d in per_device:
+        hosts.setdefault(d.host, []).append(d.measured_s)
+    per_host = {h: (sum(v) / len(v), max(v)) for h, v in hosts.items()} if len(hosts) > 1 else None
+    return Spread(median, safe_ratio(times[-1], median), per_host)
+
+
+def _ridge(hw: Hardware) -> float | None:
+    try:
+        return hw.ridge("bf16")
+    except (ZeroDivisionError, StopIteration):
+        return None

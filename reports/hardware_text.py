@@ -1,0 +1,84 @@
+"""`audit hardware` as text: the catalog as a table, and every number of one chip with unit and source."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..costmodel.chips.hardware import Hardware, Quantity
+
+
+def catalog_table(entries: Sequence[Hardware], cpu: Hardware | None) -> str:
+    """One row per catalog entry, and this machine's CPU (or how to measure it)."""
+    rows = [_row(hw) for hw in entries]
+    rows.append(_row(cpu) if cpu is not None else
+                ["cpu", "cpu", "-", "-", "-", "measured on first use (audit hardware show cpu)"])
+    header = ["name", "kind", "bf16 TFLOP/s", "HBM GB/s", "HBM GB", "interconnect"]
+    return _table(header, rows)
+
+
+def describe(hw: Hardware) -> str:
+    """A person's view of one Hardware value."""
+    lines = [f"{hw.name}  ({hw.vendor} {hw.kind}, source: {hw.source})"]
+    if hw.topology:
+        wraps = hw.interconnect.wraparound(hw.topology)
+        shape = "x".join(map(str, hw.topology))
+        lines.append(_line("topology", shape) + (
+            f"  wraparound per axis: {', '.join('yes' if w else 'no' for w in wraps)}"
+            if hw.kind == "tpu" else ""))
+    for key, q in hw.quantities().items():
+        lines.append(_line(key, f"{_value(q):>16}  [{q.source}] {q.note}"))
+    net = hw.interconnect
+    lines.append(_line("interconnect", _interconnect(hw)))
+    if net.torus_axes:
+        lines.append(_line("torus", f"{net.torus_axes} axes, {net.links_per_axis} links per axis, "
+                     f"max {'x'.join(map(str, net.max_torus))}, wraparound rule: {net.wraparound_rule} "
+                     f"(min {net.wraparound_min})"))
+    if hw.mxu_tile:
+        lines.append(_line("matrix unit tile", f"{hw.mxu_tile[0]}x{hw.mxu_tile[1]}"))
+    lines.extend(f"  note: {n}" for n in hw.notes)
+    return "\n".join(lines)
+
+
+def _line(label: str, text: str) -> str:
+    return f"  {label:<32} {text}"
+
+
+def _value(q: Quantity) -> str:
+    if not math.isfinite(q.value):
+        return "unknown"
+    return f"{q.value:.4g} {q.unit}"
+
+
+def _row(hw: Hardware) -> list[str]:
+    hbm = hw.hbm_bytes.value / 1e9 if hw.hbm_bytes is not None else math.nan
+    return [hw.name, hw.kind, _num(hw.peak("bf16").value / 1e12), _num(hw.hbm_bytes_per_s.value / 1e9),
+            _num(hbm), _interconnect(hw)]
+
+
+def _num(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _interconnect(hw: Hardware) -> str:
+    net = hw.interconnect
+    link = net.link_bytes_per_s
+    speed = f"{link.value / 1e9:,.0f} GB/s" if link is not None and math.isfinite(link.value) else "?"
+    if net.kind == "ici":
+        return f"ICI {net.torus_axes}D torus <= {'x'.join(map(str, net.max_torus))}, {speed}/link one-way"
+    if net.kind in ("nvlink", "xgmi"):
+        return f"{net.link_name} x{net.domain_size}, {speed}/GPU one-way"
+    if net.kind == "host-memory":
+        return f"host memory, {speed}"
+    return "unknown"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    numeric = {2, 3, 4}
+
+    def fmt(row: list[str]) -> str:
+        cells = (c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(cells).rstrip()
+
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])

@@ -1,0 +1,182 @@
+"""The report every output renders: one typed `Report`, JSON (`audit.report/v1`) only at the edge.
+
+The analysis builds a report in one place (`audit.orchestration.assemble`); anything a
+command adds afterwards goes through `Report.attach` (a named optional part) or
+`Report.warn`, which return a new report, so no code patches a report in place. The
+optional parts and who attaches them:
+
+| part | attached by | what |
+|---|---|---|
+| `hosts`, `pod` | the pipeline, for two or more hosts | per-host step times; pod analyses |
+| `plan_vs_profile` | the pipeline, for a workload that states its model config | napkin plan vs model vs trace |
+| `xla`, `memory`, `devices` | `audit run --target` | XLA's estimate and the gap to ours; memory fit; the slice's devices |
+| `cpu_comparison` | `audit run --target --compare-cpu` | measured on this CPU beside predicted on the target |
+| `runs`, `repeat` | `audit run --repeat N` | every run's step times; which run the report shows |
+| `run_source` | `audit run --repeat N`, `audit diff` | which file a run's report came from |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
+
+from ..costmodel.records import Bound
+from ..costmodel.table.overlap import StepOverlap
+from ..costmodel.table.record import CollectiveRow, OpRecord
+
+SCHEMA = "audit.report/v1"
+PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
+                   "repeat", "run_source"]
+PARTS: tuple[PartName, ...] = get_args(PartName)
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Step time over the analysed steps [trace], or the predicted step [model]."""
+
+    min: float | None
+    median: float | None
+    max: float | None
+
+    def to_json(self) -> JSON:
+        return {"min": self.min, "median": self.median, "max": self.max}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The report's headline numbers: seconds per device, summed over the analysed steps."""
+
+    devices: int | None
+    hosts: int
+    steps: int
+    step_time_s: StepTimes
+    idle_s: float | None
+    step_source: str  # StepTraceAnnotation | module launches | predicted | ...
+    measured_s: float | None  # [trace] op self time
+    expected_s: float | None  # [model] sum of every op's roofline time; None when no op has one
+    roofline_fraction: float | None  # judged ops: expected / measured
+    time_by_bound_s: Mapping[Bound, float]
+    flagged_ops: int
+    unmodeled_ops: int
+    lower_bound_ops: int
+    not_judged_ops: int
+    unmodeled_by_target: Mapping[str, int]
+    predicted: bool
+    overlap: StepOverlap
+    platform: str | None = None  # measured reports: tpu | gpu | cpu
+    unknown_trip_count_loops: tuple[JSON, ...] | None = None  # predicted reports
+    unknown_trip_count_ops: int | None = None
+    units: str = "seconds per device, summed over the analysed steps"
+
+    def to_json(self) -> JSON:
+        out: JSON = {
+            "devices": self.devices, "hosts": self.hosts, "steps": self.steps,
+            "step_time_s": self.step_time_s.to_json(), "idle_s": self.idle_s, "step_source": self.step_source,
+            "measured_s": self.measured_s, "expected_s": self.expected_s,
+            "roofline_fraction": self.roofline_fraction, "time_by_bound_s": dict(self.time_by_bound_s),
+            "flagged_ops": self.flagged_ops, "unmodeled_ops": self.unmodeled_ops,
+            "lower_bound_ops": self.lower_bound_ops, "not_judged_ops": self.not_judged_ops,
+            "unmodeled_by_target": dict(self.unmodeled_by_target), "predicted": self.predicted,
+            "units": self.units, **self.overlap.to_json(),
+        }
+        if self.platform is not None:
+            out["platform"] = self.platform
+        if self.unknown_trip_count_loops is not None:
+            out["unknown_trip_count_loops"] = [dict(x) for x in self.unknown_trip_count_loops]
+            out["unknown_trip_count_ops"] = self.unknown_trip_count_ops
+        return out
+
+    @classmethod
+    def from_json(cls, s: Mapping[str, Any]) -> Summary:
+        st = s.get("step_time_s") or {}
+        loops = s.get("unknown_trip_count_loops")
+        return cls(
+            devices=s.get("devices"), hosts=s.get("hosts") or 0, steps=s.get("steps") or 0,
+            step_time_s=StepTimes(st.get("min"), st.get("median"), st.get("max")), idle_s=s.get("idle_s"),
+            step_source=s.get("step_source") or "", measured_s=s.get("measured_s"),
+            expected_s=s.get("expected_s"), roofline_fraction=s.get("roofline_fraction"),
+            time_by_bound_s=dict(s.get("time_by_bound_s") or {}), flagged_ops=s.get("flagged_ops") or 0,
+            unmodeled_ops=s.get("unmodeled_ops") or 0, lower_bound_ops=s.get("lower_bound_ops") or 0,
+            not_judged_ops=s.get("not_judged_ops") or 0, unmodeled_by_target=dict(s.get("unmodeled_by_target") or {}),
+            predicted=bool(s.get("predicted")),
+            overlap=StepOverlap(s.get("expected_step_s"), s.get("exposed_comm_s"), s.get("hidden_comm_s"),
+                                s.get("hidden_s"), ()),
+            platform=s.get("platform"),
+            unknown_trip_count_loops=tuple(loops) if loops is not None else None,
+            unknown_trip_count_ops=s.get("unknown_trip_count_ops"),
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """An analysed profile or a prediction, ready for every output format."""
+
+    tool: Mapping[str, str]
+    source: Mapping[str, Any]  # kind: run | xplane | hlo | aot, paths, workload, command, config...
+    hardware: Mapping[str, Any]  # the chip's ceilings with their sources, and the peaks that priced the ops
+    summary: Summary
+    steps: Sequence[Mapping[str, Any]]  # {index, time_s, per_device_s[, per_host_s]}
+    ops: Sequence[OpRecord]
+    collectives: Sequence[CollectiveRow]
+    timeline: Sequence[Mapping[str, Any]]  # one representative step per device class
+    warnings: tuple[str, ...] = ()
+    parts: Mapping[str, Any] = field(default_factory=dict)  # by PartName
+
+    @property
+    def predicted(self) -> bool:
+        return self.summary.predicted
+
+    @property
+    def flagged(self) -> list[OpRecord]:
+        """Flagged ops, most wasted time first."""
+        return sorted((o for o in self.ops if o.flagged), key=lambda o: -(o.wasted_s or 0.0))
+
+    @property
+    def timed_ops(self) -> list[OpRecord]:
+        """Ops whose own time counts (containers left out), in report order."""
+        return [o for o in self.ops if not o.container]
+
+    def part(self, name: PartName) -> Any:
+        """An optional part, or None when the report has none."""
+        return self.parts.get(name)
+
+    def attach(self, name: PartName, value: Any) -> Report:
+        """This report with an optional part (see the module docstring for who attaches what)."""
+        if name not in PARTS:
+            raise ValueError(f"unknown report part {name!r}")
+        return replace(self, parts={**self.parts, name: value})
+
+    def warn(self, text: str) -> Report:
+        """This report with one more warning."""
+        return replace(self, warnings=(*self.warnings, text))
+
+    def to_json(self) -> JSON:
+        """Schema `audit.report/v1`."""
+        summary = self.summary.to_json()
+        xla = self.parts.get("xla")
+        if isinstance(xla, Mapping):
+            summary["xla_optimal_s"] = xla.get("optimal_seconds")
+        return {
+            "schema": SCHEMA, "tool": dict(self.tool), "source": dict(self.source), "hardware": dict(self.hardware),
+            "summary": summary, "steps": [dict(s) for s in self.steps], "ops": [o.to_json() for o in self.ops],
+            "flagged": [{"key": o.key, "name": o.name, "module": o.module, "wasted_s": o.wasted_s,
+                         "efficiency": o.efficiency, "reasons": list(o.reasons), "suggestion": o.suggestion}
+                        for o in self.flagged],
+            "collectives": [c.to_json() for c in self.collectives], "timeline": [dict(t) for t in self.timeline],
+            "warnings": list(self.warnings), **self.parts,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Report:
+        """A JSON report read back (fields a partial report lacks take neutral defaults)."""
+        return cls(
+            tool=dict(doc.get("tool") or {}), source=dict(doc.get("source") or {}),
+            hardware=dict(doc.get("hardware") or {}), summary=Summary.from_json(doc.get("summary") or {}),
+            steps=list(doc.get("steps") or []), ops=[OpRecord.from_json(o) for o in doc.get("ops") or []],
+            collectives=[CollectiveRow.from_json(c) for c in doc.get("collectives") or [] if isinstance(c, Mapping)],
+            timeline=[t for t in doc.get("timeline") or [] if isinstance(t, Mapping)],
+            warnings=tuple(doc.get("warnings") or ()),
+            parts={name: doc[name] for name in PARTS if name in doc},
+        )

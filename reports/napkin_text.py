@@ -1,0 +1,39 @@
+"""`audit calc` as text: a matmul's or a collective's roofline, each number with its unit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..costmodel.units import human
+
+
+def matmul_text(result: dict[str, Any]) -> list[str]:
+    lines = [
+        f"matmul {result['dtype']}[{result['m']},{result['k']}] x [{result['k']},{result['n']}] on {result['hardware']}",
+        f"  FLOPs            {result['flops']:.4g} FLOP",
+        f"  bytes            {result['bytes']:.4g} B (read + written)",
+        f"  intensity        {result['intensity']:.4g} FLOP/B (ridge {result['ridge_intensity']:.4g} FLOP/B)",
+        f"  compute time     {human(result['compute_s'], 's')} at {human(result['peak_flops_per_s'], 'FLOP/s')}",
+        f"  memory time      {human(result['memory_s'], 's')} at {human(result['memory_bytes_per_s'], 'B/s')} "
+        f"({result['memory_level']}, {result['memory_source']})",
+        f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound)",
+    ]
+    lines += [f"  note: {note}" for note in result["notes"]]
+    return lines
+
+
+def collective_text(result: dict[str, Any]) -> list[str]:
+    wrap = {True: " (with a wraparound)", False: " (without a wraparound)", None: ""}[result["wraparound"]]
+    lines = [
+        f"{result['op']} of {result['shape']} over {','.join(result['axes'])} "
+        f"({result['group_size']} devices) on {result['hardware']}",
+        f"  volume V         {human(result['bytes'], 'B')}",
+        f"  bytes moved      {human(result['bytes_moved'], 'B')} through one device's links",
+        f"  link             {result['link']}, {human(result['bandwidth_bytes_per_s'], 'B/s')}{wrap}",
+        f"  hops             {result['hops']}",
+        f"  bandwidth time   {human(result['bandwidth_s'], 's')}",
+        f"  latency floor    {human(result['latency_s'], 's')}",
+        f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound)",
+    ]
+    lines += [f"  note: {note}" for note in result["notes"]]
+    return lines

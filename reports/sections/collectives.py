@@ -1,0 +1,80 @@
+"""The collectives: what each moves, over which links, predicted against measured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+
+from ...costmodel import units as qty
+from ...costmodel.table.record import CollectiveRow
+from ..model import Report
+from ..text import clip, md_table, md_text, more
+from ._base import RenderOptions
+
+MAX_COLLECTIVES = 10  # markdown rows
+MAX_STATIC_ROWS = 500  # HTML rows; the JSON has all
+
+
+def _bandwidth(c: CollectiveRow) -> str:
+    text = f"{qty.bytes_per_s(c.achieved_bytes_per_s)} / {qty.bytes_per_s(c.peak_bytes_per_s)}"
+    if c.achieved_bytes_per_s is not None and c.peak_bytes_per_s:
+        text += f" ({qty.percent(c.achieved_bytes_per_s / c.peak_bytes_per_s)})"
+    return text
+
+
+# (header, numeric, cell, measured only)
+_COLUMNS: tuple[tuple[str, bool, Callable[[CollectiveRow], str], bool], ...] = (
+    ("Collective", False, lambda c: c.name, False),
+    ("Kind", False, lambda c: c.kind, False),
+    ("Bytes", True, lambda c: qty.nbytes(c.bytes), False),
+    ("Group", True, lambda c: qty.count(c.group_size), False),
+    ("Axes", False, lambda c: ", ".join(c.axes) or qty.UNKNOWN, False),
+    ("Hops", True, lambda c: qty.count(c.hops), False),
+    ("Expected", True, lambda c: qty.seconds(c.expected_s), False),
+    ("Exposed (schedule)", True, lambda c: qty.seconds(c.exposed_s), False),
+    ("Window compute", True, lambda c: qty.seconds(c.window_compute_s), False),
+    ("Measured", True, lambda c: qty.seconds(c.measured_s), True),
+    ("Achieved / peak bandwidth", True, _bandwidth, True),
+    ("Overlapped", False, lambda c: qty.format_as(c.overlapped, "bool"), True),
+)
+_TEXT = ("Collective", "Kind", "Bytes", "Group", "Expected", "Exposed (schedule)", "Measured",
+         "Achieved / peak bandwidth", "Overlapped")
+
+
+def _columns(report: Report, names: tuple[str, ...] | None = None):
+    return [c for c in _COLUMNS if not (report.predicted and c[3]) and (names is None or c[0] in names)]
+
+
+def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+    rows = report.collectives
+    if not rows:
+        return None
+    lines = [f"{len(rows)} collective(s) per execution, expected [model] and measured [trace]:"]
+    for c in rows[:opts.top]:
+        cells = [f"{label} {get(c)}" for label, _, get, _ in _columns(report, _TEXT[2:])]
+        lines.append(f"  {clip(c.name, 40)} ({c.kind}): " + ", ".join(cells))
+    return lines
+
+
+def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+    rows = report.collectives
+    if not rows:
+        return None
+    cols = _columns(report, _TEXT)
+    body = [[md_text(get(c), 60) for _, _, get, _ in cols] for c in rows[:MAX_COLLECTIVES]]
+    return ["### Collectives", ""] + md_table([label for label, *_ in cols], body) + \
+        more(MAX_COLLECTIVES, len(rows))
+
+
+def html(report: Report, _: RenderOptions) -> str | None:
+    rows = report.collectives
+    if not rows:
+        return None
+    cols = _columns(report)
+    head = "".join(f'<th class="{"num" if num else "text"}">{escape(label)}</th>' for label, num, _, _ in cols)
+    body = "".join("<tr>" + "".join(f'<td class="{"num" if num else "text"}">{escape(get(c))}</td>'
+                                    for _, num, get, _ in cols) + "</tr>" for c in rows[:MAX_STATIC_ROWS])
+    note = (f'<p class="note">Showing {MAX_STATIC_ROWS} of {len(rows)} collectives; the JSON report has all.</p>'
+            if len(rows) > MAX_STATIC_ROWS else "")
+    return (f'<div class="scroll short"><table id="collectives-table" class="data"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>{note}")

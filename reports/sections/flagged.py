@@ -1,0 +1,67 @@
+"""The flagged ops, most wasted time first, with the rule that fired and what to try."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ...costmodel import units as qty
+from ...costmodel.table.record import OpRecord
+from ..model import Report
+from ..text import md_table, md_text, more
+from ._base import RenderOptions
+
+MAX_FLAGGED = 15  # markdown rows; the JSON and HTML have all
+FLAGGED_OPEN = 10  # shown at once in HTML; the rest sit in a collapsed list that printing opens
+
+
+def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+    flagged = report.flagged
+    if not flagged:
+        return None
+    lines = [f"{len(flagged)} flagged op(s) (efficiency below threshold, share above threshold):"]
+    lines += [f"  {o.name} ({o.module}): wasted {qty.seconds(o.wasted_s)}; " + "; ".join(o.reasons[:2])
+              for o in flagged[:opts.top]]
+    return lines
+
+
+def markdown(report: Report, _: RenderOptions) -> list[str]:
+    flagged = report.flagged
+    if not flagged:
+        return ["### Flagged ops", "", "No op was flagged."]
+    predicted = report.predicted
+    header = ["#", "Op", "Module"] + ([] if predicted else ["Measured"]) + ["Expected", "Wasted", "Why", "Try"]
+    rows = [[str(n), md_text(o.name), md_text(o.module, 40)]
+            + ([] if predicted else [qty.seconds(o.measured_s)])
+            + [qty.seconds(o.expected_s), qty.seconds(o.wasted_s), md_text("; ".join(o.reasons[:2]), 140),
+               md_text(o.suggestion, 160)]
+            for n, o in enumerate(flagged[:MAX_FLAGGED], 1)]
+    return ["### Top flagged ops", ""] + md_table(header, rows) + more(MAX_FLAGGED, len(flagged))
+
+
+def _item(n: int, o: OpRecord, predicted: bool) -> str:
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in o.reasons)
+    timing = ([] if predicted else [f"measured {qty.seconds(o.measured_s)}"]) + \
+        [f"expected {qty.seconds(o.expected_s)}", f"{o.bound_by}-bound"]
+    meta = " · ".join([o.module] + timing)
+    return (f'<li class="flag-item" data-key="{escape(o.key)}">'
+            f'<div class="flag-head"><span class="rank">{n}</span>'
+            f'<code class="op-name">{escape(o.name)}</code>'
+            f'<span class="wasted">{escape(qty.seconds(o.wasted_s))} wasted</span></div>'
+            f'<div class="flag-meta">{escape(meta)}</div><ul class="reasons">{reasons}</ul>'
+            + (f'<p class="suggestion"><strong>Try:</strong> {escape(o.suggestion)}</p>' if o.suggestion else "")
+            + "</li>")
+
+
+def html(report: Report, _: RenderOptions) -> str:
+    """The flagged ops exactly as the report orders them, the first few open."""
+    flagged = report.flagged
+    if not flagged:
+        if report.predicted:
+            return '<p class="empty">No op was flagged: flags compare measured with expected time.</p>'
+        return '<p class="empty">No op was flagged: every modeled op is close to its roofline.</p>'
+    items = [_item(n, o, report.predicted) for n, o in enumerate(flagged, 1)]
+    out = f'<ol id="flagged-list" class="flagged">{"".join(items[:FLAGGED_OPEN])}</ol>'
+    if len(items) > FLAGGED_OPEN:
+        out += (f'<details class="more-flagged"><summary>{len(items) - FLAGGED_OPEN} more flagged ops</summary>'
+                f'<ol class="flagged" start="{FLAGGED_OPEN + 1}">{"".join(items[FLAGGED_OPEN:])}</ol></details>')
+    return out

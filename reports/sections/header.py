@@ -1,0 +1,124 @@
+"""The head of every report: what was analysed, on which chip, with which ceilings and their sources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from pathlib import PurePath
+from typing import Any
+
+from ...costmodel import units as qty
+from ..model import Report
+from ..text import md_text
+
+
+def subject(report: Report) -> str:
+    """What the report is about: the workload, else the input paths."""
+    src = report.source
+    return src.get("workload") or ", ".join(str(p) for p in src.get("paths") or []) or "profile"
+
+
+def _peaks_used(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(peak, rate, source and how many ops it priced) for the peaks that priced the ops, else bf16 or the largest."""
+    used = hw.get("peaks_used") or []
+    if used:
+        return [(str(p["peak"]), qty.flops_per_s(p["flops_per_s"]), f"{p['source']}; {qty.count(p['ops'])} ops")
+                for p in used]
+    peaks = hw.get("peak_flops_per_s") or {}
+    sources = hw.get("peak_flops_source") or {}
+    main = "bf16" if "bf16" in peaks else next(iter(peaks), None)
+    return [] if main is None else [(main, qty.flops_per_s(peaks[main]), str(sources.get(main) or hw.get("source")))]
+
+
+def _memories(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(name, bandwidth and size, source) of HBM and every cache roof."""
+    out = [(str(hw.get("main_memory") or "HBM"), qty.bytes_per_s(hw.get("hbm_bytes_per_s")),
+            str(hw.get("hbm_bytes_per_s_source") or hw.get("source")))]
+    out += [(str(c["name"]), f"{qty.nbytes(c['capacity_bytes']['value'])} at {qty.bytes_per_s(c['bytes_per_s']['value'])}",
+             str(c["bytes_per_s"]["source"])) for c in hw.get("caches") or []]
+    return out
+
+
+def _link(hw: Mapping[str, Any]) -> str | None:
+    ic = hw.get("interconnect") or {}
+    return str(ic["name"]) if ic.get("name") and ic.get("kind") not in ("none", "host-memory") else None
+
+
+def terminal(report: Report) -> list[str]:
+    hw = report.hardware
+    parts = [f"peak {p} {rate} [{src}]" for p, rate, src in _peaks_used(hw)]
+    parts += [f"{name} {rate} [{src}]" for name, rate, src in _memories(hw)]
+    parts += [link] if (link := _link(hw)) else []
+    return [f"audit: {subject(report)}", f"hardware: {hw.get('name')} ({hw.get('source')}): " + ", ".join(parts)]
+
+
+def markdown(report: Report) -> list[str]:
+    hw = report.hardware
+    bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(hw.get('source') or 'unknown')})"]
+    bits += [f"{md_text(p)} {rate} ({md_text(src)})" for p, rate, src in _peaks_used(hw)]
+    bits += [f"{md_text(name)} {rate} ({md_text(src)})" for name, rate, src in _memories(hw)]
+    bits += [md_text(link)] if (link := _link(hw)) else []
+    if report.source.get("jax_version"):
+        bits.append(f"JAX {md_text(report.source['jax_version'])}")
+    lines = [f"## Roofline audit: {md_text(subject(report), 120)}", ""]
+    if report.predicted:
+        lines += ["_Predicted, not measured: an ahead-of-time report from the compiled program._", ""]
+    return lines + [" · ".join(bits)]
+
+
+def _dl(items: list[tuple[str, str]]) -> str:
+    """A definition list; values are already-escaped HTML."""
+    return '<dl class="facts">' + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
+def _src(source: object) -> str:
+    return f' <span class="src">{escape(str(source))}</span>' if source else ""
+
+
+def _ceilings(hw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    sources = hw.get("peak_flops_source") or {}
+    peaks = hw.get("peak_flops_per_s") or {}
+    used = {p["peak"]: p for p in hw.get("peaks_used") or []}
+    rows = [(f"Peak {p['peak']}", escape(qty.flops_per_s(p["flops_per_s"])) + _src(p["source"])
+             + escape(f" · priced {qty.count(p['ops'])} ops")) for p in used.values()]
+    rows += [(f"Peak {dtype}", escape(qty.flops_per_s(v)) + _src(sources.get(dtype) or hw.get("source")))
+             for dtype, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0)) if dtype not in used]
+    memory = str(hw.get("main_memory") or "HBM")
+    rows.append((f"{memory} bandwidth", escape(qty.bytes_per_s(hw.get("hbm_bytes_per_s")))
+                 + _src(hw.get("hbm_bytes_per_s_source") or hw.get("source"))))
+    if qty.known(hw.get("hbm_bytes")):
+        rows.append((f"{memory} capacity", escape(qty.nbytes(hw.get("hbm_bytes"))) + _src(hw.get("source"))))
+    for cache in hw.get("caches") or []:  # the memory roofs of ops whose bytes fit in a cache
+        rows.append((f"{cache['name']} bandwidth ({qty.nbytes(cache['capacity_bytes']['value'])})",
+                     escape(qty.bytes_per_s(cache["bytes_per_s"]["value"])) + _src(cache["bytes_per_s"]["source"])))
+    ic = hw.get("interconnect") or {}
+    if ic.get("kind") and ic.get("kind") != "none":
+        link = ic.get("link_bytes_per_s")
+        value = link.get("value") if isinstance(link, Mapping) else link
+        source = link.get("source") if isinstance(link, Mapping) else None
+        rows.append(("Interconnect", escape(str(ic.get("name") or ic["kind"])) + (
+            " · link " + escape(qty.bytes_per_s(value)) + _src(source) if link else "")))
+    return rows
+
+
+def html(report: Report) -> str:
+    src, hw, tool = report.source, report.hardware, report.tool
+    paths = [str(p) for p in src.get("paths") or []]
+    what = src.get("workload") or ", ".join(PurePath(p).name for p in paths) or "profile"
+    kind = {"run": "profiled run", "xplane": "captured profile", "hlo": "HLO dump",
+            "aot": "ahead-of-time prediction"}.get(str(src.get("kind")), str(src.get("kind") or "report"))
+    facts = [("Input", escape(kind) + " · " + "<br>".join(f"<code>{escape(p)}</code>" for p in paths)),
+             ("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(hw.get("source")))]
+    facts += _ceilings(hw)
+    jax = src.get("jax_version") or (f"not recorded (analysed with {src['jax_running']})"
+                                     if src.get("jax_running") else qty.UNKNOWN)
+    facts += [("JAX", escape(str(jax))), ("Created", escape(str(src.get("created") or qty.UNKNOWN))),
+              ("Tool", escape(f"{tool.get('name', 'audit')} {tool.get('version', '')}".strip()))]
+    notes = "".join(f"<li>{escape(str(n))}</li>" for n in hw.get("notes") or [])
+    command = src.get("command")
+    repro = (f'<div class="repro"><span>Reproduce</span><pre><code id="command">{escape(str(command))}'
+             "</code></pre></div>") if command else ""
+    badge = '<span class="badge predicted">predicted, not measured</span>' if report.predicted else ""
+    return (f'<header class="top"><p class="kicker">Roofline audit{badge}</p>'
+            f"<h1>{escape(str(what))}</h1>{_dl(facts)}"
+            + (f'<ul class="notes">{notes}</ul>' if notes else "") + repro + "</header>")

@@ -1,0 +1,92 @@
+"""The ops themselves: the top ops by time in text, the roofline chart and the full table in HTML."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ...costmodel.table.columns import TABLE_COLUMNS, Column, columns, for_report
+from ...costmodel.table.record import OpRecord
+from ..model import Report
+from ..svg import roofline_svg
+from ..text import clip, md_table, md_text
+from ._base import RenderOptions
+
+TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "self_s", "share", "expected_s",
+                      "efficiency", "bound_by", "verdict")
+"""The top-ops list of the terminal and markdown summaries (measured ones dropped in a prediction)."""
+MARKDOWN_TOP = 10
+_TERMINAL_WIDTH = {"name": 36, "module": 17, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
+                   "verdict": 12}
+
+
+def top_ops(report: Report, n: int) -> list[OpRecord]:
+    """The `n` ops with the most time: measured self time, or expected time in a prediction."""
+    ops = report.timed_ops
+    if report.predicted:
+        ops = sorted(ops, key=lambda o: -(o.expected_s or 0.0))
+    return ops[:n]
+
+
+def _width(c: Column) -> int:
+    return _TERMINAL_WIDTH.get(c.key, 10)
+
+
+def terminal(report: Report, opts: RenderOptions) -> list[str]:
+    cols = for_report(TOP_COLUMNS, report.predicted)
+    ops = top_ops(report, opts.top)
+    what = "expected time" if report.predicted else "self time per device"
+
+    def cell(c: Column, text: str) -> str:
+        w = _width(c)
+        return f"{clip(text, w):<{w}}" if c.unit == "text" else f"{text:>{w}}"
+
+    head = " ".join(cell(c, c.label) for c in cols)
+    lines = [f"top {len(ops)} ops by {what}:", head, "-" * len(head)]
+    lines += [" ".join(cell(c, c.text(o)) for c in cols).rstrip() for o in ops]
+    return lines
+
+
+def markdown(report: Report, _: RenderOptions) -> list[str]:
+    cols = for_report(TOP_COLUMNS, report.predicted)
+    ops = top_ops(report, MARKDOWN_TOP)
+    if not ops:
+        return []
+    what = "expected time" if report.predicted else "measured self time per device"
+    rows = [[md_text(c.text(o), 60) for c in cols] for o in ops]
+    return [f"### Top {len(ops)} ops by {what}", ""] + md_table([c.label for c in cols], rows)
+
+
+def roofline_html(report: Report, _: RenderOptions) -> str:
+    chart, omitted = roofline_svg(report)
+    what = "predicted FLOP/s (FLOPs / expected time)" if report.predicted else "achieved FLOP/s"
+    note = (f'<p class="note" id="roofline-omitted" data-omitted="{omitted}">{omitted} op(s) are not on the chart: '
+            "they have no FLOPs or no time (data movement, collectives, unmeasured).</p>") if omitted else ""
+    legend = "".join(f'<li><span class="sw k-{k}"></span>{k}</li>'
+                     for k in ("compute", "memory", "collective", "latency", "unknown"))
+    return (f'<p class="note">Each point is one op: x is its arithmetic intensity, y its {escape(what)}; '
+            "area is proportional to its time, colour is what bounds it, a red ring marks a flagged op. "
+            "Hover a point for details; click it to find the op in the table.</p>"
+            f'<div class="chart-wrap">{chart}<div id="tip" class="tip" hidden></div></div>'
+            f'<ul class="legend">{legend}</ul>' + note)
+
+
+def table_html(report: Report, _: RenderOptions) -> str:
+    """The op table's controls and header; the page's script fills the rows from the embedded data."""
+    cols = for_report(TABLE_COLUMNS, report.predicted)
+    head = "".join(f'<th data-col="{n}" class="{"text" if c.unit == "text" else "num"}" title="{escape(c.title)}" '
+                   f'aria-sort="none"><button type="button">{escape(c.label)}</button></th>'
+                   for n, c in enumerate(cols))
+    bounds = "".join(f'<option value="{b}">{b}</option>'
+                     for b in ("compute", "memory", "collective", "latency", "unknown"))
+    return (
+        '<div class="controls">'
+        '<input id="op-filter" type="search" placeholder="Filter by op, module, framework op or source" '
+        'aria-label="Filter ops">'
+        f'<select id="bound-filter" aria-label="Bound"><option value="">any bound</option>{bounds}</select>'
+        '<label><input id="flagged-only" type="checkbox"> flagged only</label>'
+        f'<span id="op-count" class="count">{len(report.ops)} ops</span></div>'
+        f'<div class="scroll"><table id="ops-table" class="data sortable"><thead><tr>{head}</tr></thead>'
+        '<tbody></tbody></table></div>'
+        '<button id="show-all" type="button" hidden>Show all rows</button>'
+        '<noscript><p class="note">The op table needs JavaScript; the JSON and CSV reports have every op.</p>'
+        "</noscript>")

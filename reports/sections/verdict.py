@@ -1,0 +1,146 @@
+"""The verdict: step time, how close to the roofline, where the time goes, the step with overlap,
+and for a prediction XLA's own estimate and whether the program fits in memory."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from ...costmodel import units as qty
+from ...costmodel.records import BOUNDS
+from ..model import Report, Summary
+from ..svg import share_bar_svg
+from ..text import md_table, md_text
+from ._base import RenderOptions
+
+
+def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
+    """(kind, seconds) of time by bound, plus idle time, and their total."""
+    parts: list[tuple[str, float]] = [(b, float(s.time_by_bound_s[b])) for b in BOUNDS
+                                      if (s.time_by_bound_s.get(b) or 0.0) > 0]
+    if s.idle_s:
+        parts.append(("idle", float(s.idle_s)))
+    return parts, sum(t for _, t in parts)
+
+
+def headline(report: Report) -> str:
+    """One plain sentence: how close to the roofline, where most time goes, what the flags cost."""
+    s = report.summary
+    parts, total = breakdown(s)
+    words = []
+    if report.predicted:
+        words.append("Predicted from the compiled program, not measured.")
+    elif qty.known(s.roofline_fraction):
+        words.append(f"Ops ran at {qty.percent(s.roofline_fraction)} of their roofline overall.")
+    ops_parts = [(b, t) for b, t in parts if b != "idle"]
+    if ops_parts and total > 0:
+        b, t = max(ops_parts, key=lambda bt: bt[1])
+        words.append(f"Most op time is {b}-bound ({qty.percent(t / total)}).")
+    flagged = report.flagged
+    if flagged:
+        wasted = sum(o.wasted_s or 0.0 for o in flagged)
+        words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(wasted)} per device.")
+    return " ".join(words)
+
+
+def overlap_line(s: Summary) -> str:
+    """The step both ways: the no-overlap sum and the schedule walk with async collectives hidden."""
+    o = s.overlap
+    if o.expected_step_s is None:
+        return (f"expected op time {qty.seconds(s.expected_s)} [model] (no overlap); "
+                "overlapped step unknown: the program has no schedule")
+    return (f"expected step {qty.seconds(o.expected_step_s)} with async overlap [model, schedule walk], "
+            f"{qty.seconds(s.expected_s)} with none; communication exposed {qty.seconds(o.exposed_comm_s)}, "
+            f"hidden {qty.seconds(o.hidden_comm_s)}")
+
+
+def _xla(report: Report) -> str | None:
+    xla: dict[str, Any] = report.part("xla") or {}
+    if xla.get("optimal_seconds") is None:
+        return None
+    gap = (xla.get("gap") or {}).get("text")
+    return (f"XLA's own estimate: {qty.seconds(xla['optimal_seconds'])} [xla]; "
+            + (gap or "it does not price all-gather/reduce-scatter/all-to-all over the topology"))
+
+
+def _memory(report: Report) -> str | None:
+    verdict = (report.part("memory") or {}).get("verdict")
+    return f"memory per device: {verdict} [xla memory_analysis, catalog]" if verdict else None
+
+
+def terminal(report: Report, _: RenderOptions) -> list[str]:
+    s = report.summary
+    st = s.step_time_s
+    if report.predicted:
+        lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
+    else:
+        lines = [f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
+                 f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]",
+                 f"op time per device {qty.seconds(s.measured_s)} [trace], expected {qty.seconds(s.expected_s)} "
+                 f"[model]: roofline fraction {qty.percent(s.roofline_fraction)}; idle {qty.seconds(s.idle_s)} [trace]"]
+    lines += [x for x in (_xla(report), _memory(report)) if x]
+    lines.append(overlap_line(s))
+    total = sum(v for v in s.time_by_bound_s.values() if v) or None
+    lines.append("time by bound: " + ", ".join(f"{k} {qty.percent(v / total) if total else qty.UNKNOWN}"
+                                               for k, v in s.time_by_bound_s.items()))
+    return lines
+
+
+def markdown(report: Report, _: RenderOptions) -> list[str]:
+    s = report.summary
+    st = s.step_time_s
+    predicted = report.predicted
+    header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
+        ["Expected op time", "Expected step (overlap)", "Exposed comm", "Flagged ops", "Unmodeled ops", "Devices"]
+    row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + \
+        ([] if predicted else [qty.percent(s.roofline_fraction)]) + \
+        [qty.seconds(s.expected_s), qty.seconds(s.overlap.expected_step_s), qty.seconds(s.overlap.exposed_comm_s),
+         qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
+    parts, total = breakdown(s)
+    lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
+    if total > 0:
+        lines += ["", "Time by bound: " + " · ".join(f"{b} {qty.percent(t / total)}" for b, t in parts)]
+    gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
+    if gap:
+        lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
+    if (memory := _memory(report)) is not None:
+        lines += ["", f"**Memory:** {md_text(memory, 300)}"]
+    return lines
+
+
+def _stat(label: str, value: str, sub: str = "") -> str:
+    return (f'<div class="stat"><div class="stat-label">{escape(label)}</div>'
+            f'<div class="stat-value">{escape(value)}</div><div class="stat-sub">{escape(sub)}</div></div>')
+
+
+def html(report: Report, _: RenderOptions) -> str:
+    s = report.summary
+    predicted = report.predicted
+    st = s.step_time_s
+    stats = [
+        _stat("Step time (median)" if not predicted else "Predicted step time",
+              qty.seconds(st.median if st.median is not None else s.expected_s),
+              f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}"),
+        _stat("Roofline fraction", qty.percent(s.roofline_fraction), "sum of expected / sum of measured op time")
+        if not predicted else _stat("Expected op time", qty.seconds(s.expected_s), "from the cost model"),
+        _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
+              f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
+              f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]"),
+        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their roofline"),
+        _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
+        _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} step(s)"),
+    ]
+    parts, total = breakdown(s)
+    rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
+                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(qty.percent(t / total))}</td></tr>"
+                   for b, t in parts) if total > 0 else ""
+    what = "expected" if predicted else "measured"
+    table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">share'
+             f"</th></tr></thead><tbody>{rows}</tbody></table>") if rows else ""
+    notes = ""
+    if (gap := ((report.part("xla") or {}).get("gap") or {}).get("text")):
+        notes += f'<p class="note">Against XLA\'s estimate: {escape(gap)}</p>'
+    if (memory := _memory(report)) is not None:
+        notes += f'<p class="note" id="memory-fit">{escape(memory)}</p>'
+    return (f'<p class="headline">{escape(headline(report))}</p><div class="stats">{"".join(stats)}</div>'
+            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>{notes}')
