@@ -16,7 +16,7 @@ import click
 from . import __version__
 from .commands import __path__ as _commands_path
 from .invocation import remember
-from .errors import AuditError, ExitCode
+from .errors import AuditError, ExitCode, GateError
 
 
 class _Group(click.Group):
@@ -69,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in args
     try:
         rv = cli.main(args=args, prog_name="audit", standalone_mode=False)
+    except GateError as exc:  # not an error: the check the user asked for failed
+        click.echo(f"audit: gate: {exc}", err=True)
+        return exc.exit_code
     except AuditError as exc:
         if debug:
             raise

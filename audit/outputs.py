@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from .atomic import write_text
-from .errors import ExitCode, UsageError
+from .errors import ExitCode, GateError, UsageError
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
     from .orchestration.pipeline import Options
@@ -84,15 +83,19 @@ _LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON"}
 
 
 def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:
-    """Write a report's outputs; exit 1 when more ops are flagged than `--fail-on N` allows."""
+    """Write a report's outputs, then check the `--fail-on N` gate (GateError: more ops flagged)."""
     from .reports.render import ReportRenderer
 
     write_outputs(ReportRenderer(report), **outputs)
+    check_flagged(report, fail_on)
+    return ExitCode.OK
+
+
+def check_flagged(report: Report, fail_on: int | None) -> None:
+    """**Raises:** `GateError` when more ops are flagged than `--fail-on N` allows."""
     flagged = report.summary.flagged_ops
     if fail_on is not None and flagged > fail_on:
-        print(f"audit: {flagged} flagged ops exceed --fail-on {fail_on}", file=sys.stderr)
-        return ExitCode.GATE
-    return ExitCode.OK
+        raise GateError(f"{flagged} flagged ops exceed --fail-on {fail_on}")
 
 
 def write_result(result: dict[str, Any], json_path: str | None, text: Callable[[dict[str, Any]], list[str]]) -> None:

@@ -10,7 +10,7 @@ import click
 from typing import Any
 
 from ..analyses.diffing import Gates, diff_reports
-from ..errors import ExitCode, InputError, UsageError
+from ..errors import ExitCode, GateError, InputError, UsageError
 
 
 def _percent(value: str | None) -> float | None:
@@ -98,4 +98,6 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
     diff = diff_reports(load_runs(base, hardware), load_runs(head, hardware), gates)
     write_outputs(DiffRenderer(diff), json_path=json_path, markdown_path=markdown_path, html_path=html_path,
                   top=10, quiet=quiet)
-    return ExitCode.GATE if diff["regression"] else ExitCode.OK
+    if diff["regression"]:
+        raise GateError("; ".join(diff["gates"]["tripped"]))
+    return ExitCode.OK

@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 
 from ..child.capture import script_kind
-from ..outputs import analysis_options, check_outputs, emit, output_options
+from ..outputs import analysis_options, check_flagged, check_outputs, emit, output_options, write_outputs
 from ..child.capture import Progress
 from ..errors import ExitCode, InputError, UsageError
 from ..orchestration.runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
 from ..reports.model import Report
+from ..reports.render import ReportRenderer
 
 DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices
 
@@ -126,8 +127,11 @@ def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | No
         "repeat", {"runs": repeat, "representative_run": middle + 1,
                    "note": "ops, steps and timeline are those of the representative run (the median "
                            "median step); `runs` lists every run's step times [trace]"})
-    emitted = emit(combined, **kwargs)
-    return code if code != ExitCode.OK else emitted
+    write_outputs(ReportRenderer(combined), **kwargs)
+    if code != ExitCode.OK:
+        return code
+    check_flagged(combined, kwargs.get("fail_on"))
+    return ExitCode.OK
 
 
 def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, target: str | None = None,
@@ -157,10 +161,13 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
         report = _with_target(report, req, target, kwargs)
     if keep_report:
         return done(cap.returncode, report)
-    code = emit(report, **kwargs)
+    write_outputs(ReportRenderer(report), **kwargs)
     if keep_out and not kwargs["quiet"]:
         click.echo(f"Profile kept in {cap.run_dir} (open with TensorBoard/XProf: --logdir {req.out})", err=True)
-    return cap.returncode if cap.returncode != ExitCode.OK else code
+    if cap.returncode != ExitCode.OK:
+        return cap.returncode  # the workload's own failure is the story, not a gate
+    check_flagged(report, kwargs.get("fail_on"))
+    return ExitCode.OK
 
 
 def _predict(script: Path, args: list[str], target: str, out: Path | None, kwargs: dict) -> int:
