@@ -8,23 +8,21 @@ while nesting (for self time) is per (thread line, device_ordinal).
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import sys
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
+from . import xline_decode
 from .events import (NO_RUN, HostExtraction, PlaneStats, assign_by_span, events_frame, launch_steps, self_times,
                      steps_frame, to_u64)
 
 _SKIP, _OP, _STEP, _LAUNCH = 0, 1, 2, 3
 _OP_STATS = ("hlo_op", "program_id", "run_id", "device_ordinal")
-# Below this many events on the plane, forking workers costs more than it saves.
-PARALLEL_MIN_EVENTS = 300_000
+# From this many events on the plane, lines are decoded by the compiled reader (numba; compiled
+# once per install, then cached); the Python scan reads smaller planes, and every plane where
+# numba does not import.
+COMPILED_MIN_EVENTS = 300_000
 
 
 class _Columns:
@@ -175,50 +173,36 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
     return arrays, annotations, launches
 
 
-# A forked worker reads the plane its parent decoded (copy-on-write), so nothing is re-decoded.
-_FORKED_PLANE: Any = None
-
-
-def _scan_forked(lines: range) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
-    return _scan_arrays(_FORKED_PLANE, lines)
-
-
-def _chunks(plane: Any, parts: int) -> list[range]:
-    """Contiguous line ranges with about equal event counts, so results concatenate in line order."""
-    counts = np.cumsum(_line_sizes(plane))
-    edges = np.searchsorted(counts, counts[-1] * np.arange(1, parts) / parts, side="right")
-    bounds = [0, *sorted(set(int(e) for e in edges)), len(counts)]
-    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
 def _line_sizes(plane: Any) -> list[int]:
     sizes = getattr(plane.lines, "encoded_sizes", None)
     return sizes() if sizes else [len(line.events) for line in plane.lines]
 
 
+def _scan_compiled(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
+    """The same scan, each line decoded by one compiled pass over its bytes (events_cpu_fast)."""
+    from .events_cpu_fast import scan_lines
+
+    ps = PlaneStats(plane)
+    wanted = {ps.ids[n]: i for i, n in enumerate(_OP_STATS) if n in ps.ids}
+    return scan_lines(plane, range(len(plane.lines)), _classify,
+                      lambda stats: _read_slow(stats, wanted, ps.names, ["", 0, NO_RUN, 0]))
+
+
 def _scan_all(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
-    lines = range(len(plane.lines))
-    # Encoded bytes stand in for event counts (about 50 bytes an event), without decoding.
-    events = sum(_line_sizes(plane)) // 50
-    workers = min(os.cpu_count() or 1, len(lines))
-    # Forking a process that runs JAX's threads risks deadlock, and a daemonic process (a Dask
-    # worker, which already reads one host per core) may not have children: read serially there.
-    if events < PARALLEL_MIN_EVENTS or workers < 2 or "jax" in sys.modules or mp.current_process().daemon \
-            or "fork" not in mp.get_all_start_methods():
-        return _scan_arrays(plane, lines)
-    global _FORKED_PLANE
-    _FORKED_PLANE = plane
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
-            parts = list(pool.map(_scan_forked, _chunks(plane, workers)))
-    finally:
-        _FORKED_PLANE = None
-    arrays: dict[str, Any] = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0] if k != "op"}
-    arrays["op"] = union_categoricals([p[0]["op"] for p in parts])
-    launches: dict[int, int] = {}
-    for part in reversed(parts):
-        launches.update(part[2])
-    return arrays, [a for p in parts for a in p[1]], launches
+    if hasattr(plane.lines, "encoded") and _holds(plane, COMPILED_MIN_EVENTS) and xline_decode.available():
+        return _scan_compiled(plane)
+    return _scan_arrays(plane, range(len(plane.lines)))
+
+
+def _holds(plane: Any, events: int) -> bool:
+    """Whether the plane holds at least about `events` events: encoded bytes stand in for them
+    (about 50 bytes an event), counted line by line only until there are enough."""
+    total = 0
+    for data in plane.lines.encoded():
+        total += len(data)
+        if total >= 50 * events:
+            return True
+    return False
 
 
 def extract_cpu(plane: Any, host: str) -> HostExtraction:

@@ -38,6 +38,15 @@ class LazyLines(Sequence[Any]):
         for index in range(len(self._encoded)):
             yield self[index]
 
+    @property
+    def origin(self) -> str:
+        """The file the lines came from (for error messages)."""
+        return self._origin
+
+    def encoded(self) -> Sequence[bytes]:
+        """The lines as their protobuf bytes, undecoded."""
+        return self._encoded  # type: ignore[no-any-return]
+
     def encoded_sizes(self) -> list[int]:
         """Bytes of each encoded line: proportional to its events, without decoding it."""
         return [len(b) for b in self._encoded]

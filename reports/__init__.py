@@ -1,1 +1,11 @@
-"""Renderers only: terminal, JSON, CSV, markdown and self-contained HTML, from an analysed report."""
+"""Render only: an analysed `Report` (or an `audit diff` document) as text, in every format.
+
+- `model`: `Report`, the typed report every format renders, JSON only at its edge
+- `render`: `Format` and the `Renderer` interface `audit.outputs` writes through
+- `sections/`: the one section list; each section renders itself for terminal, markdown and HTML
+- `terminal`, `markdown`, `html`: the page around the sections; `csv_report`, `json_report`
+- `diff_render`: an `audit diff` document through the same sections machinery and page
+- `svg`, `timeline_svg`, `payload`: the HTML page's charts and the data its script reads
+- `napkin_text`, `plan_text`, `hardware_text`: `audit calc`, `plan` and `hardware` as text
+- `text`: markdown escaping and table helpers (numbers: `costmodel.units`)
+"""

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -193,31 +190,58 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
         assert module.find(op) is not None, op
 
 
-@pytest.mark.parametrize("workers", [None, 64])
-def test_parallel_line_scan_gives_the_same_table(traces: dict[str, Path], tmp_path: Path,
-                                                 workers: int | None) -> None:
-    # GIVEN the serial reading of a trace
-    serial = load_profile(traces["steps"]).hosts[0]
-    # WHEN a process without JAX (forking is safe there) scans the /host:CPU lines in forked workers
-    # (64 of them: more than the lines that hold ops, so some workers find none)
-    script = (
-        "import os, pickle, sys; from audit.parsers import events_cpu; from audit.parsers.profile import load_profile\n"
-        "events_cpu.PARALLEL_MIN_EVENTS = 0\n"
-        + (f"os.cpu_count = lambda: {workers}\n" if workers else "") +
-        "host = load_profile(sys.argv[1]).hosts[0]\n"
-        "assert 'jax' not in sys.modules\n"
-        "pickle.dump((host.events, host.steps), open(sys.argv[2], 'wb'))\n"
-    )
-    out = tmp_path / "parallel.pkl"
-    subprocess.run([sys.executable, "-c", script, str(traces["steps"]), str(out)], check=True)
-    with out.open("rb") as f:
-        events, steps = pickle.load(f)
-    # THEN the op table and the steps are identical
+@pytest.mark.parametrize("kind", ["steps", "launches"])
+def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the reference reading of a real trace, event by event through protobuf messages
+    from audit.parsers import events_cpu
+
+    monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 1 << 62)
+    reference = load_profile(traces[kind]).hosts[0]
+    # WHEN its lines are decoded by one compiled pass over their bytes instead
+    monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 0)
+    compiled = load_profile(traces[kind]).hosts[0]
+    # THEN the op table (ops, devices, programs, runs, times, self times) and the steps are identical
 
     def plain(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.astype({c: str for c in ("host", "op", "trace_category")})
-    pd.testing.assert_frame_equal(plain(serial.events), plain(events))
-    pd.testing.assert_frame_equal(serial.steps, steps)
+    pd.testing.assert_frame_equal(plain(reference.events), plain(compiled.events))
+    pd.testing.assert_frame_equal(reference.steps, compiled.steps)
+    assert reference.step_source == compiled.step_source
+
+
+def test_compiled_decoder_reads_every_xline_field_as_protobuf_does() -> None:
+    # GIVEN a line with every kind of stat value, negative and 64-bit values, and fields it skips
+    import numpy as np
+
+    from audit.parsers import xline_decode as xd
+    from audit.parsers.xplane_schema import XLine
+
+    line = XLine(id=7, name="thread", timestamp_ns=123456789, duration_ps=5)
+    values = [dict(int64_value=-5), dict(uint64_value=(1 << 64) - 3), dict(double_value=2.5),
+              dict(str_value="fusion.1"), dict(bytes_value=b"\x00\xff"), dict(ref_value=300)]
+    for i, value in enumerate(values):
+        ev = line.events.add(metadata_id=1000 + i, offset_ps=(1 << 40) + i, duration_ps=i * 3)
+        ev.stats.add(metadata_id=2, **value)
+        ev.stats.add(metadata_id=9, int64_value=42)  # a stat no slot asks for
+    ev = line.events.add(metadata_id=1, num_occurrences=4)  # no offset: the oneof's other member
+    slot_of = np.full(10, -1, np.int64)
+    slot_of[2] = 0
+    # WHEN the compiled decoder reads its bytes
+    d = xd.decode_line(line.SerializeToString(), slot_of, 1)
+    # THEN every event and its slot's value come back as protobuf reads them
+    assert d.timestamp_ns == 123456789 and list(d.metadata_id) == [1000, 1001, 1002, 1003, 1004, 1005, 1]
+    assert list(d.offset_ps[:6]) == [(1 << 40) + i for i in range(6)] and d.offset_ps[6] == 0
+    assert list(d.duration_ps) == [0, 3, 6, 9, 12, 15, 0]
+    assert list(d.kind[:, 0]) == [xd.INT64, xd.UINT64, xd.DOUBLE, xd.STRING, xd.BYTES, xd.REF, xd.ABSENT]
+    assert d.value[0, 0] == -5 and int(d.value[1, 0].view(np.uint64)) == (1 << 64) - 3
+    assert d.value[2:3, 0].view(np.float64)[0] == 2.5 and d.value[5, 0] == 300
+    data = line.SerializeToString()
+    assert data[d.value[3, 0]:d.value[3, 0] + d.length[3, 0]] == b"fusion.1"
+    assert data[d.value[4, 0]:d.value[4, 0] + d.length[4, 0]] == b"\x00\xff"
+    # AND bytes cut short are an error, not a silently shorter line
+    with pytest.raises(ValueError):
+        xd.decode_line(data[:-3], slot_of, 1)
 
 
 def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
@@ -246,3 +270,20 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
     assert (events["device"] == 0).all() and (events["run_id"] == -1).all()
     assert list(events["start_ps"]) == [10_000, 11_000, 12_000]
     assert any("device_ordinal" in w for w in host.warnings)
+
+
+def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path]) -> None:
+    # GIVEN a real trace whose busiest /host:CPU line lost its last bytes
+    from audit.errors import InputError
+    from audit.parsers import events_cpu
+    from audit.parsers.xplane import decode_xspace
+
+    path = next(traces["steps"].rglob("*.xplane.pb"))
+    plane = next(p for p in decode_xspace(path.read_bytes(), str(path)).planes if p.name == "/host:CPU")
+    encoded = plane.lines.encoded()
+    busiest = max(range(len(encoded)), key=lambda i: len(encoded[i]))
+    encoded[busiest] = encoded[busiest][:-3]
+    # WHEN the compiled reader scans it THEN it says which line of which file, as the Python scan does
+    with pytest.raises(InputError, match=f"line {busiest} of a plane is truncated") as err:
+        events_cpu._scan_compiled(plane)
+    assert str(path) in str(err.value)

@@ -1,8 +1,8 @@
 """Analyses over the per-op table, the steps and other reports; each returns plain data for reports.
 
-- `steps`: step table, idle time, time by bound, timeline, overlapped collectives
-- `suggestions`: a concrete thing to try for a flagged op
-- `plan_vs_profile`: napkin plan, cost model and measurement of one step, side by side
+- `steps`: step table, idle time, timeline, overlapped collectives
+- `plan_vs_profile`, `plan_gaps`: napkin plan, cost model and measurement of one step, and why they differ
+- `xla_gap`: our predicted step against XLA's `optimal_seconds`, in numbers
 - `compare_target`: measured on this CPU next to predicted on a target, per framework op
 - `diffing`: what changed between two reports, in the program and in time
 """

@@ -1,7 +1,8 @@
 """Orchestration: the one place each command's work is put together.
 
-- `pipeline`: parsers -> cost model -> analyses -> the report (`audit inspect`, `audit run`)
+- `pipeline`: parsers -> cost model -> judged op table -> the report (`audit inspect`, `audit run`)
+- `assemble`: the one place a `Report` is built from judged ops (summary, flagged, collectives)
+- `caveats`: what a report must say about its own limits (loops, topology, unmodeled ops)
 - `runner`: the parent side of `audit run` (spawns the capture child, analyses what it wrote)
 - `predict`: `audit run --target` (ahead-of-time compile, then the pipeline on the target chip)
-- `report_rows`: report rows built from the joined op table
 """

@@ -125,29 +125,33 @@ def fingerprint(proto: bytes) -> str:
 def reduce_events(events: pd.DataFrame) -> pd.DataFrame:
     """Per (device, program, op): occurrences, summed times and per-occurrence min and max."""
     keys = ["device", "program_id", "op"]
-    frame = events.assign(op=events["op"].astype(str),
-                          per_occ=events["dur_ps"] / events["occurrences"].clip(lower=1))
+    frame = events.assign(per_occ=events["dur_ps"] / events["occurrences"].clip(lower=1))
     agg = {"occurrences": ("occurrences", "sum"), "dur_ps": ("dur_ps", "sum"), "self_ps": ("self_ps", "sum"),
            "dur_min_ps": ("per_occ", "min"), "dur_max_ps": ("per_occ", "max")}
     if "kernels" in frame.columns:
         agg["kernels"] = ("kernels", "sum")
     agg.update({c: (c, "first") for c in _TRACE_COLUMNS if c in frame.columns})
-    return frame.groupby(keys, sort=False).agg(**agg).reset_index()
+    # Grouped on the op names' codes (observed only); names become plain strings once per row of the result.
+    out = frame.groupby(keys, sort=False, observed=True).agg(**agg).reset_index()
+    return out.assign(op=out["op"].astype(str))
 
 
 def idle_by_device(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     """Per device, step time not covered by any op (the union of op intervals), in ps."""
     rows = []
     if not steps.empty and not events.empty:
-        timed = events[events["start_ps"] >= 0]
-        by_device = {int(cast(int, d)): g for d, g in timed.groupby("device", observed=True, sort=False)}
-        for dev, sgrp in steps.groupby("device", sort=False):
+        timed = events["start_ps"].to_numpy(np.int64) >= 0
+        device = events["device"].to_numpy(np.int64)[timed]
+        start = events["start_ps"].to_numpy(np.int64)[timed]
+        end = start + events["dur_ps"].to_numpy(np.int64)[timed]
+        order = np.argsort(device, kind="stable")  # each device's events as one slice
+        device, start, end = device[order], start[order], end[order]
+        for key, sgrp in steps.groupby("device", sort=False):
+            dev = int(cast(int, key))
             s, e = sgrp["start_ps"].to_numpy(np.int64), sgrp["end_ps"].to_numpy(np.int64)
-            evs = by_device.get(int(cast(int, dev)))
-            busy = 0 if evs is None else int(_busy_in_windows(
-                evs["start_ps"].to_numpy(np.int64),
-                (evs["start_ps"] + evs["dur_ps"]).to_numpy(np.int64), s, e).sum())
-            rows.append((int(cast(int, dev)), int((e - s).sum()) - busy))
+            lo, hi = np.searchsorted(device, dev, "left"), np.searchsorted(device, dev, "right")
+            busy = int(_busy_in_windows(start[lo:hi], end[lo:hi], s, e).sum()) if hi > lo else 0
+            rows.append((dev, int((e - s).sum()) - busy))
     return pd.DataFrame(rows, columns=["device", "idle_ps"])
 
 

@@ -1,0 +1,209 @@
+"""Decode an encoded XLine's events straight from its protobuf bytes into arrays, compiled.
+
+A big CPU trace holds millions of thunk events; reading them through protobuf message
+objects costs a few microseconds each in Python. Here one compiled pass over a line's
+bytes (numba) writes, per event: its metadata id, offset and duration, and for the few
+stats a caller asks about (by stat metadata id -> slot), whether the event carries it and
+its value. Field numbers are those of `xplane_schema` (upstream `xplane.proto`):
+
+    XLine:  3 timestamp_ns, 4 events (repeated XEvent)
+    XEvent: 1 metadata_id, 2 offset_ps, 3 duration_ps, 4 stats (repeated XStat), 5 num_occurrences
+    XStat:  1 metadata_id, 2 double_value, 3 uint64_value, 4 int64_value, 5 str_value,
+            6 bytes_value, 7 ref_value
+
+Every integer comes back as its raw 64 bits in an int64 (`.view(np.uint64)` for unsigned
+fields). A string value comes back as its position and length in the line's bytes.
+`available()` is False where numba cannot be imported; callers then read messages. numba is
+imported (and the decoder compiled) only when a plane is big enough to need it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Value kinds of a stat, in `kind[event, slot]`.
+ABSENT, INT64, UINT64, DOUBLE, STRING, BYTES, REF = 0, 1, 2, 3, 4, 5, 6
+_compiled: dict[str, Any] = {}
+
+
+def available() -> bool:
+    """Whether the compiled decoder can run here (numba imports); compiles it on first use (once per
+    install: numba caches the machine code)."""
+    if not _compiled:
+        try:
+            from numba import njit
+        except ImportError:  # pragma: no cover - numba is a dependency; this guards odd platforms
+            return False
+        # Later functions call earlier ones by their global names, so each is rebound as it is wrapped.
+        for name in ("_varint", "_skip", "_stat", "_event"):
+            globals()[name] = njit(cache=True, nogil=True, inline="always")(globals()[name])
+        for name in ("_count_events", "_decode"):
+            globals()[name] = _compiled[name] = njit(cache=True, nogil=True)(globals()[name])
+    return True
+
+
+@dataclass(frozen=True)
+class DecodedLine:
+    """One line's events, column by column (n events, s slots)."""
+
+    timestamp_ns: int
+    metadata_id: np.ndarray  # int64[n]
+    offset_ps: np.ndarray  # int64[n]
+    duration_ps: np.ndarray  # int64[n]
+    kind: np.ndarray  # uint8[n, s]: ABSENT, INT64, ...; the last value of the slot's stats wins
+    value: np.ndarray  # int64[n, s]: raw bits of the int, ref id or double; position of a string
+    length: np.ndarray  # int32[n, s]: byte length of a string or bytes value
+
+
+def decode_line(data: bytes, slot_of: np.ndarray, slots: int) -> DecodedLine:
+    """The events of one encoded XLine; `slot_of[stat_metadata_id]` is the slot, or -1 to skip.
+
+    **Raises:** `ValueError` for bytes that are not a well-formed XLine.
+    """
+    if not available():
+        raise RuntimeError("the compiled XLine decoder needs numba")
+    buf = np.frombuffer(data, dtype=np.uint8)
+    n = _compiled["_count_events"](buf)
+    if n < 0:
+        raise ValueError("truncated or corrupt XLine")
+    mid = np.zeros(n, np.int64)
+    off = np.zeros(n, np.int64)
+    dur = np.zeros(n, np.int64)
+    kind = np.zeros((n, slots), np.uint8)
+    value = np.empty((n, slots), np.int64)  # read only where `kind` says a value is there
+    length = np.empty((n, slots), np.int32)
+    ts = _compiled["_decode"](buf, slot_of, mid, off, dur, kind, value, length)
+    if ts < 0:
+        raise ValueError("truncated or corrupt XLine")
+    return DecodedLine(int(ts), mid, off, dur, kind, value, length)
+
+
+# The compiled functions work in int64 only (a varint's 64 bits wrap into it; the caller views
+# them as unsigned where a field is): mixing numba's uint64 with ints would make floats.
+
+
+def _varint(buf: Any, pos: int) -> tuple[Any, int]:
+    """(value, next position) of the varint at `pos`; the caller checks positions against the end."""
+    b = np.int64(buf[pos])
+    pos += 1
+    if b < 128:  # most tags, ids and sizes fit one byte
+        return b, pos
+    result = b & 127
+    shift = 7
+    while pos < len(buf) and shift < 64:
+        b = np.int64(buf[pos])
+        pos += 1
+        result |= (b & 127) << shift
+        if b < 128:
+            return result, pos
+        shift += 7
+    return result, len(buf) + 1  # ran off the end: a position past it marks the bytes malformed
+
+
+def _skip(buf: Any, pos: int, wire: int) -> int:
+    """The position after a field of wire type `wire` whose value starts at `pos` (-1: unknown type)."""
+    if wire == 0:
+        _, pos = _varint(buf, pos)
+        return pos
+    if wire == 1:
+        return pos + 8
+    if wire == 2:
+        size, pos = _varint(buf, pos)
+        return pos + size if size >= 0 else len(buf) + 1
+    if wire == 5:
+        return pos + 4
+    return len(buf) + 1
+
+
+def _count_events(buf: Any) -> int:
+    pos, end, n = 0, len(buf), 0
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        if pos > end:
+            return -1
+        if tag == 34:  # field 4, length-delimited: an event
+            n += 1
+        pos = _skip(buf, pos, tag & 7)
+    return n if pos == end else -1
+
+
+def _decode(buf: Any, slot_of: Any, mid: Any, off: Any, dur: Any, kind: Any, value: Any, length: Any) -> int:
+    """Fill the arrays; the line's timestamp_ns, or -1 for malformed bytes."""
+    pos, end, i, ts = 0, len(buf), 0, 0
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        if pos >= end:
+            return -1
+        if tag == 24:  # field 3, varint: timestamp_ns
+            ts, pos = _varint(buf, pos)
+        elif tag == 34:  # field 4: an event
+            size, pos = _varint(buf, pos)
+            stop = pos + size
+            if size < 0 or stop > end or not _event(buf, pos, stop, i, slot_of, mid, off, dur, kind, value, length):
+                return -1
+            pos = stop
+            i += 1
+        else:
+            pos = _skip(buf, pos, tag & 7)
+    return ts if pos == end else -1
+
+
+def _event(buf: Any, pos: int, end: int, i: int, slot_of: Any, mid: Any, off: Any, dur: Any, kind: Any,
+           value: Any, length: Any) -> bool:
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0 and field <= 3:
+            v, pos = _varint(buf, pos)
+            if field == 1:
+                mid[i] = v
+            elif field == 2:
+                off[i] = v
+            elif field == 3:
+                dur[i] = v
+        elif field == 4 and wire == 2:
+            size, pos = _varint(buf, pos)
+            stop = pos + size
+            if size < 0 or stop > end or not _stat(buf, pos, stop, i, slot_of, kind, value, length):
+                return False
+            pos = stop
+        else:
+            pos = _skip(buf, pos, wire)
+    return pos == end
+
+
+def _stat(buf: Any, pos: int, end: int, i: int, slot_of: Any, kind: Any, value: Any, length: Any) -> bool:
+    stat_id, k, size = -1, 0, 0
+    v: Any = 0
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        field, wire = tag >> 3, tag & 7
+        if field == 1 and wire == 0:
+            stat_id, pos = _varint(buf, pos)
+        elif field == 2 and wire == 1:  # double_value: its 8 little-endian bytes
+            if pos + 8 > end:
+                return False
+            v = 0
+            for b in range(8):
+                v |= np.int64(buf[pos + b]) << (8 * b)
+            k, pos = DOUBLE, pos + 8
+        elif wire == 0 and (field == 3 or field == 4 or field == 7):
+            v, pos = _varint(buf, pos)
+            k = UINT64 if field == 3 else (INT64 if field == 4 else REF)
+        elif wire == 2 and (field == 5 or field == 6):
+            size, pos = _varint(buf, pos)
+            v, k = pos, (STRING if field == 5 else BYTES)
+            pos += size
+        else:
+            pos = _skip(buf, pos, wire)
+    if pos != end:
+        return False
+    if 0 <= stat_id < len(slot_of) and slot_of[stat_id] >= 0:
+        s = slot_of[stat_id]
+        kind[i, s] = k
+        value[i, s] = v
+        length[i, s] = size if (k == STRING or k == BYTES) else 0
+    return True
