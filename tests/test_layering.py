@@ -80,3 +80,20 @@ def test_no_top_level_parsers_or_reports_module_is_importable():
     for name in ("parsers", "reports", "costmodel", "workloads"):
         spec = importlib.util.find_spec(name)
         assert spec is None or str(ROOT) in str(spec.origin or spec.submodule_search_locations), name
+
+
+def test_every_subpackage_is_installed():
+    # A subpackage missing from pyproject's explicit list works in an editable install and is
+    # absent from a real one: every folder with an __init__.py must be listed under its name.
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    folders = {ROOT / d for d in config["package-dir"].values()}
+    found = set()
+    for top in folders:
+        for init in top.rglob("__init__.py"):
+            rel = init.parent.relative_to(top)
+            base = next(name for name, d in config["package-dir"].items() if ROOT / d == top)
+            found.add(".".join([base, *rel.parts]))
+    assert found == listed
