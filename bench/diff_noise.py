@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = "2"
+WARM = 3  # clean runs first, whose median step sizes the slowdowns
 CONFIG = ["--dtype", "float32"]
 
 
@@ -97,17 +98,20 @@ def main() -> int:
         slowed = {pct: [load(p) for p in sorted(args.analyse.glob(f"slow{pct}_*.json"), key=number)]
                   for pct in (10, 25)}
         hog_at = {int(x) for x in args.hog_runs.split(",") if x}
-        return report(bases, slowed, hog_at, 1000 * median_step(bases[0]), args.trials, started)
+        return report(bases, slowed, hog_at, 1000 * statistics.median(median_step(b) for b in bases[:WARM]), args.trials,
+                      started)
     with tempfile.TemporaryDirectory() as tmp:
         t = args.out or Path(tmp)
         t.mkdir(parents=True, exist_ok=True)
-        bases = [run(t / "base0.json", args.steps, 0.0, False)]
-        base_ms = 1000 * median_step(bases[0])
-        hog_at = set(range(1, args.runs, max(1, (args.runs - 1) // max(args.hog, 1)))[:args.hog])
+        # The slowdowns are sized from the median of the first few clean runs, not from one run
+        # (a run alone can be 10% off the typical step here).
+        bases = [run(t / f"base{i}.json", args.steps, 0.0, False) for i in range(WARM)]
+        base_ms = 1000 * statistics.median(median_step(b) for b in bases)
+        hog_at = set(range(WARM, args.runs, max(1, (args.runs - WARM) // max(args.hog, 1)))[:args.hog])
         slowed: dict[int, list[dict]] = {10: [], 25: []}
         # Interleaved, so drift in the machine's load reaches every kind alike: base, +25%, base, +10%, ...
         schedule, kinds = [], itertools.cycle((25, 10))
-        for i in range(1, max(args.runs, 2 * args.slowed + 1)):
+        for i in range(WARM, max(args.runs, 2 * args.slowed + WARM)):
             if i < args.runs:
                 schedule.append(0)
             schedule += [next(kinds)] * (len([k for k in schedule if k]) < 2 * args.slowed)
@@ -140,7 +144,7 @@ def report(bases: list[dict], slowed: dict[int, list[dict]], hog_at: set[int], b
             rows.append((f"+{pct}% host work (measured {100 * achieved:+.0f}%)", per_side,
                          verdicts(clean, slowed[pct], per_side, trials, rng, False),
                          len(clean) + len(slowed[pct])))
-    print(f"\nbase step {base_ms:.1f} ms (first run), {clean_ms:.1f} ms (median of runs without the hog); "
+    print(f"\nbase step {base_ms:.1f} ms (first {WARM} runs), {clean_ms:.1f} ms (median of runs without the hog); "
           f"{len(bases)} identical runs, {len(hog_at)} with a CPU hog beside; {time.time() - started:.0f} s")
     print("| head | runs a side | pairs | regression | inconclusive | no change | improvement | distinct runs |")
     print("|---|---|---|---|---|---|---|---|")

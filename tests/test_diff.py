@@ -224,6 +224,30 @@ def test_identical_runs_with_one_slowed_head_run_are_inconclusive_and_name_the_r
     assert main(["diff", str(base_dir), str(head_dir), "--strict", "--quiet"]) == 1
 
 
+def test_a_busy_neighbour_beside_two_of_three_head_runs_is_inconclusive_not_a_regression(runs):
+    # Identical code; a CPU hog beside head runs 1 and 3 slowed them 1.7x: on average the head
+    # reads 46% slower, but its runs disagree, which is the machine speaking, not the code.
+    from audit.analyses.diffing import diff_reports
+
+    base = [_steady(runs["base"], f, f"b{i}") for i, f in enumerate((1.0, 1.04, 0.97))]
+    head = [_steady(runs["base"], f, f"h{i}") for i, f in enumerate((1.7, 1.01, 1.72))]
+    me = diff_reports(base, head)["measured"]
+    assert me["change"] > 0.4
+    assert me["verdict"] == "inconclusive" and not me["regression"]
+    odd = me["unstable"][0]
+    assert odd["side"] == "head" and odd["source"] == "h1" and odd["off_by"] < -0.2
+
+
+def test_ordinary_run_to_run_variation_does_not_hide_a_real_slowdown(runs):
+    # Runs of one side differ by up to 15% on a shared machine; a 30% slowdown still reads as one.
+    from audit.analyses.diffing import diff_reports
+
+    base = [_steady(runs["base"], f, f"b{i}") for i, f in enumerate((1.0, 1.12, 0.96))]
+    head = [_steady(runs["base"], 1.3 * f, f"h{i}") for i, f in enumerate((1.05, 0.95, 1.1))]
+    diff = diff_reports(base, head)
+    assert diff["measured"]["unstable"] == [] and diff["verdict"] == "regression" and diff["regression"]
+
+
 def test_repeated_runs_of_a_real_slowdown_are_a_regression_without_fail_on(runs, tmp_path, capsys):
     for i in range(2):
         (tmp_path / f"b{i}.json").write_text(json.dumps(_steady(runs["base"], 1.0 + 0.01 * i, f"b{i}")))

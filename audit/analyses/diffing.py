@@ -16,6 +16,10 @@ import numpy as np
 
 SCHEMA = "audit.diff/v1"
 _REL_EQ = 1e-9  # compile-time quantities are deterministic; this only absorbs float summation order
+# What says the program changed. Expected times are reported beside them but do not count: they
+# also move with the hardware's figures (a calibration, the per-op overhead the trace caps),
+# which differ between runs of one program.
+_PROGRAM_FIELDS = ("flops", "bytes", "comm_bytes")
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ def compile_time(base: dict, head: dict, pairs, removed, added,
             bv = None if b.get(field) is None else b[field] / _per_step(base)
             hv = None if h.get(field) is None else h[field] / _per_step(head)
             row[field] = {"base": bv, "head": hv}
-            changed |= _changed(bv, hv)
+            changed |= field in _PROGRAM_FIELDS and _changed(bv, hv)
         pairing = (pairings or {}).get((id(b), id(h)))
         if pairing is not None:
             row.update(pairing=pairing.how, uncertain=pairing.uncertain, position_distance=pairing.distance)
@@ -186,7 +190,7 @@ def compile_time(base: dict, head: dict, pairs, removed, added,
         "pairing_counts": dict(Counter(p.how for p in (pairings or {}).values())),
         "added_ops": [brief(o, head) for o in added],
         "removed_ops": [brief(o, base) for o in removed],
-        "changed": any(t["changed"] for t in totals.values()) or bool(per_op or added or removed) or cb != ch,
+        "changed": any(totals[f]["changed"] for f in _PROGRAM_FIELDS) or bool(per_op or added or removed) or cb != ch,
     }
 
 
@@ -209,9 +213,9 @@ DEFAULT_THRESHOLD = 0.05  # step-time change that counts when --fail-on is not g
 SINGLE_RUN_FLOOR = 0.15
 # A run stands apart from the other runs of its side when its median is off theirs by more than
 # this and by more than the runs' steps explain (4 standard errors). Repeated runs of identical
-# code on a shared 2-core machine differ by up to about 15% (bench/RESULTS.md); a CPU hog beside
+# code on a shared 2-core machine differ by up to about 20% (bench/RESULTS.md); a CPU hog beside
 # one run slows it by 60% or more.
-RUN_OUTLIER = 0.20
+RUN_OUTLIER = 0.25
 RESAMPLES = 2000
 
 

@@ -41,7 +41,8 @@ _TEXT = ("Collective", "Kind", "Bytes", "Group", "Expected", "Exposed (schedule)
          "Achieved / peak bandwidth", "Overlapped")
 
 
-def _columns(report: Report, names: tuple[str, ...] | None = None):
+def _columns(report: Report, names: tuple[str, ...] | None = None,
+             ) -> list[tuple[str, bool, Callable[[CollectiveRow], str], bool]]:
     return [c for c in _COLUMNS if not (report.predicted and c[3]) and (names is None or c[0] in names)]
 
 
