@@ -89,7 +89,7 @@ class _State:
         kind = np.fromiter((self.kinds[int(m)] for m in uniq), np.int64, uniq.size)[inverse]
         start = d.timestamp_ns * 1000 + d.offset_ps
         for j in np.flatnonzero((kind == _STEP) | (kind == _LAUNCH)):
-            self._step_or_launch(int(kind[j]), d, int(j), int(start[j]))
+            self._step_or_launch(int(kind[j]), d, int(j), int(start[j]), data)
         rows = np.flatnonzero(kind == _OP)
         if rows.size:
             self._ops(line_index, d, rows, start, data)
@@ -103,11 +103,13 @@ class _State:
         self.kinds[mid] = self.classify(md.name, merged)
         self.meta[mid] = self.read_meta(md.stats)
 
-    def _value(self, d: xd.DecodedLine, j: int, s: int) -> Any:
+    def _value(self, d: xd.DecodedLine, j: int, s: int, data: bytes) -> Any:
         """A stat's value as `PlaneStats.value` reads it (ref -> its name, ints as ints)."""
         k, v = int(d.kind[j, s]), int(d.value[j, s])
         if k == xd.REF:
             return self.ps.names.get(v, "") if v else 0
+        if k == xd.STRING and d.length[j, s]:
+            return data[v:v + int(d.length[j, s])].decode("utf-8", "replace")
         if k == xd.UINT64:
             return v % (1 << 64)
         if k == xd.INT64:
@@ -116,12 +118,12 @@ class _State:
             return float(np.int64(v).view(np.float64))
         return 0
 
-    def _step_or_launch(self, kind: int, d: xd.DecodedLine, j: int, start: int) -> None:
+    def _step_or_launch(self, kind: int, d: xd.DecodedLine, j: int, start: int, data: bytes) -> None:
         if kind == _STEP:
-            step = self._value(d, j, 4) if d.kind[j, 4] != xd.ABSENT else len(self.steps)
+            step = self._value(d, j, 4, data) if d.kind[j, 4] != xd.ABSENT else len(self.steps)
             self.steps.append((int(step), start, start + int(d.duration_ps[j])))
             return
-        run_id = self._value(d, j, 2) if d.kind[j, 2] in (xd.INT64, xd.UINT64) else None
+        run_id = self._value(d, j, 2, data) if d.kind[j, 2] in (xd.INT64, xd.UINT64) else None
         if run_id is not None:
             self.launches.setdefault(run_id, start)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -130,11 +130,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
                  if not container and expected is not None else None),
         per_device=per_device, spread=_spread(per_device) if per_device else None,
     )
-    if flagged:
-        from dataclasses import replace
-
-        record = replace(record, suggestion=suggest(record, ridge, hw.kind))
-    return record
+    return replace(record, suggestion=suggest(record, ridge, hw.kind)) if flagged else record
 
 
 def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware) -> str:
