@@ -170,13 +170,15 @@ def capture_workload(args: argparse.Namespace, record: dict[str, Any], progress:
         record["compile_s"] = wl.compile()
     record["phase"] = "warmup"
     with progress.phase(f"warming up ({args.warmup} steps)"):
-        record["warmup_times_s"] = wl.run(args.warmup, first_step=-args.warmup)
+        record["warmup_times_s"] = wl.run(args.warmup, first_step=-args.warmup,
+                                          on_step=lambda i, t: _stop_if_interrupted())
     record["phase"] = "steps"
     times: list[float] = record.setdefault("step_times_s", [])
 
     def on_step(i: int, t: float) -> None:
         times.append(t)
         progress.tick(f"step {i + 1}/{args.steps}: {t:.3f} s")
+        _stop_if_interrupted()
 
     with progress.phase(f"profiling {args.steps} steps"), profiled(args.out, record):
         wl.run(args.steps, annotate=True, on_step=on_step)
@@ -224,10 +226,22 @@ def _device_facts(record: dict[str, Any]) -> None:
                       devices=[str(d) for d in devices], device_count=len(devices))
 
 
+_interrupted = False
+
+
 def _interrupt_once(signum: int, frame: Any) -> None:
     # A second Ctrl-C must not cut short the profiler writing what was captured.
+    global _interrupted
+    _interrupted = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _stop_if_interrupted() -> None:
+    """Raise the interrupt again after a step: raised inside library code (a destructor, a
+    callback JAX runs for us), the first one can be swallowed, and the run would go on."""
+    if _interrupted:
+        raise KeyboardInterrupt
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
