@@ -176,6 +176,12 @@ def test_default_run_profiles_the_bundled_training_step_on_8_devices(capsys):
     assert "Why HBM bytes per device differs" in render(report, "html")
 
 
+def _default_sigint() -> None:
+    # A test runner started in the background (`make test &`) ignores SIGINT, and an ignored
+    # signal stays ignored across exec: give `audit run` the disposition a terminal gives it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tmp_path, signum):
@@ -202,7 +208,7 @@ def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tm
     report = tmp_path / "report.json"
     proc = subprocess.Popen([sys.executable, "-m", "audit", "run", str(script), "--steps", "100000", "--warmup",
                              "1", "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
+                            text=True, cwd=tmp_path, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
@@ -244,7 +250,7 @@ def test_an_interrupt_swallowed_inside_a_step_still_stops_the_run(tmp_path):
     report = tmp_path / "report.json"
     proc = subprocess.Popen([sys.executable, "-m", "audit", "run", str(script), "--steps", "100000", "--warmup",
                              "1", "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
+                            text=True, cwd=tmp_path, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
