@@ -176,10 +176,13 @@ def test_default_run_profiles_the_bundled_training_step_on_8_devices(capsys):
     assert "Why HBM bytes per device differs" in render(report, "html")
 
 
-def _default_sigint() -> None:
-    # A test runner started in the background (`make test &`) ignores SIGINT, and an ignored
-    # signal stays ignored across exec: give `audit run` the disposition a terminal gives it.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _audit_with_default_sigint(*args: str) -> list[str]:
+    """`python -m audit ARGS` with SIGINT at its default: a test runner started in the background
+    (`make test &`) ignores SIGINT, an ignored signal stays ignored across exec, and a Python
+    that starts with it ignored never turns Ctrl-C into KeyboardInterrupt."""
+    start = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+             "os.execv(sys.executable, [sys.executable, '-m', 'audit', *sys.argv[1:]])")
+    return [sys.executable, "-c", start, *args]
 
 
 @pytest.mark.slow
@@ -206,9 +209,9 @@ def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tm
             return Workload(step=jax.jit(lambda x: x + 1.0), args=(ctx.array((32,), "float32"),), update=pace)
         """))
     report = tmp_path / "report.json"
-    proc = subprocess.Popen([sys.executable, "-m", "audit", "run", str(script), "--steps", "100000", "--warmup",
-                             "1", "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(_audit_with_default_sigint("run", str(script), "--steps", "100000", "--warmup", "1",
+                                                       "--json", str(report)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
@@ -248,9 +251,9 @@ def test_an_interrupt_swallowed_inside_a_step_still_stops_the_run(tmp_path):
             return Workload(step=jax.jit(lambda x: x + 1.0), args=(ctx.array((32,), "float32"),), update=pace)
         """))
     report = tmp_path / "report.json"
-    proc = subprocess.Popen([sys.executable, "-m", "audit", "run", str(script), "--steps", "100000", "--warmup",
-                             "1", "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(_audit_with_default_sigint("run", str(script), "--steps", "100000", "--warmup", "1",
+                                                       "--json", str(report)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
