@@ -1,4 +1,4 @@
-"""Output options shared by `audit run` and `audit inspect`, and writing every requested output."""
+"""Writing what a command produced: every requested output format of a report or a diff (`run`, `inspect`, `diff`), and `calc`/`plan` results."""
 
 from __future__ import annotations
 
