@@ -1,4 +1,5 @@
-"""Writing what a command produced: every requested output format of a report or a diff (`run`, `inspect`, `diff`), and `calc`/`plan` results."""
+"""Writing what a command produced: every requested format of a report or a diff (`run`,
+`inspect`, `diff`), and the results of `calc` and `plan`."""
 
 from __future__ import annotations
 
