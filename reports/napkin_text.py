@@ -10,8 +10,8 @@ from ..costmodel.units import human
 def matmul_text(result: dict[str, Any]) -> list[str]:
     lines = [
         f"matmul {result['dtype']}[{result['m']},{result['k']}] x [{result['k']},{result['n']}] on {result['hardware']}",
-        f"  FLOPs            {result['flops']:.4g} FLOP",
-        f"  bytes            {result['bytes']:.4g} B (read + written)",
+        f"  FLOPs            {human(result['flops'], 'FLOP')}",
+        f"  bytes            {human(result['bytes'], 'B')} (read + written)",
         f"  intensity        {result['intensity']:.4g} FLOP/B (ridge {result['ridge_intensity']:.4g} FLOP/B)",
         f"  compute time     {human(result['compute_s'], 's')} at {human(result['peak_flops_per_s'], 'FLOP/s')}",
         f"  memory time      {human(result['memory_s'], 's')} at {human(result['memory_bytes_per_s'], 'B/s')} "

@@ -185,29 +185,32 @@ def _audit_with_default_sigint(*args: str) -> list[str]:
     return [sys.executable, "-c", start, *args]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tmp_path, signum):
+_ENDLESS = """
+import time
+from pathlib import Path
+import jax
+from audit import Workload, workload
+
+done = []
+
+def pace(args, out):
+    done.append(1)
+    if len(done) == 3:
+        Path(__file__).with_name("started").write_text("")
+{wait}
+    return (out,)
+
+@workload
+def build(ctx):
+    return Workload(step=jax.jit(lambda x: x + 1.0), args=(ctx.array((32,), "float32"),), update=pace)
+"""
+
+
+def _interrupted_run(tmp_path: Path, wait: str, signum: int) -> tuple[int, str, dict]:
+    """Run an endless workload whose steps end in `wait`, send `signum` to `audit run` once three
+    steps are done; its exit code, stderr and JSON report."""
     script = tmp_path / "endless.py"
-    script.write_text(textwrap.dedent("""
-        import time
-        from pathlib import Path
-        import jax
-        from audit import Workload, workload
-
-        done = []
-
-        def pace(args, out):
-            done.append(1)
-            if len(done) == 3:
-                Path(__file__).with_name("started").write_text("")
-            time.sleep(0.05)
-            return (out,)
-
-        @workload
-        def build(ctx):
-            return Workload(step=jax.jit(lambda x: x + 1.0), args=(ctx.array((32,), "float32"),), update=pace)
-        """))
+    script.write_text(_ENDLESS.format(wait=textwrap.indent(textwrap.dedent(wait).strip(), "    ")))
     report = tmp_path / "report.json"
     proc = subprocess.Popen(_audit_with_default_sigint("run", str(script), "--steps", "100000", "--warmup", "1",
                                                        "--json", str(report)),
@@ -218,8 +221,14 @@ def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tm
         time.sleep(0.05)
     proc.send_signal(signum)  # to the parent only; it must pass it on
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    written = json.loads(report.read_text())
+    return proc.returncode, err, json.loads(report.read_text()) if report.exists() else {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tmp_path, signum):
+    code, err, written = _interrupted_run(tmp_path, "time.sleep(0.05)", signum)
+    assert code == 130, err
     assert written["summary"]["steps"] >= 2 and written["source"]["status"] == "interrupted"
 
 
@@ -227,41 +236,14 @@ def test_stopping_audit_run_stops_the_workload_and_reports_the_captured_steps(tm
 def test_an_interrupt_swallowed_inside_a_step_still_stops_the_run(tmp_path):
     # Library code can swallow a KeyboardInterrupt (a destructor, a callback); here the workload's
     # own update does, in the sleep where the signal almost always lands.
-    script = tmp_path / "swallows.py"
-    script.write_text(textwrap.dedent("""
-        import time
-        from pathlib import Path
-        import jax
-        from audit import Workload, workload
-
-        done = []
-
-        def pace(args, out):
-            done.append(1)
-            if len(done) == 3:
-                Path(__file__).with_name("started").write_text("")
-            try:
-                time.sleep(0.2)
-            except KeyboardInterrupt:
-                pass
-            return (out,)
-
-        @workload
-        def build(ctx):
-            return Workload(step=jax.jit(lambda x: x + 1.0), args=(ctx.array((32,), "float32"),), update=pace)
-        """))
-    report = tmp_path / "report.json"
-    proc = subprocess.Popen(_audit_with_default_sigint("run", str(script), "--steps", "100000", "--warmup", "1",
-                                                       "--json", str(report)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "started").exists():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert json.loads(report.read_text())["source"]["status"] == "interrupted"
+    code, err, written = _interrupted_run(tmp_path, """
+        try:
+            time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        """, signal.SIGINT)
+    assert code == 130, err
+    assert written["source"]["status"] == "interrupted"
 
 
 def test_workload_help_is_shown_and_nothing_is_analysed(capsys):
