@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..invocation import command_line
-from ..outputs import analysis_options, check_outputs, emit, output_options
-from ..errors import InputError
+from ..outputs import check_outputs, emit, output_options
 
 
 @click.command("inspect")
@@ -16,7 +13,8 @@ from ..errors import InputError
 @click.option("--run", "run_name", metavar="NAME", help="Run to read from a TensorBoard logdir (default: latest).")
 @click.option("--cache", metavar="DIR",
               help="Keep per-host summaries (Parquet) here for fast re-analysis "
-                   "(default: .audit-cache beside a local profile when writable; '' turns it off).")
+                   "(default: the user cache, $XDG_CACHE_HOME/audit/summaries or ~/.cache/audit/summaries, "
+                   "moved by $AUDIT_CACHE; '' turns it off). Nothing is written beside the profile.")
 @click.option("--scheduler", metavar="ADDRESS",
               help="Read hosts on this Dask cluster, e.g. tcp://10.0.0.1:8786 (default: $AUDIT_DASK_SCHEDULER, "
                    "else a local cluster for two or more hosts).")
@@ -29,15 +27,11 @@ def command(path: str, run_name: str | None, cache: str | None, scheduler: str |
             skip_bad_hosts: bool, **kwargs) -> int:
     """Analyse PATH: a .xplane.pb, a profile run directory, a TensorBoard logdir, or an HLO dump
     (.hlo.pb, .txt, .hlo). PATH may be a URL that fsspec reads (gs://, s3://, file://)."""
-    from ..orchestration.pipeline import analyse_profile
-    from ..pod.files import is_url
-    from ..pod.reduce import PodSettings
+    from ..library import inspect
 
     check_outputs(**kwargs)
-    if not is_url(path) and not Path(path).exists():
-        raise InputError("no such file or directory", path=path)
-    pod = PodSettings(cache=cache, scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
-                      progress=not kwargs.get("quiet"))
-    report = analyse_profile(path, run=run_name, hardware=kwargs["hardware"],
-                             source={"command": command_line()}, options=analysis_options(kwargs), pod=pod)
-    return emit(report, **kwargs)
+    report = inspect(path, kwargs["hardware"], run=run_name, min_efficiency=kwargs["min_efficiency"],
+                     min_share=kwargs["min_share"], allow_smaller=kwargs["allow_smaller"], cache=cache,
+                     scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
+                     progress=not kwargs.get("quiet"), command=command_line())
+    return emit(report.model, **kwargs)

@@ -20,7 +20,7 @@ from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
 
 @dataclass(frozen=True)
 class PodSettings:
-    """How to read the hosts: cache dir (None: beside the profile; "" : off), cluster, bad hosts."""
+    """How to read the hosts: cache dir (None: the user cache; "": off), cluster, bad hosts."""
 
     cache: str | None = None
     scheduler: str | None = None

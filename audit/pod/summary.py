@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import traceback
 from typing import cast
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import pandas as pd
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
 from ..errors import AuditError
+from ..parsers.user_cache import summaries_dir
 from . import files
 
 CACHE_VERSION = "1"
@@ -175,18 +175,13 @@ def _strip(steps: pd.DataFrame, events: pd.DataFrame) -> dict:
 _FRAMES = ("ops", "steps", "idle", "strip")
 
 
-CACHE_ENV = "AUDIT_CACHE"
-
-
 def default_cache_dir(paths: list[str]) -> str | None:
-    """$AUDIT_CACHE (empty: none), else `.audit-cache` in the run dir when that is local and
-    writable and holds several hosts (a single file is read again about as fast)."""
-    if CACHE_ENV in os.environ:
-        return os.environ[CACHE_ENV] or None
-    if len(paths) < 2 or files.is_url(paths[0]):
+    """The user cache's `summaries` folder (`$AUDIT_CACHE` moves it, empty turns it off) for a
+    profile of several hosts; nothing for a single file, which is read again about as fast.
+    Never a folder beside the profile: a logdir or a shared run dir is not ours to write into."""
+    if len(paths) < 2:
         return None
-    run_dir = Path(paths[0]).parent
-    return str(run_dir / ".audit-cache") if os.access(run_dir, os.W_OK) else None
+    return summaries_dir()
 
 
 def write_cached(cache_dir: str, key: str, summary: HostSummary) -> None:

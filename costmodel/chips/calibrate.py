@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...errors import AuditError
+from ...parsers import user_cache
 from .hardware import Hardware, Interconnect, MemoryLevel, Quantity
 
 CACHE_SCHEMA = "audit.cpu-calibration/v1"
@@ -45,9 +46,9 @@ _TIMEOUT_S = 120
 
 
 def cache_dir() -> Path:
-    """$AUDIT_CACHE_DIR, else ~/.cache/roofline-audit."""
+    """$AUDIT_CACHE_DIR, else the `calibration` folder of the user cache (parsers.user_cache)."""
     env = os.environ.get("AUDIT_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "roofline-audit"
+    return Path(env) if env else user_cache.cache_dir("calibration")
 
 
 def machine_key() -> str:
