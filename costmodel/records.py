@@ -13,7 +13,6 @@ Bound = Literal["compute", "memory", "collective", "latency", "unknown"]
 BOUNDS: tuple[Bound, ...] = get_args(Bound)
 Origin = Literal["model", "trace", "xla", "unknown"]
 """Where an op's FLOPs or bytes came from: the cost model, the trace, XLA's cost analysis, or nowhere."""
-COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 from __future__ import annotations
 
 from ..errors import AuditError, UsageError
+from ..parsers.dtypes import element_bytes
 from .network.collectives import CollectiveTime, collective_time
 from .units import human
 from .chips.hardware import LINK_NAMES, Hardware, Quantity
@@ -16,10 +17,6 @@ from .chips.precision import matmul_peak
 from .records import Bound, Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
-# Element size in bytes for the critical-batch rule: matmul intensity ~ 2B / bytes per element.
-_ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "s8": 1, "u8": 1, "s4": 0.5, "u4": 0.5,
-                  "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1,
-                  "f8e3m4": 1, "s32": 4, "u32": 4}
 # An op doing at least this many FLOPs per byte is a contraction (dot, conv), not elementwise.
 _CONTRACTION_INTENSITY = 2.0
 
@@ -203,8 +200,9 @@ def _memory_reasons(cost: OpCost, measured_s: float | None, hw: Hardware) -> lis
     intensity = _intensity(cost)
     dtype = cost.dtype or "bf16"
     ridge = hw.ridge(dtype)
-    if intensity is not None and intensity >= _CONTRACTION_INTENSITY and dtype in _ELEMENT_BYTES:
-        per_token = _ELEMENT_BYTES[dtype] / 2  # matmul intensity ~ 2B / element bytes (book ch. 1)
+    size = element_bytes(dtype)
+    if intensity is not None and intensity >= _CONTRACTION_INTENSITY and size is not None:
+        per_token = size / 2  # the critical-batch rule: matmul intensity ~ 2B / element bytes (book ch. 1)
         out.append(f"memory-bound: about {intensity * per_token:.0f} tokens per device (intensity "
                    f"{intensity:.0f} FLOP/B) is below the ~{ridge * per_token:.0f} needed on this chip "
                    f"for a {dtype} matmul")

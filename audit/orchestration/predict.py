@@ -14,7 +14,7 @@ from typing import Any
 
 from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
-from ..errors import InputError, WorkloadError
+from ..errors import ExitCode, InputError, WorkloadError
 from ..reports.model import Report
 from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
@@ -32,7 +32,7 @@ def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict[
     cmd = [sys.executable, "-P", "-m", "audit.child.aot", str(script), "--target", target, "--out", str(out),
            "--", *argv]
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode == 2:
+    if proc.returncode == ExitCode.INPUT:
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "bad input"
         raise InputError(message.removeprefix("audit: error: "))
     if proc.returncode != 0:

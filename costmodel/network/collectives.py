@@ -25,11 +25,12 @@ from dataclasses import dataclass, field, replace
 
 from ...errors import InputError, UsageError
 from ..chips.hardware import Hardware
-from ..records import COLLECTIVE_KINDS
+from ...parsers.hlo_opcodes import COLLECTIVES
 from .topology import AxisSpan, GroupPlacement
 
 WRAPAROUND_CHOICES = ("auto", "yes", "no")
-KINDS = COLLECTIVE_KINDS + ("collective-broadcast",)
+# A ragged all-to-all is priced as an all-to-all of its whole input (spread evenly over the group).
+KINDS = tuple(k for k in COLLECTIVES if k != "ragged-all-to-all")
 _ASYNC_SUFFIXES = ("-start", "-done", "-update")
 
 
@@ -76,10 +77,11 @@ def base_kind(kind: str) -> str:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     aliases = {"allgather": "all-gather", "allreduce": "all-reduce", "reducescatter": "reduce-scatter",
-               "alltoall": "all-to-all", "permute": "collective-permute", "psum": "all-reduce"}
+               "alltoall": "all-to-all", "permute": "collective-permute", "psum": "all-reduce",
+               "raggedalltoall": "all-to-all"}
     name = aliases.get(name.replace("-", ""), name)
     if name not in KINDS:
-        raise InputError(f"unknown collective {kind!r}", hint=f"one of {', '.join(KINDS)}")
+        raise InputError(f"unknown collective {kind!r}", hint=f"one of {', '.join(COLLECTIVES)}")
     return name
 
 

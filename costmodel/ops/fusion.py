@@ -12,7 +12,7 @@ input is not read and only the update is written.
 from __future__ import annotations
 
 from ...parsers.hlo_model import Computation, Instruction, Shape
-from ...parsers.hlo_opcodes import ELEMENTWISE
+from ...parsers.hlo_opcodes import COLLECTIVES, ELEMENTWISE
 from .base import (CostContext, computation_flops, cost, cost_instruction, first_dtype, handles,
                           nbytes, on_chip_note, unknown_cost, zero_cost)
 from ..records import OpCost
@@ -152,15 +152,12 @@ def _dominant_dtype(comp: Computation, instr: Instruction) -> str:
     return first_dtype(instr.shape)
 
 
-_COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
-
-
 def _tpu_async_collective(instr: Instruction, comp: Computation, ctx: CostContext) -> OpCost | None:
     """TPU wraps an async collective in a pair of custom fusions: the start fusion holds the
     collective and an `AsyncCollectiveStart` custom call, the done fusion repeats it next to
     `AsyncCollectiveDone`. Cost the collective on the start; the done only completes it."""
     targets = {i.custom_call_target for i in comp.instructions if i.opcode == "custom-call"}
-    inner = next((i for i in comp.instructions if i.opcode in _COLLECTIVES), None)
+    inner = next((i for i in comp.instructions if i.opcode in COLLECTIVES), None)
     if inner is None or not targets & {"AsyncCollectiveStart", "AsyncCollectiveDone"}:
         return None
     if "AsyncCollectiveDone" in targets:
