@@ -1,0 +1,132 @@
+"""`audit.Report`: an analysed profile (or a prediction) as a notebook works with it.
+
+A thin view over the typed report every output renders (`audit.reports.model.Report`,
+kept as `.model`): the op table as a pandas DataFrame, the summary, the flagged ops, and
+every output format from the same object the CLI writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..reports.model import Report as ReportModel, Summary
+
+_REPR_COLUMNS = ("name", "opcode", "bound_by", "measured_s", "expected_s", "efficiency", "wasted_s")
+
+
+class Report:
+    """An analysed profile or a prediction.
+
+    **Attributes:**
+    - `ops`: one row per op (index: op key), the declared report columns, values in SI base
+      units; `ops.attrs["units"]` maps each column to its unit, `attrs["origins"]` to where it
+      comes from (hlo, trace, model, verdict), `attrs["descriptions"]` to what it means.
+    - `summary`: the headline numbers (seconds per device, summed over the analysed steps).
+    - `model`: the typed report itself, as every renderer takes it.
+    """
+
+    def __init__(self, model: ReportModel) -> None:
+        self.model = model
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        from ..costmodel.table.frame import op_frame
+
+        return op_frame(self.model.ops)
+
+    @property
+    def summary(self) -> Summary:
+        return self.model.summary
+
+    @property
+    def units(self) -> dict[str, str]:
+        """Each op column's unit: s, FLOP, B, FLOP/s, B/s, FLOP/B, fraction, count, bool or text."""
+        return dict(self.ops.attrs["units"])
+
+    @property
+    def hardware(self) -> Mapping[str, Any]:
+        """The chip the ops were judged on: each ceiling with its source (trace, catalog, calibrated, user)."""
+        return self.model.hardware
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.model.warnings
+
+    @property
+    def predicted(self) -> bool:
+        """True for a prediction (compiled, not run): no measured column means anything."""
+        return self.model.predicted
+
+    def flagged(self) -> pd.DataFrame:
+        """The flagged ops (far from their roofline), most wasted time first."""
+        ops = self.ops
+        flagged = ops[ops["flagged"].fillna(False).astype(bool)]
+        return flagged.sort_values("wasted_s", ascending=False, na_position="last")
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as the JSON document `audit --json` writes (schema audit.report/v1)."""
+        import json
+
+        return dict(json.loads(self._render("json")))
+
+    def to_html(self) -> str:
+        """The self-contained HTML page `audit --html` writes."""
+        return self._render("html")
+
+    def to_markdown(self, html_path: str | None = None) -> str:
+        """The markdown summary `audit --markdown` writes (for a PR comment); `html_path`: link to the page."""
+        return self._render("markdown", html_path=html_path)
+
+    def to_csv(self) -> str:
+        """The per-op table `audit --csv` writes."""
+        return self._render("csv")
+
+    def to_text(self, top: int = 15) -> str:
+        """The terminal summary, `top` ops."""
+        return self._render("terminal", top=top)
+
+    def save(self, path: str) -> None:
+        """Write the JSON report to `path` atomically; `audit.load(path)` reads it back."""
+        from ..atomic import write_text
+
+        write_text(path, self._render("json"))
+
+    def _render(self, fmt: str, *, top: int = 15, html_path: str | None = None) -> str:
+        from ..reports.render import Format, ReportRenderer
+        from ..reports.sections import RenderOptions
+
+        return ReportRenderer(self.model).render(Format(fmt), RenderOptions(top=top, html_path=html_path))
+
+    def __repr__(self) -> str:
+        s = self.summary
+        kind = "prediction" if s.predicted else "report"
+        return (f"<audit {kind}: {len(self.model.ops)} ops, {s.flagged_ops} flagged, "
+                f"{s.devices or '?'} devices, hardware {self.hardware.get('name', '?')}>")
+
+    def _repr_html_(self) -> str:
+        from ..costmodel import units
+        from ..costmodel.table.columns import COLUMNS
+
+        s = self.summary
+        rows = [("hardware", f"{self.hardware.get('name', '?')} ({self.hardware.get('source', '?')})"),
+                ("devices", units.count(s.devices)), ("steps", units.count(s.steps)),
+                ("measured op time", f"{units.seconds(s.measured_s)} [trace]"),
+                ("expected (roofline)", f"{units.seconds(s.expected_s)} [model]"),
+                ("roofline fraction", units.percent(s.roofline_fraction)),
+                ("flagged ops", units.count(s.flagged_ops))]
+        head = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+        flagged = [op for op in self.model.flagged][:10]
+        cols = [COLUMNS[k] for k in _REPR_COLUMNS]
+        table = ""
+        if flagged:
+            header = "".join(f"<th>{escape(c.label)}</th>" for c in cols)
+            body = "".join("<tr>" + "".join(f"<td>{escape(c.text(op))}</td>" for c in cols) + "</tr>"
+                           for op in flagged)
+            table = f"<p><b>Flagged ops</b> (most wasted time first)</p><table><tr>{header}</tr>{body}</table>"
+        return f"<div class='audit-report'><table>{head}</table>{table}</div>"
