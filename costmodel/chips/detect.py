@@ -15,21 +15,47 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from .catalog import CATALOG
+from .catalog import chips
 from .hardware import Hardware, Interconnect, Quantity
 
 _GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
-# Dense bf16 FLOPs per SM (NVIDIA, by capability major) or CU (AMD, by gfx major.minor) per clock,
-# from datasheet peak / (units x boost clock).
-_BF16_PER_UNIT_CLOCK: dict[tuple[str | int, ...], tuple[int, str]] = {
+# Dense bf16 FLOPs per SM or CU per clock of GPU families with no chip in the catalog (datasheet
+# peak / (units x boost clock)); every other family's figure is derived from its catalog chips.
+_UNLISTED_FAMILIES: dict[tuple[str | int, ...], tuple[int, str]] = {
     ("nvidia", 7): (1024, "V100: 125e12 / (80 SMs x 1.53 GHz)"),
-    ("nvidia", 8): (2048, "A100: 312e12 / (108 SMs x 1.41 GHz)"),
-    ("nvidia", 9): (4096, "H100 SXM: 989e12 / (132 SMs x 1.83 GHz)"),
-    ("nvidia", 10): (8192, "B200: 2.25e15 / (148 SMs x 1.86 GHz)"),
     ("amd", 9, 0): (1024, "MI250X: 383e12 / (220 CUs x 1.7 GHz)"),
-    ("amd", 9, 4): (2048, "MI300X: 1307e12 / (304 CUs x 2.1 GHz)"),
-    ("amd", 9, 5): (4096, "MI355X: 2.5e15 / (256 CUs x 2.4 GHz)"),
 }
+
+
+def _per_unit_clock(hw: Hardware) -> tuple[int, str] | None:
+    """A catalog GPU's dense bf16 FLOPs per SM/CU per clock: its datasheet peak over its units and
+    boost clock, to the power of two tensor units run at (the datasheet peaks are rounded)."""
+    clock, prints = hw.detection.boost_clock_hz, hw.detection.fingerprints
+    if clock is None or not prints or "bf16" not in hw.peak_flops or clock.value <= 0:
+        return None
+    units = prints[0][3]
+    peak = hw.peak_flops["bf16"].value
+    exact = peak / (units * clock.value)
+    if not math.isfinite(exact) or exact <= 0:
+        return None
+    rate = 2 ** round(math.log2(exact))
+    label = "SMs" if hw.vendor.lower() == "nvidia" else "CUs"
+    return rate, f"{hw.name}: {peak:.4g} / ({units} {label} x {clock.value / 1e9:.3g} GHz)"
+
+
+def _family_rates() -> dict[tuple[str | int, ...], tuple[int, str]]:
+    """(vendor, major[, minor]) -> (bf16 FLOPs per unit per clock, how), highest of each family's
+    catalog chips: a roof is an upper bound, so a cut-down variant does not lower it."""
+    out = dict(_UNLISTED_FAMILIES)
+    for hw in chips():
+        rate = _per_unit_clock(hw)
+        if rate is None:
+            continue
+        vendor, major, minor, _ = hw.detection.fingerprints[0]
+        key: tuple[str | int, ...] = (vendor, major) if vendor == "nvidia" else (vendor, major, minor)
+        if key not in out or rate[0] > out[key][0] or key in _UNLISTED_FAMILIES:
+            out[key] = rate
+    return out
 _BW_DISAGREEMENT = 0.2  # relative difference from the datasheet worth a note
 # Below this fraction of the datasheet, a trace's memory_bandwidth is not a ceiling: no SKU of
 # a catalog chip is that much slower. ROCm states 2 x memory clock x bus width, half of what
@@ -117,14 +143,14 @@ def _tpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
         what = f"TPU type {type_string!r}" if type_string else "TPU type (no device_type_string)"
         hw = _unknown("tpu", "Google", (f"{what} is not in the catalog",))
     else:
-        hw = _per_device(CATALOG[name])
+        hw = _per_device(_chip(name))
     hw = _tpu_trace_overrides(hw, stats, plane)
     return replace(hw, notes=hw.notes + _mixed_note(planes, ("device_type_string",)))
 
 
 def _tpu_name(type_string: str) -> str | None:
     squashed = re.sub(r"[\s_-]+", "", type_string.lower()).removeprefix("tpu")
-    for hw in CATALOG.values():
+    for hw in chips():
         if hw.kind == "tpu" and any(re.match(p, squashed) for p in hw.detection.trace_names):
             return hw.name
     return None
@@ -163,6 +189,10 @@ def _tpu_trace_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Har
                    notes=hw.notes + (f"{stated} from the trace's {plane} stats, over the catalog",))
 
 
+def _chip(name: str) -> Hardware:
+    return next(hw for hw in chips() if hw.name == name)
+
+
 # --- GPU -------------------------------------------------------------------------------------
 
 def _gpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
@@ -172,7 +202,8 @@ def _gpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
     if name is None:
         hw = _derived_gpu(stats, vendor, plane)
     else:
-        hw = replace(CATALOG[name], notes=CATALOG[name].notes + (f"identified as {name} by {how}",))
+        chip = _chip(name)
+        hw = replace(chip, notes=chip.notes + (f"identified as {name} by {how}",))
         hw = _check_peak(hw, stats, vendor, plane)
     hw = _gpu_memory_overrides(hw, stats, plane)
     keys = ("clock_rate", "core_count", "compute_cap_major", "compute_cap_minor", "memory_size")
@@ -199,7 +230,8 @@ def _capability(stats: dict[str, Any]) -> tuple[int, int] | None:
 
 def _gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
     """The catalog GPU a plane names, else the one its fingerprint (and HBM size) matches."""
-    fragments = sorted(((f, hw.name) for hw in CATALOG.values() if hw.kind == "gpu"
+    known = chips()
+    fragments = sorted(((f, hw.name) for hw in known if hw.kind == "gpu"
                         for f in hw.detection.trace_names), key=lambda item: -len(item[0]))
     for key in _GPU_NAME_STATS:
         label = re.sub(r"[\s_-]+", "", str(stats.get(key, "")).lower())
@@ -210,7 +242,7 @@ def _gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
     if cap is None or cores is None:
         return None, ""
     print_ = (vendor, cap[0], cap[1], int(cores))
-    candidates = [hw for hw in CATALOG.values() if print_ in hw.detection.fingerprints]
+    candidates = [hw for hw in known if print_ in hw.detection.fingerprints]
     if not candidates:
         return None, ""
     memory = _num(stats, "memory_size")
@@ -223,10 +255,13 @@ def _gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
     return candidates[0].name, how
 
 
-def _clock_peak(stats: dict[str, Any], vendor: str) -> tuple[float, str] | None:
-    """bf16 FLOP/s from clock_rate (kHz) x core_count x the family's FLOPs per unit per clock."""
+def _clock_peak(stats: dict[str, Any], vendor: str, chip: Hardware | None = None) -> tuple[float, str] | None:
+    """bf16 FLOP/s from clock_rate (kHz) x core_count x FLOPs per unit per clock: the matched
+    `chip`'s own where its catalog entry gives its clock, else its family's."""
     cap, cores, khz = _capability(stats), _num(stats, "core_count"), _num(stats, "clock_rate")
-    rate = (_BF16_PER_UNIT_CLOCK.get((vendor, *cap)) or _BF16_PER_UNIT_CLOCK.get((vendor, cap[0]))) if cap else None
+    rates = _family_rates()
+    rate = (rates.get((vendor, *cap)) or rates.get((vendor, cap[0]))) if cap else None
+    rate = (_per_unit_clock(chip) if chip is not None else None) or rate
     if rate is None or cores is None or khz is None:
         return None
     per_clock, basis = rate
@@ -236,7 +271,7 @@ def _clock_peak(stats: dict[str, Any], vendor: str) -> tuple[float, str] | None:
 
 
 def _check_peak(hw: Hardware, stats: dict[str, Any], vendor: str, plane: str) -> Hardware:
-    derived = _clock_peak(stats, vendor)
+    derived = _clock_peak(stats, vendor, hw)
     if derived is None:
         return hw
     value, how = derived

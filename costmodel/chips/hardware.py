@@ -9,12 +9,23 @@ from dataclasses import dataclass, field, replace
 
 @dataclass(frozen=True)
 class Quantity:
-    """A number with its unit and provenance (`trace`, `catalog`, `calibrated` or `user`)."""
+    """A number with its unit and provenance (`trace`, `catalog`, `calibrated` or `user`).
+
+    `note` says where the figure comes from (a datasheet, a paper, a measurement); `kind` says
+    what sort of figure it is: `datasheet` (published by the vendor or the book), `measured`,
+    or `estimate` (inferred, not published), or empty where nobody said.
+    """
 
     value: float
     unit: str
     source: str = "catalog"
     note: str = ""
+    kind: str = ""
+
+    @property
+    def estimate(self) -> bool:
+        """An inferred figure rather than a published or measured one: reports say so."""
+        return self.kind == "estimate"
 
     def to_json(self) -> dict[str, Any]:
         out = {"value": _finite(self.value), "unit": self.unit, "source": self.source}
@@ -53,6 +64,11 @@ class Interconnect:
     # "cube": every axis wraps when all axes are multiples of `wraparound_min` (v4/v5p optical
     # cubes), none otherwise. "": no torus.
     wraparound_rule: str = ""
+    # The scale-out network as built: `node_size` devices share `nics_per_node` NICs of
+    # `nic_bytes_per_s` each (one-way); `dcn_bytes_per_s` is what one device gets of it.
+    node_size: int = 0
+    nics_per_node: int = 0
+    nic_bytes_per_s: Quantity | None = None
 
     @property
     def link_name(self) -> str:
@@ -114,11 +130,14 @@ class Detection:
     `fingerprints`: (vendor, compute capability major, minor, SMs or CUs) of GPU planes
     that state no name; where chips share one, the HBM size the trace states decides.
     `libtpu_prefix`: libtpu's topology name prefix, for ahead-of-time compiles.
+    `boost_clock_hz`: the clock the datasheet peaks are stated at, so that a trace's clock and
+    SM/CU count can be checked against them (and an unlisted chip of the same family priced).
     """
 
     trace_names: tuple[str, ...] = ()
     fingerprints: tuple[tuple[str, int, int, int], ...] = ()
     libtpu_prefix: str = ""
+    boost_clock_hz: Quantity | None = None
 
 
 @dataclass(frozen=True)
