@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..costmodel.units import nbytes, seconds
+from .plan_layout_text import layout_lines, search_lines
 
 
 def _g(value: float) -> str:
@@ -44,6 +45,10 @@ def train_text(r: dict[str, Any]) -> list[str]:
                      f"{nbytes(row['memory_per_chip_bytes']):>11}  {row['bound']}{fits}")
     lines.append(f"batch per chip {r['strategies'][0]['batch_per_chip']:.0f} tokens")
     lines.append(f"recommendation: {r['recommendation']['reason']}")
+    if r.get("layout_search") is not None:
+        lines += search_lines(r["layout_search"])
+    if r.get("layout") is not None:
+        lines += layout_lines(r["layout"], "your layout")
     return lines
 
 

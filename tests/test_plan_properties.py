@@ -181,7 +181,8 @@ def test_every_feasible_plan_shards_whole_heads_on_physical_axes(name, target, b
         deg = row["degrees"]
         tp = deg.get("tp", 1)
         per_pod = chips // deg["pods"]
-        assert cfg.heads % tp == 0 and cfg.kv_heads % tp == 0 and cfg.d_ff % tp == 0
+        assert cfg.heads % tp == 0 and cfg.d_ff % tp == 0
+        assert cfg.kv_heads % tp == 0 or tp % cfg.kv_heads == 0  # fewer KV heads are replicated
         assert all(per_pod % v == 0 for k, v in deg.items() if k != "pods")
         assert deg.get("dp", deg.get("fsdp", 1)) * tp == per_pod
         axes = hw.topology if hw.kind == "tpu" else (domain,)
@@ -203,9 +204,12 @@ def test_llama3_70b_on_a_full_v5p_pod_recommends_degrees_it_can_run():
 
 
 def test_serving_says_when_the_model_parallel_degree_splits_heads():
+    """Whole query heads per chip are required; fewer KV heads than chips are replicated, and said so."""
     from audit.costmodel.planner.serve import ServeSetup as Setup
 
-    split = plan_serve(MODELS["llama3-70b"], Setup(32, 8192, 16), lookup("tpu-v5e:4x4"))["model_parallel"]
+    replicated = plan_serve(MODELS["llama3-70b"], Setup(32, 8192, 16), lookup("tpu-v5e:4x4"))["model_parallel"]
     whole = plan_serve(MODELS["llama3-70b"], Setup(32, 8192, 8), lookup("tpu-v5e:4x2"))["model_parallel"]
-    assert not split["degree_allowed"] and "KV heads (8)" in split["degree_note"]
+    split = plan_serve(MODELS["llama3-70b"], Setup(32, 8192, 48), lookup("tpu-v5e"))["model_parallel"]
+    assert replicated["degree_allowed"] and "8 KV heads on 2 chips" in replicated["degree_note"]
     assert whole["degree_allowed"] and whole["degree_note"] == ""
+    assert not split["degree_allowed"] and "heads (64)" in split["degree_note"]

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import click
 
 from ..costmodel.chips.catalog import lookup
+from ..costmodel.planner.layout import parse_layout
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
@@ -87,13 +88,21 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True)
 @click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True)
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True)
+@click.option("--layout", "layout_text", metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,microbatches=,schedule=]",
+              help="Evaluate this parallel layout (dp fills the chips when left out).")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Layouts to list.")
+@click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,
+              help="MoE expert capacity over an even split of the tokens.")
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
-              chips: int | None, mfu: float, checkpoints_per_layer: float, seq: int, **flags: Any) -> None:
+              chips: int | None, mfu: float, checkpoints_per_layer: float, seq: int, layout_text: str | None,
+              top: int, capacity_factor: float, **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips)
-    setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer)
-    write_result(plan_train(cfg, setup, hw), json_path, train_text)
+    layout = None if layout_text is None else parse_layout(layout_text, n)
+    setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer,
+                       capacity_factor=capacity_factor)
+    write_result(plan_train(cfg, setup, hw, layout=layout, top=top), json_path, train_text)
 
 
 @command.command("serve")

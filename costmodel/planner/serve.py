@@ -101,7 +101,10 @@ def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) ->
     t_math = 2.0 * b * d * f / (y * chips.flops_per_s.value)
     allowed = tp_degrees(cfg, chips, y, one_axis=False)
     note = "" if y in allowed.allowed else (f"{y}-way model parallelism does not shard whole heads: "
-                                            f"{allowed.rule}; KV heads would be replicated or heads split")
+                                            f"{allowed.rule}")
+    if not note and y > cfg.kv_heads:
+        note = (f"{y}-way model parallelism replicates each of the {cfg.kv_heads} KV heads on {y // cfg.kv_heads} "
+                f"chips: the KV cache per chip is {y // cfg.kv_heads}x the even split the step time assumes")
     return {"model_parallel_degree": y, "degree_allowed": y in allowed.allowed,
             "degree_note": note, "axes": mesh_axes(chips), "beta": beta,
             "max_degree_compute_bound": mesh_axes(chips) * f / chips.alpha,

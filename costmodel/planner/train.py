@@ -11,6 +11,10 @@ from ...errors import InputError
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
 from .degrees import tp_degrees
+from .layout import Layout
+from .layout_memory import TrainBytes
+from .layout_step import RunSpec, evaluate_layout
+from .search import search
 from .parallel import STRATEGIES, Parallel, Verdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
@@ -34,12 +38,23 @@ class TrainSetup:
     param_dtype: str = "bf16"
     compute_dtype: str = "bf16"
     optimizer_bytes_per_param: float = ADAM_BYTES_PER_PARAM
+    master_bytes_per_param: float = 4.0  # f32 master weights beside bf16 ones (layouts only)
+    capacity_factor: float = 1.0  # MoE expert capacity over an even split of the tokens
 
     def __post_init__(self) -> None:
         if self.tokens <= 0 or self.batch_tokens <= 0 or self.chips <= 0 or self.seq <= 0:
             raise InputError("tokens, batch tokens, chips and sequence length must be positive")
         if not 0 < self.mfu <= 1:
             raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
+        if self.capacity_factor < 1:
+            raise InputError(f"capacity factor must be at least 1, got {self.capacity_factor}")
+
+    def run_spec(self) -> RunSpec:
+        """The facts a parallel layout is evaluated against."""
+        sizes = TrainBytes(param=dtype_bytes(self.param_dtype), optimizer=self.optimizer_bytes_per_param,
+                           master=self.master_bytes_per_param, activation=dtype_bytes(self.param_dtype),
+                           checkpoints_per_layer=self.checkpoints_per_layer)
+        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor)
 
 
 def total_flops(cfg: ModelConfig, setup: TrainSetup) -> float:
@@ -143,15 +158,37 @@ def recommend(rows: list[dict[str, Any]], min_chips: int) -> dict[str, Any]:
     return {"strategy": r["strategy"], "degrees": r["degrees"], "reason": f"{r['strategy']} ({degrees}): {why}"}
 
 
-def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware) -> dict[str, Any]:
-    """Everything `audit plan train` reports, in SI units (FLOPs, seconds, bytes, tokens)."""
+def with_layouts(recommendation: dict[str, Any], found: dict[str, Any]) -> dict[str, Any]:
+    """The closed forms' recommendation, plus the best layout of the search and why."""
+    best = found["best"]
+    out = dict(recommendation, layout=None if best is None else best["layout"], layout_reason=found["why"])
+    if best is not None and recommendation["strategy"] is None:
+        out["reason"] = (f"the book's closed forms (no pipeline, experts or context parallelism) find no "
+                         f"plan: {recommendation['reason']}; the layout search finds {best['layout']['label']}")
+    return out
+
+
+def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware, layout: Layout | None = None,
+               top: int = 5, layouts: bool = True) -> dict[str, Any]:
+    """Everything `audit plan train` reports, in SI units (FLOPs, seconds, bytes, tokens).
+
+    `layouts`: also search the DP/TP/PP/EP/CP layouts; `layout`: evaluate this one too.
+    """
     chips = chip_numbers(hw, setup.compute_dtype)
     flops = total_flops(cfg, setup)
     mem = memory_totals(cfg, setup)
     hbm = require_hbm(chips)
     min_chips = min_chips_by_memory(mem["total"], hbm)
     rows = strategy_rows(cfg, setup, chips, mem)
-    return {
+    recommendation = recommend(rows, min_chips)
+    extra: dict[str, Any] = {}
+    if layouts:
+        found = search(cfg, setup.run_spec(), hw, top=top)
+        recommendation = with_layouts(recommendation, found)
+        extra["layout_search"] = found
+    if layout is not None:
+        extra["layout"] = evaluate_layout(cfg, setup.run_spec(), hw, layout)
+    return {**extra,
         "model": cfg.to_json(),
         "setup": asdict(setup),
         "hardware": chips.to_json(),
@@ -162,5 +199,5 @@ def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware) -> dict[str, A
         "memory_per_chip_bytes_fully_sharded": mem["total"] / setup.chips,
         "min_chips_by_memory": min_chips,
         "strategies": rows,
-        "recommendation": recommend(rows, min_chips),
+        "recommendation": recommendation,
     }

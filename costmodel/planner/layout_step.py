@@ -1,0 +1,243 @@
+"""One training step of one layout: compute, exposed communication per network level, bubble.
+
+Compute is the step's executed FLOPs (the model's 6N plus attention, the forward recomputed
+under remat, experts padded to the capacity factor) over the chips at peak, on the busiest
+pipeline stage: a lower bound, the roofline. Communication per step per chip, each collective
+priced on the levels it spans (`hierarchy`), with what real schedules hide behind compute:
+- TP with sequence parallelism: an all-gather and a reduce-scatter of the block's activations
+  around attention and around the MLP, forward and backward (Korthikanti et al. 2022);
+  on the critical path.
+- CP (all-gather ring attention, as Llama 3): keys and values gathered forward, gathered and
+  their gradients reduce-scattered backward; hidden behind the attention math.
+- EP: dispatch and combine all-to-alls, forward and backward; exposed, except that DualPipe
+  overlaps them with the other direction's compute.
+- PP: activations forward and gradients backward between neighbouring stages; only the
+  fill and drain chain (2 (pp - 1) sends) is exposed.
+- DP/ZeRO: gradients all-reduced (ZeRO 0-1), reduce-scattered per microbatch (2), or weights
+  gathered per microbatch forward and backward and gradients reduce-scattered (3); hidden
+  behind the last microbatch's compute (ZeRO 0-2) or all of it (ZeRO 3).
+The bubble is the schedule's idle fraction of the per-microbatch path (compute plus the
+exposed TP and EP time).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..chips.hardware import Hardware
+from .hierarchy import Network
+from .layout import Layout
+from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params
+from .pipeline import schedule_of, schedule_problem
+from .transformer import (SAVED_PER_LAYER_NO_REMAT, ModelConfig, attention_flops_per_token,
+                          forward_flops_per_token, training_flops_per_token)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What the run fixes whatever the layout: the batch, the sequence, the bytes, the chips."""
+
+    batch_tokens: float
+    seq: int
+    chips: int
+    sizes: TrainBytes = TrainBytes()
+    compute_dtype: str = "bf16"
+    capacity_factor: float = 1.0
+
+    @property
+    def sequences(self) -> int:
+        return max(1, round(self.batch_tokens / self.seq))
+
+
+def network_for(hw: Hardware, layout: Layout) -> Network:
+    ep = max(layout.ep, 1)
+    dims = [("tp", layout.tp), ("cp", layout.cp), ("ep", ep), ("pp", layout.pp), ("dp", max(layout.dp // ep, 1))]
+    return Network(hw, dims, layout.chips)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def problems(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network) -> list[str]:
+    """Why the model cannot run this layout on these chips (empty when it can)."""
+    out = []
+    tp, ep, cp = layout.tp, layout.ep, layout.cp
+    if layout.chips != run.chips:
+        out.append(f"dp x tp x pp x cp = {layout.chips}, not the {run.chips} chips")
+    if cfg.heads % tp or cfg.d_ff % tp or (cfg.kv_heads % tp and tp % cfg.kv_heads):
+        out.append(f"tp={tp} must divide the query heads ({cfg.heads}) and d_ff ({cfg.d_ff}), and divide "
+                   f"or be a multiple of the KV heads ({cfg.kv_heads}, replicated when fewer)")
+    if net.hw.kind != "tpu" and net.domain % tp:
+        out.append(f"tp={tp} does not fit the {net.domain}-GPU {net.fast} domain")
+    if net.hw.kind == "tpu" and tp > 1 and not any(n % tp == 0 for n in net.shape):
+        out.append(f"tp={tp} fits no axis of the {'x'.join(map(str, net.shape))} slice")
+    if net.problem:
+        out.append(net.problem)
+    if ep > 1 and (not cfg.experts or cfg.experts % ep or layout.dp % ep):
+        out.append(f"ep={ep} must divide the experts ({cfg.experts}) and dp ({layout.dp})")
+    if cp > 1 and run.seq % (2 * cp):
+        out.append(f"cp={cp}: sequence {run.seq} must split into 2 x cp balanced chunks")
+    if run.sequences % layout.dp:
+        out.append(f"{run.sequences} sequences per step do not split over dp={layout.dp}")
+    if layout.zero not in (0, 1, 2, 3):
+        out.append(f"ZeRO stage {layout.zero} does not exist")
+    return out
+
+
+def _microbatch_choices(layout: Layout, per_replica: int, layers: int) -> list[int]:
+    options = [m for m in divisors(per_replica) if not schedule_problem(layout, m, layers)]
+    return options or [per_replica]
+
+
+def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float) -> int:
+    """A pipeline takes the most microbatches (smallest bubble and footprint); without one, the
+    fewest gradient-accumulation steps that fit in `hbm` bytes (else the most)."""
+    per_replica = max(run.sequences // layout.dp, 1)
+    options = _microbatch_choices(layout, per_replica, cfg.layers)
+    if layout.pp > 1:
+        return options[-1]
+    for m in options:
+        mem = memory_per_chip(cfg, layout, m, per_replica * run.seq / m, run.sizes)
+        if mem["total"] <= hbm:
+            return m
+    return options[-1]
+
+
+def _flops(cfg: ModelConfig, run: RunSpec) -> tuple[float, float, float]:
+    """(model FLOPs, executed FLOPs, attention FLOPs) of one step over all chips."""
+    tokens = run.batch_tokens
+    model = training_flops_per_token(cfg, run.seq) * tokens
+    saved = run.sizes.checkpoints_per_layer
+    recompute = 0.0 if saved is None else max(0.0, 1 - saved / SAVED_PER_LAYER_NO_REMAT)
+    executed = model + recompute * forward_flops_per_token(cfg, run.seq) * tokens
+    if cfg.experts and run.capacity_factor > 1:
+        routed = 6.0 * cfg.moe_layers * cfg.experts_per_token * cfg.mlp_matrices * cfg.d_model * cfg.expert_width
+        executed += (run.capacity_factor - 1) * routed * tokens
+    return model, executed, attention_flops_per_token(cfg, run.seq, training=True) * tokens
+
+
+def _row(axis: str, kind: str, volume: float, count: float, priced_levels: dict[str, float]) -> dict[str, Any]:
+    levels = {k: v * count for k, v in priced_levels.items()}
+    return {"axis": axis, "collective": kind, "volume_bytes": volume, "count": count, "levels_s": levels,
+            "time_s": sum(levels.values())}
+
+
+def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: int,
+              tokens_mb: float) -> list[dict[str, Any]]:
+    """Every collective of one step on one chip: axis, kind, volume V, count, seconds per level."""
+    rows: list[dict[str, Any]] = []
+    act = run.sizes.activation
+    p = stage_params(cfg, layout)
+    d, tokens = cfg.d_model, tokens_mb / layout.cp
+
+    def add(axis: str, kind: str, volume: float, count: float, names: tuple[str, ...]) -> None:
+        priced = net.price(kind, volume, names)
+        if count and priced.seconds:
+            rows.append(_row(axis, kind, volume, count, priced.seconds))
+
+    block = tokens * d * act  # the block's activations, gathered over TP
+    add("tp", "all-gather", block, 4 * p.layers * m, ("tp",))
+    add("tp", "reduce-scatter", block, 4 * p.layers * m, ("tp",))
+    kv = 2 * tokens_mb * kv_heads_per_chip(cfg, layout.tp) * cfg.head_dim * act
+    add("cp", "all-gather", kv, 2 * p.layers * m, ("cp",))
+    add("cp", "reduce-scatter", kv, p.layers * m, ("cp",))
+    routed = tokens / layout.tp * cfg.experts_per_token * run.capacity_factor * d * act
+    add("ep", "all-to-all", routed, 4 * p.moe_layers * m, ("ep",))
+    add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
+    g_dense, g_exp = dp_groups(layout)
+    for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, ("cp", "dp"))):
+        grads = count_params * run.sizes.param
+        if layout.zero <= 1:
+            add(axis, "all-reduce", grads, 1, names)
+        elif layout.zero == 2:
+            add(axis, "reduce-scatter", grads, m, names)
+            add(axis, "all-gather", grads, 1, names)
+        else:
+            add(axis, "all-gather", grads, 2 * m, names)
+            add(axis, "reduce-scatter", grads, m, names)
+    return rows
+
+
+def _exposed(rows: list[dict[str, Any]], layout: Layout, compute_s: float, attention_s: float,
+             m: int, pp_send_s: float) -> dict[str, float]:
+    """Seconds of each axis' communication left on the critical path."""
+    by_axis: dict[str, float] = {}
+    for r in rows:
+        by_axis[r["axis"]] = by_axis.get(r["axis"], 0.0) + r["time_s"]
+    out = dict(by_axis)
+    if "cp" in out:
+        out["cp"] = max(0.0, out["cp"] - attention_s)
+    if "ep" in out and layout.schedule == "dualpipe" and layout.pp > 1:
+        out["ep"] = max(0.0, out["ep"] - compute_s)
+    if "pp" in out:
+        out["pp"] = min(out["pp"], 2 * (layout.pp - 1) * pp_send_s)
+    window = compute_s if layout.zero >= 3 else (compute_s * 2 / 3 if layout.zero == 2 else compute_s / m)
+    dp_total = out.pop("dp", 0.0) + out.pop("dp-experts", 0.0)
+    if dp_total:
+        out["dp"] = max(0.0, dp_total - window)
+    return out
+
+
+def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout) -> dict[str, Any]:
+    """Memory per chip and step time of `layout`, each part in SI units, or its problems."""
+    net = network_for(hw, layout)
+    issues = problems(cfg, run, layout, net)
+    hbm = hw.hbm_bytes.value if hw.hbm_bytes is not None else math.inf
+    peak = hw.peak(run.compute_dtype).value
+    if issues:
+        return {"layout": layout.to_json(), "valid": False, "problems": issues, "fits": False}
+    m = layout.microbatches or pick_microbatches(cfg, run, layout, hbm)
+    layout = layout.with_microbatches(m)
+    per_replica = run.sequences // layout.dp
+    sched_issue = schedule_problem(layout, m, cfg.layers)
+    if per_replica % m or sched_issue:
+        why = sched_issue or f"{m} microbatches do not split the {per_replica} sequences per replica"
+        return {"layout": layout.to_json(), "valid": False, "problems": [why], "fits": False}
+    tokens_mb = per_replica * run.seq / m
+    memory = memory_per_chip(cfg, layout, m, tokens_mb, run.sizes)
+    model, executed, attention = _flops(cfg, run)
+    imbalance = stage_params(cfg, layout).layers / (cfg.layers / layout.pp)
+    compute_s = executed / run.chips / peak * imbalance
+    attention_s = attention / run.chips / peak
+    rows = comm_rows(cfg, run, layout, net, m, tokens_mb)
+    sends = [r for r in rows if r["axis"] == "pp"]
+    pp_send = sends[0]["time_s"] / sends[0]["count"] if sends else 0.0
+    exposed = _exposed(rows, layout, compute_s, attention_s, m, pp_send)
+    sched = schedule_of(layout, m)
+    bubble = sched.bubble_fraction(m) * (compute_s + exposed.get("tp", 0.0) + exposed.get("ep", 0.0))
+    step = compute_s + sum(exposed.values()) + bubble
+    return {
+        "layout": layout.to_json(), "valid": True, "problems": [],
+        "fits": memory["total"] <= hbm, "hbm_bytes": hbm,
+        "memory_per_chip_bytes": memory,
+        "microbatches": m, "tokens_per_microbatch": tokens_mb,
+        "schedule": {"name": layout.schedule if layout.pp > 1 else "none", "note": sched.note,
+                     "bubble_fraction": sched.bubble_fraction(m), "in_flight_microbatches": sched.in_flight,
+                     "weight_copies": sched.weight_copies},
+        "step_time_s": {"compute": compute_s, "exposed_comm_by_axis": exposed,
+                        "exposed_comm_by_level": _by_level(rows, exposed), "bubble": bubble, "total": step},
+        "collectives": rows, "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain},
+        "model_flops_per_step": model, "executed_flops_per_step": executed,
+        "mfu_upper_bound": model / run.chips / peak / step,
+        "tokens_per_s": run.batch_tokens / step,
+    }
+
+
+def _by_level(rows: list[dict[str, Any]], exposed: dict[str, float]) -> dict[str, float]:
+    """Exposed seconds split over network levels in proportion to each axis' time there."""
+    totals: dict[str, dict[str, float]] = {}
+    for r in rows:
+        axis = "dp" if r["axis"].startswith("dp") else r["axis"]
+        for level, s in r["levels_s"].items():
+            totals.setdefault(axis, {}).setdefault(level, 0.0)
+            totals[axis][level] += s
+    out: dict[str, float] = {}
+    for axis, levels in totals.items():
+        whole = sum(levels.values())
+        for level, s in levels.items():
+            out[level] = out.get(level, 0.0) + (exposed.get(axis, 0.0) * s / whole if whole else 0.0)
+    return out

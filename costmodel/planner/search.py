@@ -1,0 +1,123 @@
+"""Search the layouts a model can run on a cluster and rank them by predicted step time.
+
+Degrees come from the model and the machine: TP divides the query heads and d_ff, divides or
+is a multiple of the KV heads, and fits the fast domain (a GPU's NVLink/xGMI domain, one axis
+of a TPU slice); EP divides the experts and DP; PP is at most the layer count; CP splits the
+sequence (tried only for long ones); DP takes the remaining chips and must split the batch.
+Each candidate runs each pipeline schedule and ZeRO stage; gradient accumulation and
+microbatching are chosen per layout before it is called too big. The fastest layout that
+fits wins; among layouts within 1% of it, the simplest (fewest axes, lowest ZeRO stage).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..chips.hardware import Hardware
+from .hierarchy import fast_domain
+from .layout import Layout
+from .layout_step import RunSpec, divisors, evaluate_layout
+from .transformer import ModelConfig
+
+LONG_SEQUENCE = 32768  # context parallelism is tried from here on
+TIE = 0.01
+
+
+def _schedules(pp: int, layers: int) -> list[tuple[str, int]]:
+    if pp == 1:
+        return [("1f1b", 1)]
+    out = [("1f1b", 1), ("zero-bubble", 1), ("dualpipe", 1)]
+    out += [("interleaved", v) for v in (2, 4) if pp * v <= layers]
+    return out
+
+
+def candidate_layouts(cfg: ModelConfig, run: RunSpec, hw: Hardware) -> list[Layout]:
+    """Every layout worth pricing: degrees that divide the chips, the model and the batch."""
+    chips = run.chips
+    domain = fast_domain(hw, chips)
+    tps = [t for t in divisors(chips) if cfg.heads % t == 0 and cfg.d_ff % t == 0
+           and (cfg.kv_heads % t == 0 or t % cfg.kv_heads == 0)
+           and (t <= domain if hw.kind != "tpu" else t <= max(hw.topology or hw.interconnect.max_torus or (1,)))]
+    cps = [c for c in divisors(chips) if c <= 32 and run.seq % (2 * c) == 0] if run.seq >= LONG_SEQUENCE else [1]
+    out = []
+    for tp in tps:
+        for cp in cps:
+            for pp in (p for p in divisors(chips // (tp * cp)) if p <= cfg.layers):
+                dp = chips // (tp * cp * pp)
+                if run.sequences % dp:
+                    continue
+                eps = [e for e in divisors(dp) if cfg.experts and cfg.experts % e == 0] or [1]
+                for ep in eps:
+                    for schedule, v in _schedules(pp, cfg.layers):
+                        for zero in (1, 2, 3):
+                            out.append(Layout(dp=dp, tp=tp, pp=pp, ep=ep, cp=cp, zero=zero,
+                                              schedule=schedule, virtual_stages=v))
+    return out
+
+
+def _simplicity(result: dict[str, Any]) -> tuple[int, int, int]:
+    lay = result["layout"]
+    axes = sum(1 for k in ("tp", "pp", "ep", "cp") if lay[k] > 1)
+    return (axes, lay["zero"], 0 if lay["schedule"] in ("1f1b", "none") else 1)
+
+
+def search(cfg: ModelConfig, run: RunSpec, hw: Hardware, top: int = 5) -> dict[str, Any]:
+    """The `top` fastest fitting layouts, the best that does not fit, and why the winner wins."""
+    results = [evaluate_layout(cfg, run, hw, lay) for lay in candidate_layouts(cfg, run, hw)]
+    valid = [r for r in results if r["valid"]]
+    fitting = sorted((r for r in valid if r["fits"]), key=lambda r: r["step_time_s"]["total"])
+    if fitting:
+        best_time = fitting[0]["step_time_s"]["total"]
+        near = [r for r in fitting if r["step_time_s"]["total"] <= best_time * (1 + TIE)]
+        winner = min(near, key=_simplicity)
+        ranked = [winner] + [r for r in fitting if r is not winner]
+    else:
+        ranked = []
+    smallest = min(valid, key=lambda r: r["memory_per_chip_bytes"]["total"], default=None)
+    return {"candidates": len(results), "valid": len(valid), "fitting": len(fitting),
+            "layouts": ranked[:top], "best": ranked[0] if ranked else None,
+            "why": explain(ranked) if ranked else _nothing_fits(smallest, run),
+            "smallest_footprint": None if fitting or smallest is None else smallest}
+
+
+def _parts(r: dict[str, Any]) -> dict[str, float]:
+    s = r["step_time_s"]
+    parts = {"compute": s["compute"], "bubble": s["bubble"]}
+    parts.update({f"{k} communication": v for k, v in s["exposed_comm_by_axis"].items()})
+    return parts
+
+
+def explain(ranked: list[dict[str, Any]]) -> str:
+    """Why the first layout beats the next one, in the parts of the step that differ most."""
+    best = ranked[0]
+    label = best["layout"]["label"]
+    total = best["step_time_s"]["total"]
+    if len(ranked) == 1:
+        return f"{label} is the only layout that fits"
+    other = ranked[1]
+    mine, theirs = _parts(best), _parts(other)
+    keys = set(mine) | set(theirs)
+    diffs = sorted(((theirs.get(k, 0.0) - mine.get(k, 0.0), k) for k in keys), reverse=True)
+    gains = [f"{k} {_ms(theirs.get(k, 0.0))} -> {_ms(mine.get(k, 0.0))}" for d, k in diffs if d > 0][:2]
+    delta = other["step_time_s"]["total"] - total
+    if delta <= total * TIE:
+        return (f"{label} ties {other['layout']['label']} within {TIE:.0%} of the step time "
+                f"and is simpler (fewer parallel axes, lower ZeRO stage)")
+    return (f"{label} beats {other['layout']['label']} by {_ms(delta)} per step: "
+            + (", ".join(gains) or "less of everything"))
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} us"
+
+
+def _nothing_fits(smallest: dict[str, Any] | None, run: RunSpec) -> str:
+    if smallest is None:
+        return f"no layout divides {run.chips} chips, this model and {run.sequences} sequences per step"
+    need = smallest["memory_per_chip_bytes"]["total"]
+    have = smallest["hbm_bytes"]
+    more = math.ceil(run.chips * need / have) if have else run.chips
+    return (f"nothing fits, even with the most microbatches: the smallest footprint, "
+            f"{smallest['layout']['label']}, needs {need / 1e9:.1f} GB per chip of {have / 1e9:.0f} GB; "
+            f"about {more} chips, fewer checkpoints per layer, or a smaller batch per step")

@@ -1,0 +1,50 @@
+"""Parallel layouts as text: per-chip memory and step-time breakdowns, and the ranked search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..costmodel.units import nbytes, seconds
+
+_MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "working")
+
+
+def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
+    """One evaluated layout: whether it fits, then its memory and step-time breakdowns."""
+    label = r["layout"]["label"]
+    if not r["valid"]:
+        return [f"{heading} {label}: cannot run: {'; '.join(r['problems'])}"]
+    mem, step, sched = r["memory_per_chip_bytes"], r["step_time_s"], r["schedule"]
+    fit = "fits" if r["fits"] else "does NOT fit"
+    lines = [f"{heading} {label}: {fit} ({nbytes(mem['total'])} of {nbytes(r['hbm_bytes'])} HBM per chip); "
+             f"step >= {seconds(step['total'])} (model estimate at peak FLOP/s), MFU <= "
+             f"{100 * r['mfu_upper_bound']:.0f}%, <= {r['tokens_per_s']:.3g} tokens/s"]
+    parts = ", ".join(f"{k} {nbytes(mem[k])}" for k in _MEMORY_PARTS)
+    lines.append(f"  memory per chip: {parts} ({sched['in_flight_microbatches']:g} microbatch(es) of "
+                 f"{r['tokens_per_microbatch']:.0f} tokens in flight; working = one layer's intermediates + logits)")
+    levels = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_level"].items()) or "none"
+    axes = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_axis"].items()) or "none"
+    lines.append(f"  step time: compute {seconds(step['compute'])}, exposed communication {levels} "
+                 f"(by axis: {axes}), bubble {seconds(step['bubble'])}")
+    if sched["name"] != "none":
+        lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "
+                     f"{100 * sched['bubble_fraction']:.1f}% of the work")
+    return lines
+
+
+def search_lines(found: dict[str, Any]) -> list[str]:
+    """The ranked layouts of the search, the winner's breakdown and why it wins."""
+    lines = [f"layout search: {found['candidates']} layouts, {found['valid']} runnable, {found['fitting']} fit "
+             "(step times are model estimates at peak FLOP/s: lower bounds)"]
+    if not found["layouts"]:
+        return lines + [f"  {found['why']}"]
+    lines.append(f"  {'#':>2} {'layout':<44}{'step':>10}{'MFU<=':>7}{'mem/chip':>11}{'bubble':>10}{'exposed comm':>14}")
+    for i, r in enumerate(found["layouts"], 1):
+        s = r["step_time_s"]
+        comm = sum(s["exposed_comm_by_axis"].values())
+        lines.append(f"  {i:>2} {r['layout']['label']:<44}{seconds(s['total']):>10}"
+                     f"{100 * r['mfu_upper_bound']:>6.0f}%{nbytes(r['memory_per_chip_bytes']['total']):>11}"
+                     f"{seconds(s['bubble']):>10}{seconds(comm):>14}")
+    lines += layout_lines(found["best"], "best layout")
+    lines.append(f"  why: {found['why']}")
+    return lines

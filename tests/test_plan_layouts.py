@@ -1,0 +1,195 @@
+"""Parallel layouts: parsing, memory per chip, step-time breakdowns, the network hierarchy, the search."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from audit.cli import main
+from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.chips.hardware import Quantity
+from audit.costmodel.planner.layout import SCHEDULES, Layout, parse_layout
+from audit.costmodel.planner.layout_memory import TrainBytes, memory_per_chip
+from audit.costmodel.planner.layout_step import RunSpec, evaluate_layout, network_for
+from audit.costmodel.planner.pipeline import schedule_of
+from audit.costmodel.planner.search import search
+from audit.costmodel.planner.transformer import MODELS, ModelConfig
+from audit.errors import UsageError
+
+LLAMA_405B = MODELS["llama3-405b"]
+LLAMA_RUN = RunSpec(2**24, 8192, 16384)  # 2048 sequences of 8192 tokens
+
+
+def test_parse_layout_fills_dp_and_reads_every_axis():
+    lay = parse_layout("tp=8,pp=16", 16384)
+    assert (lay.dp, lay.tp, lay.pp, lay.chips) == (128, 8, 16, 16384)
+    full = parse_layout("dp=64,tp=1,pp=16,ep=64,zero=1,microbatches=32,schedule=dualpipe")
+    assert (full.ep, full.zero, full.microbatches, full.schedule) == (64, 1, 32, "dualpipe")
+    assert parse_layout("tp=8,pp=4,v=2", 64).schedule == "interleaved"
+
+
+@pytest.mark.parametrize("text", ["dp=128,tp=8", "tp=8,pp=3", "tp=8,nope=2", "tp=8,schedule=magic", "tp=x",
+                                  "zero=4", "tp=8,tp=4", "pp"])
+def test_bad_layouts_are_usage_errors(text):
+    with pytest.raises(UsageError):
+        parse_layout(text, 16384)
+
+
+def test_llama3_405b_published_layout_fits_with_a_full_breakdown():
+    """Meta's layout (TP 8, PP 16, DP 128, 16M-token batches of 8k sequences) fits on 80 GB H100s."""
+    r = evaluate_layout(LLAMA_405B, LLAMA_RUN, lookup("h100"), parse_layout("dp=128,tp=8,pp=16", 16384))
+    assert r["valid"] and r["fits"]
+    mem, step = r["memory_per_chip_bytes"], r["step_time_s"]
+    assert set(mem) >= {"params", "grads", "optimizer", "activations", "working", "total"}
+    assert mem["total"] == pytest.approx(sum(mem[k] for k in ("params", "grads", "optimizer", "activations", "working")))
+    # 405B parameters over 128 TP x PP ranks, 2 bytes each, plus one embedding matrix on the stage.
+    assert 6e9 < mem["params"] < 8e9
+    assert r["microbatches"] == 16 and step["bubble"] > 0
+    assert set(step["exposed_comm_by_level"]) == {"NVLink", "inter-node network"}
+    parts = step["compute"] + sum(step["exposed_comm_by_axis"].values()) + step["bubble"]
+    assert step["total"] == pytest.approx(parts)
+    assert sum(step["exposed_comm_by_level"].values()) == pytest.approx(sum(step["exposed_comm_by_axis"].values()))
+
+
+def test_the_search_finds_a_fitting_layout_where_the_closed_forms_find_none(capsys):
+    code = main(["plan", "train", "--model", "llama3-405b", "--tokens", "15.6e12", "--batch-tokens", str(2**24),
+                 "--seq", "8192", "--hardware", "h100", "--chips", "16384", "--json", "-"])
+    r = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert r["recommendation"]["strategy"] is None  # the book's forms: one slice, no pipeline
+    best = r["layout_search"]["best"]
+    assert best["fits"] and best["layout"]["pp"] > 1 and best["layout"]["tp"] == 8
+    assert r["recommendation"]["layout"] == best["layout"]
+    assert "layout search finds" in r["recommendation"]["reason"]
+    times = [lay["step_time_s"]["total"] for lay in r["layout_search"]["layouts"][1:]]
+    assert times == sorted(times)
+
+
+def test_layout_text_prints_memory_and_step_breakdowns(capsys):
+    assert main(["plan", "train", "--model", "llama3-405b", "--tokens", "15.6e12", "--batch-tokens", str(2**24),
+                 "--seq", "8192", "--hardware", "h100", "--chips", "16384",
+                 "--layout", "dp=128,tp=8,pp=16,schedule=interleaved,v=4"]) == 0
+    out = capsys.readouterr().out
+    mine = out[out.index("your layout"):]
+    for word in ("memory per chip", "params", "optimizer", "activations", "compute", "NVLink",
+                 "inter-node network", "bubble", "interleaved"):
+        assert word in mine
+    assert "best layout" in out and "why:" in out
+
+
+def test_a_layout_that_cannot_run_says_why(capsys):
+    assert main(["plan", "train", "--model", "llama3-405b", "--tokens", "1e12", "--batch-tokens", str(2**24),
+                 "--seq", "8192", "--hardware", "h100", "--chips", "16384", "--layout", "dp=64,tp=16,pp=16",
+                 "--json", "-"]) == 0
+    r = json.loads(capsys.readouterr().out)["layout"]
+    assert not r["valid"] and any("NVLink domain" in p for p in r["problems"])
+    assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6",
+                 "--hardware", "h100", "--chips", "64", "--layout", "dp=4,tp=4"]) == 2
+    assert "uses 16 chips" in capsys.readouterr().err
+
+
+def test_multi_query_attention_may_use_tp_12_with_one_kv_head():
+    """PaLM 540B: 48 query heads, one KV head, TP 12 in each 3072-chip TPU v4 pod."""
+    palm = ModelConfig(118, 18432, 73728, 48, 1, 256, 256000, tied_embeddings=True, name="mqa")
+    run = RunSpec(2048 * 2048, 2048, 6144)
+    r = evaluate_layout(palm, run, lookup("tpu-v4:12x16x16"), parse_layout("dp=512,tp=12,zero=3", 6144))
+    assert r["valid"], r.get("problems")
+    assert set(r["step_time_s"]["exposed_comm_by_level"]) <= {"ICI", "DCN"}
+
+
+def test_each_axis_is_priced_on_the_level_it_spans():
+    """TP inside one 8-GPU node rides NVLink; DP across nodes the per-GPU network; on an
+    NVL72-class domain the same DP group keeps 9x as many members on NVLink."""
+    h100 = lookup("h100")
+    lay = parse_layout("dp=128,tp=8", 1024)
+    net = network_for(h100, lay)
+    assert set(net.price("all-gather", 1e8, ("tp",)).seconds) == {"NVLink"}
+    assert set(net.price("all-reduce", 1e9, ("cp", "ep", "dp")).seconds) == {"inter-node network"}
+    nvl72 = dataclasses.replace(h100, interconnect=dataclasses.replace(h100.interconnect, domain_size=72))
+    wide = network_for(nvl72, parse_layout("dp=128,tp=8", 1024))
+    assert wide.split(("cp", "ep", "dp")) == (9, 14)
+    assert wide.price("all-reduce", 1e9, ("cp", "ep", "dp")).seconds["NVLink"] > 0
+
+
+def test_a_faster_scale_out_network_never_slows_a_step():
+    slow = lookup("h100")
+    fast = dataclasses.replace(slow, interconnect=dataclasses.replace(
+        slow.interconnect, dcn_bytes_per_s=Quantity(4e11, "B/s", "user")))
+    lay = parse_layout("dp=128,tp=8,pp=16", 16384)
+    a = evaluate_layout(LLAMA_405B, LLAMA_RUN, slow, lay)["step_time_s"]
+    b = evaluate_layout(LLAMA_405B, LLAMA_RUN, fast, lay)["step_time_s"]
+    assert b["total"] <= a["total"] and b["compute"] == a["compute"]
+
+
+def test_gradient_accumulation_is_reached_for_before_nothing_fits():
+    """Llama 3 8B on 8 H100s, 4M-token batches: whole batches never fit, microbatches do."""
+    cfg = MODELS["llama3-8b"]
+    run = RunSpec(512 * 8192, 8192, 8)
+    r = evaluate_layout(cfg, run, lookup("h100"), parse_layout("dp=8,zero=3", 8))
+    assert r["fits"] and r["microbatches"] > 1
+    whole = evaluate_layout(cfg, run, lookup("h100"), parse_layout("dp=8,zero=3,microbatches=1", 8))
+    assert not whole["fits"]
+
+
+def test_search_on_16384_chips_ranks_by_step_time_and_explains():
+    found = search(LLAMA_405B, LLAMA_RUN, lookup("h100"))
+    assert found["fitting"] > 0 and found["candidates"] > 100
+    best = found["best"]
+    assert all(best["step_time_s"]["total"] <= r["step_time_s"]["total"] * 1.011 for r in found["layouts"])
+    assert best["layout"]["label"] in found["why"]
+
+
+def test_nothing_fits_names_the_smallest_footprint():
+    found = search(LLAMA_405B, RunSpec(2**24, 8192, 64), lookup("h100"))
+    assert found["best"] is None and "nothing fits" in found["why"] and found["smallest_footprint"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([s for s in SCHEDULES if s != "interleaved"]), st.sampled_from([2, 4, 8, 16]),
+       st.integers(1, 8))
+def test_more_microbatches_shrink_the_bubble(schedule, pp, k):
+    lay = Layout(dp=1, pp=pp, schedule=schedule)
+    m = 2 * pp * k
+    assert schedule_of(lay, 2 * m).bubble_fraction(2 * m) <= schedule_of(lay, m).bubble_fraction(m)
+
+
+@pytest.mark.parametrize("pp", [2, 4, 8, 16])
+def test_schedule_bubbles_order_as_published(pp):
+    """GPipe = 1F1B > interleaved(v=2) and zero bubble > DualPipe, at equal microbatches."""
+    m = 4 * pp
+
+    def bubble(schedule: str, v: int = 1) -> float:
+        return schedule_of(Layout(pp=pp, schedule=schedule, virtual_stages=v), m).bubble_fraction(m)
+    assert bubble("gpipe") == bubble("1f1b") == pytest.approx((pp - 1) / m)
+    assert bubble("interleaved", 2) == pytest.approx(bubble("1f1b") / 2)
+    assert bubble("zero-bubble") == pytest.approx(bubble("1f1b") / 3)
+    assert bubble("dualpipe") < bubble("zero-bubble") or pp == 2
+    assert schedule_of(Layout(pp=pp, schedule="gpipe"), m).in_flight == m
+    assert schedule_of(Layout(pp=pp, schedule="dualpipe"), m).weight_copies == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([8, 64, 512]))
+def test_higher_zero_stages_and_more_sharding_never_need_more_memory(tp, pp, dp):
+    sizes = TrainBytes()
+    mems = [memory_per_chip(LLAMA_405B, Layout(dp=dp, tp=tp, pp=pp, zero=z), 2 * pp, 8192, sizes)["total"]
+            for z in (0, 1, 2)]
+    assert mems == sorted(mems, reverse=True)
+    wider = memory_per_chip(LLAMA_405B, Layout(dp=dp, tp=tp, pp=2 * pp, zero=1), 2 * pp, 8192, sizes)
+    assert wider["params"] <= memory_per_chip(LLAMA_405B, Layout(dp=dp, tp=tp, pp=pp, zero=1), 2 * pp, 8192,
+                                              sizes)["params"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["dp=2048,tp=8", "dp=128,tp=8,pp=16", "dp=256,tp=4,pp=16", "dp=512,tp=8,pp=4,zero=3"]),
+       st.sampled_from(["h100", "a100", "mi300x", "b200"]))
+def test_step_time_is_at_least_the_compute_roofline(text, chip):
+    hw = lookup(chip)
+    r = evaluate_layout(LLAMA_405B, LLAMA_RUN, hw, parse_layout(text, 16384))
+    assert r["valid"]
+    floor = r["model_flops_per_step"] / LLAMA_RUN.chips / hw.peak("bf16").value
+    assert r["step_time_s"]["total"] >= floor
+    assert 0 < r["mfu_upper_bound"] <= 1
