@@ -15,6 +15,8 @@ from typing import Callable, Literal, TypeGuard
 UNKNOWN = "—"
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+# Below half a picosecond (the traces' resolution) a duration is floating-point residue.
+_RESIDUE_S = 0.5e-12
 _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps"))
 
 
@@ -47,7 +49,7 @@ def seconds(value: object) -> str:
     if not known(value):
         return UNKNOWN
     v = float(value)
-    if v == 0:
+    if abs(v) < _RESIDUE_S:  # rounding residue of sums and differences, not a duration
         return "0 s"
     if abs(v) >= 1000:
         return f"{v:,.0f} s"

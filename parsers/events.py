@@ -171,13 +171,18 @@ def assign_by_span(times: np.ndarray, span_start: np.ndarray, span_end: np.ndarr
 
 
 def launch_steps(host: str, events: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, int, int, int, int]]]:
-    """One step per module launch (run_id), numbered by launch time; returns each event's step and the step rows."""
+    """One step per module launch, numbered by launch time on each device (a program launched once on
+    8 GPUs is one step with 8 device spans, whether the devices share its run_id or each has its own);
+    returns each event's step and the step rows."""
     if events.empty or (events["run_id"] == NO_RUN).all():
         return np.full(len(events), -1, dtype=np.int64), []
-    first = events.groupby("run_id")["start_ps"].min().sort_values()
-    first = first[first.index != NO_RUN]
-    number = pd.Series(np.arange(len(first), dtype=np.int64), index=first.index)
-    step = events["run_id"].map(number).fillna(-1).to_numpy(dtype=np.int64)
+    launched = events[events["run_id"] != NO_RUN]
+    first = launched.groupby(["device", "run_id"], observed=True)["start_ps"].min().reset_index()
+    first = first.sort_values(["device", "start_ps"], kind="stable")
+    first["step"] = first.groupby("device", observed=True).cumcount().astype(np.int64)
+    keyed = events[["device", "run_id"]].merge(first[["device", "run_id", "step"]], on=["device", "run_id"],
+                                               how="left")
+    step = keyed["step"].fillna(-1).to_numpy(dtype=np.int64)
     spans = events.assign(step=step, end_ps=events["start_ps"] + events["dur_ps"])
     grouped = spans[spans["step"] >= 0].groupby(["device", "step"], observed=True)
     bounds = grouped.agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max")).reset_index()

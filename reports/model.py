@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
-from ..costmodel.records import Bound
+from ..costmodel.records import BOUNDS, Bound
 from ..costmodel.table.overlap import StepOverlap
 from ..costmodel.table.record import CollectiveRow, OpRecord
 
@@ -46,7 +46,9 @@ class StepTimes:
 
 @dataclass(frozen=True)
 class Summary:
-    """The report's headline numbers: seconds per device, summed over the analysed steps."""
+    """The report's headline numbers: seconds per device, summed over the analysed steps, except the
+    figures named "step" (`expected_step_s`, `exposed_comm_s`, `hidden_comm_s`, `hidden_s` in `overlap`,
+    `expected_op_step_s`, `wasted_step_s`), which are one step: the sum over the `steps` divided by them."""
 
     devices: int | None
     hosts: int
@@ -68,7 +70,11 @@ class Summary:
     platform: str | None = None  # measured reports: tpu | gpu | cpu
     unknown_trip_count_loops: tuple[JSON, ...] | None = None  # predicted reports
     unknown_trip_count_ops: int | None = None
-    units: str = "seconds per device, summed over the analysed steps"
+    expected_op_step_s: float | None = None  # [model] expected_s for one step (no overlap)
+    wasted_step_s: float | None = None  # flagged ops' time beyond their expectation, one step
+    units: str = ("seconds per device, summed over the analysed steps; fields named step "
+                  "(expected_step_s, expected_op_step_s, exposed_comm_s, hidden_comm_s, hidden_s, wasted_step_s) "
+                  "are one step")
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -80,6 +86,8 @@ class Summary:
             "lower_bound_ops": self.lower_bound_ops, "not_judged_ops": self.not_judged_ops,
             "unmodeled_by_target": dict(self.unmodeled_by_target), "predicted": self.predicted,
             "units": self.units, **self.overlap.to_json(),
+            "expected_op_step_s": self.expected_op_step_s, "wasted_step_s": self.wasted_step_s,
+            "time_by_bound_share": time_by_bound_share(self),
         }
         if self.platform is not None:
             out["platform"] = self.platform
@@ -106,7 +114,24 @@ class Summary:
             platform=s.get("platform"),
             unknown_trip_count_loops=tuple(loops) if loops is not None else None,
             unknown_trip_count_ops=s.get("unknown_trip_count_ops"),
+            expected_op_step_s=s.get("expected_op_step_s"), wasted_step_s=s.get("wasted_step_s"),
         )
+
+
+def time_by_bound_parts(s: Summary) -> tuple[list[tuple[str, float]], float]:
+    """(kind, seconds) of time by bound that are not zero, then idle time, and their total: the one
+    split every format shows (terminal, markdown, HTML, and the JSON's `time_by_bound_share`)."""
+    parts: list[tuple[str, float]] = [(b, float(s.time_by_bound_s[b])) for b in BOUNDS
+                                      if (s.time_by_bound_s.get(b) or 0.0) > 0]
+    if s.idle_s:
+        parts.append(("idle", float(s.idle_s)))
+    return parts, sum(t for _, t in parts)
+
+
+def time_by_bound_share(s: Summary) -> dict[str, float]:
+    """Each kind's share of the time by bound plus idle (empty when there is no time)."""
+    parts, total = time_by_bound_parts(s)
+    return {kind: t / total for kind, t in parts} if total > 0 else {}
 
 
 @dataclass(frozen=True)

@@ -244,11 +244,17 @@ def test_timeline_merges_sub_pixel_ops_but_keeps_their_time():
     assert len([a for t, a in tags(svg) if t == "rect" and a["class"] == "k-collective"]) == 1
 
 
-@given(st.floats(min_value=1e-13, max_value=1e7))
+@given(st.floats(min_value=0.5e-12, max_value=1e7))
 def test_seconds_reads_back_within_rounding(value):
     number, unit = qty.seconds(value).replace(",", "").split(" ")
     scale = {"s": 1, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12}[unit]
     assert math.isclose(float(number) * scale, value, rel_tol=6e-3)
+
+
+@given(st.floats(min_value=-0.49e-12, max_value=0.49e-12))
+def test_residue_below_a_picosecond_prints_as_zero(value):
+    # "hidden 1.73e-06 ps" is the residue of subtracting nearly equal sums, not a duration
+    assert qty.seconds(value) == "0 s"
 
 
 @given(st.floats(min_value=1.0, max_value=1e18))

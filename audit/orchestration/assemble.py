@@ -36,9 +36,14 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         notes.append(line)
     if unjudged:
         notes.append(not_judged_warning(unjudged))
+    # Ops are summed over the analysed steps (a prediction is one step); "step" figures are one of them.
+    per_step = max(len(steps), 1)
+    overlap = overlap.per_step(per_step)
+    expected_step = None if expected_total is None else expected_total / per_step
     if step_time is None:  # a prediction: the step is the overlapped one where the schedule says it
         step = overlap.expected_step_s if overlap.expected_step_s is not None else expected_total
         step_time = StepTimes(step, step, step)
+    flagged = [o for o in ops if o.flagged]
     summary = Summary(
         devices=devices, hosts=hosts, steps=len(steps), step_time_s=step_time, idle_s=idle_s,
         step_source=step_source,
@@ -47,11 +52,13 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         roofline_fraction=None if predicted else safe_ratio(expected_judged,
                                                             sum(o.self_s or 0.0 for o in judged)),
         time_by_bound_s=_by_bound(timed, "expected_s" if predicted else "self_s"),
-        flagged_ops=sum(1 for o in ops if o.flagged), unmodeled_ops=len(unmodeled),
-        lower_bound_ops=sum(1 for o in unmodeled if o.expected_s is not None), not_judged_ops=len(unjudged),
+        flagged_ops=len(flagged), unmodeled_ops=len(unmodeled),
+        lower_bound_ops=sum(1 for o in unmodeled if o.expected_s is not None), not_judged_ops=sum(1 for o in ops if o.verdict == "not judged"),
         unmodeled_by_target=unmodeled_groups(ops), predicted=predicted, overlap=overlap, platform=platform,
         unknown_trip_count_loops=tuple(dict(x) for x in loops) if loops is not None else None,
         unknown_trip_count_ops=sum(int(x["ops"]) for x in loops) if loops is not None else None,
+        expected_op_step_s=expected_step,
+        wasted_step_s=sum(o.wasted_s or 0.0 for o in flagged) / per_step if not predicted else None,
     )
     return Report(
         tool={"name": "audit", "version": __version__},

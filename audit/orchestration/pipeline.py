@@ -154,11 +154,15 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
     `coords` maps device ids to physical coordinates when the compile knows them, so
     collectives are placed on the real torus.
     """
+    from ..costmodel.ops.module import device_count
+
     costs = cost_modules(modules, devices)
     expectations = expect_all(costs, hw, coords)
+    if devices is None:  # the devices the program spans, as its collectives name them (1 without any)
+        devices = max((device_count(m) or 1 for m in modules.values()), default=1)
     joined: list[Joined] = []
     for pid, module in modules.items():
-        joined.extend(join_static(module, pid, costs.get(pid, {}), expectations, devices or 0))
+        joined.extend(join_static(module, pid, costs.get(pid, {}), expectations, devices))
     walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
     ops = judge_table(joined, hw, options.thresholds, walks=walks)
     loop_warnings, loops = loop_caveats(modules)

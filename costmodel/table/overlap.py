@@ -3,8 +3,8 @@
 `summary.expected_s` stays the no-overlap sum of every op's expected time; the schedule
 walk (costmodel.schedule) says how much of each asynchronous op hides behind the compute
 scheduled inside its window. Each op's hidden and exposed seconds are per device, summed
-over its occurrences like every per-op quantity, so
-`expected_step_s = expected_s - sum(hidden_s)`.
+over its occurrences like every per-op quantity; the summary's figures are one step of
+that, `expected_step_s = (expected_s - sum(hidden_s)) / steps`.
 """
 
 from __future__ import annotations
@@ -44,11 +44,27 @@ class StepOverlap:
         return {"expected_step_s": self.expected_step_s, "exposed_comm_s": self.exposed_comm_s,
                 "hidden_comm_s": self.hidden_comm_s, "hidden_s": self.hidden_s, "overlap_model": OVERLAP_MODEL}
 
+    def per_step(self, steps: int) -> StepOverlap:
+        """The same figures for one of `steps` steps (ops' times are summed over the analysed steps),
+        with floating-point residue below a picosecond written as 0."""
+        n = max(steps, 1)
+
+        def one(value: float | None) -> float | None:
+            return None if value is None else _no_residue(value / n)
+
+        return StepOverlap(one(self.expected_step_s), one(self.exposed_comm_s), one(self.hidden_comm_s),
+                           one(self.hidden_s), self.unscheduled)
+
     def warnings(self) -> list[str]:
         if not self.unscheduled:
             return []
         return [f"program(s) {', '.join(self.unscheduled)} run asynchronous ops but the HLO has no schedule: "
                 "the overlapped step is unknown (expected_step_s is null)"]
+
+
+def _no_residue(seconds: float) -> float:
+    """0 for the residue of subtracting nearly equal sums (below a picosecond, the traces' resolution)."""
+    return 0.0 if abs(seconds) < 1e-12 else seconds
 
 
 def step_overlap(ops: Iterable[OpRecord], walks: Mapping[int, StepWalk | None]) -> StepOverlap:

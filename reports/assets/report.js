@@ -18,7 +18,7 @@
   var TIME = [[1, "s"], [1e-3, "ms"], [1e-6, "\u00b5s"], [1e-9, "ns"], [1e-12, "ps"]];
   var SI = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]];
   function seconds(v) {
-    if (v === 0) return "0 s";
+    if (Math.abs(v) < 0.5e-12) return "0 s";  // residue below the traces' resolution
     if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en-US") + " s";
     for (var i = 0; i < TIME.length; i++) if (Math.abs(v) >= TIME[i][0]) return three(v / TIME[i][0]) + " " + TIME[i][1];
     return three(v / 1e-12) + " ps";
