@@ -225,6 +225,15 @@ MODELS: dict[str, ModelConfig] = {m.name: m for m in (
     # MLA's compressed KV cache (576 values per token per layer) is not modelled.
     ModelConfig(61, 7168, 18432, 128, 64, 64, 129280, experts=256, experts_per_token=8,
                 shared_experts=1, moe_d_ff=2048, first_dense_layers=3, name="deepseek-v3-like"),
+    # GPT-3 175B (Brown et al. 2020, table 2.1) with Megatron-LM's 51,200-token vocabulary and
+    # tied embeddings (Narayanan et al. 2021); a plain two-matrix GeLU MLP.
+    ModelConfig(96, 12288, 49152, 96, 96, 128, 51200, gated_mlp=False, tied_embeddings=True, name="gpt3-175b"),
+    # Megatron-LM's 1T benchmark model (Narayanan et al. 2021, table 1): 128 layers, hidden 25,600.
+    ModelConfig(128, 25600, 102400, 160, 160, 160, 51200, gated_mlp=False, tied_embeddings=True,
+                name="megatron-1t"),
+    # PaLM 540B (Chowdhery et al. 2022, table 1): SwiGLU with d_ff = 4D, multi-query attention
+    # (one KV head), shared input/output embeddings, 256k vocabulary.
+    ModelConfig(118, 18432, 73728, 48, 1, 256, 256000, tied_embeddings=True, name="palm-540b"),
 )}
 
 

@@ -1,0 +1,99 @@
+"""Published large training runs with their published layouts, to check the planner against.
+
+Each run states what its report states: the model, the chips, the layout, the batch, and what
+it achieved (model FLOPs utilisation, tokens/s, GPU-hours or days). `validate` evaluates the
+published layout (does it fit? its step-time lower bound beside the published step time and
+the step time the published MFU implies) and puts the planner's own recommendation beside it.
+A roofline lower bound above a step time that was achieved would be a planner bug.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..chips.catalog import lookup
+from ..chips.hardware import Hardware, Quantity
+from .layout import parse_layout
+from .layout_step import RunSpec, evaluate_layout
+from .search import search
+from .train import TrainSetup
+from .transformer import MODELS
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    name: str
+    model: str
+    hardware: str
+    chips: int
+    layout: str
+    batch_tokens: float
+    seq: int
+    mfu: float | None  # published model FLOPs utilisation
+    step_s: float | None  # published step time, or derived from published throughput
+    step_note: str
+    source: str
+    link_bytes_per_s: float | None = None  # a chip variant's scale-up link, one way
+    link_note: str = ""
+
+    def hw(self) -> Hardware:
+        hw = lookup(self.hardware)
+        if self.link_bytes_per_s is None:
+            return hw
+        link = Quantity(self.link_bytes_per_s, "B/s", "user", self.link_note)
+        return dataclasses.replace(hw, name=f"{hw.name} ({self.link_note})",
+                                   interconnect=dataclasses.replace(hw.interconnect, link_bytes_per_s=link))
+
+    def setup(self) -> TrainSetup:
+        return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq)
+
+
+_LLAMA3 = "Llama 3 report (Dubey et al. 2024, arXiv:2407.21783), table 4 and sec. 3.3.2"
+_MEGATRON = "Narayanan et al. 2021, arXiv:2104.04473 (Megatron-LM on Selene, A100 80GB)"
+
+RUNS: tuple[PublishedRun, ...] = (
+    PublishedRun("Llama 3 405B, 8k context", "llama3-405b", "h100", 16384,
+                 "dp=128,tp=8,pp=16,schedule=interleaved,v=2", 2048 * 8192, 8192, 0.41, None,
+                 "400 TFLOP/s per GPU (41% MFU)", _LLAMA3),
+    PublishedRun("Llama 3 405B, 8k context, 8,192 GPUs", "llama3-405b", "h100", 8192,
+                 "dp=64,tp=8,pp=16,schedule=interleaved,v=2", 2048 * 8192, 8192, 0.43, None,
+                 "430 TFLOP/s per GPU (43% MFU)", _LLAMA3),
+    PublishedRun("Llama 3 405B, 128k context", "llama3-405b", "h100", 16384,
+                 "dp=8,tp=8,cp=16,pp=16,schedule=interleaved,v=2", 128 * 131072, 131072, 0.38, None,
+                 "380 TFLOP/s per GPU (38% MFU)", _LLAMA3),
+    PublishedRun("DeepSeek-V3 (MoE, 671B/37B active)", "deepseek-v3-like", "h100", 2048,
+                 "dp=128,pp=16,ep=64,zero=1,schedule=dualpipe", 15360 * 4096, 4096, None,
+                 180e3 * 3600 / 1e12 * 15360 * 4096 / 2048,
+                 "180K H800 GPU-hours per trillion tokens",
+                 "DeepSeek-V3 report (arXiv:2412.19437), sec. 3.2 and 4.2",
+                 link_bytes_per_s=2e11, link_note="H800: NVLink 400 GB/s bidirectional"),
+    PublishedRun("GPT-3 175B (Megatron-LM)", "gpt3-175b", "a100", 1024, "dp=8,tp=8,pp=16",
+                 1536 * 2048, 2048, None, 34 * 86400 / (300e9 / (1536 * 2048)),
+                 "300B tokens in 34 days (140 TFLOP/s per GPU)", _MEGATRON + ", sec. 5.1"),
+    PublishedRun("Megatron-LM 1T", "megatron-1t", "a100", 3072,
+                 "dp=6,tp=8,pp=64,schedule=interleaved,v=2", 3072 * 2048, 2048, 0.52, None,
+                 "163 TFLOP/s per GPU (52% of peak)", _MEGATRON + ", table 1"),
+    PublishedRun("PaLM 540B (two TPU v4 pods)", "palm-540b", "tpu-v4:12x16x16", 6144, "dp=512,tp=12,zero=3",
+                 2048 * 2048, 2048, 0.462, None, "46.2% MFU",
+                 "PaLM report (Chowdhery et al. 2022, arXiv:2204.02311), sec. 4 and table 3"),
+)
+
+
+def validate(run: PublishedRun) -> dict[str, Any]:
+    """The published layout evaluated, the planner's recommendation, and the published figures."""
+    cfg, hw = MODELS[run.model], run.hw()
+    setup = run.setup()
+    spec: RunSpec = setup.run_spec()
+    published = evaluate_layout(cfg, spec, hw, parse_layout(run.layout, run.chips))
+    found = search(cfg, spec, hw, top=3)
+    peak = hw.peak("bf16").value
+    model_flops = published.get("model_flops_per_step")
+    at_mfu = None if run.mfu is None or model_flops is None else model_flops / (run.chips * peak * run.mfu)
+    implied_mfu = None if run.step_s is None or model_flops is None else model_flops / (run.chips * peak * run.step_s)
+    return {"name": run.name, "model": run.model, "hardware": hw.name, "chips": run.chips, "layout": run.layout,
+            "source": run.source, "published": run.step_note, "published_mfu": run.mfu,
+            "published_step_s": run.step_s, "step_at_published_mfu_s": at_mfu, "implied_mfu": implied_mfu,
+            "evaluation": published, "recommendation": found["best"], "search": {
+                k: found[k] for k in ("candidates", "valid", "fitting", "why")}}

@@ -1,0 +1,51 @@
+"""The planner against published training runs (one test per row of bench/RESULTS.md's table).
+
+For each run: the published layout is runnable and fits in HBM; its step-time lower bound
+is at most what the run achieved (a roofline above an achieved step would be wrong); the
+planner finds a fitting layout of its own, no slower than the published one by its own model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from audit.costmodel.planner.published import RUNS, validate
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[r.name for r in RUNS])
+def test_published_layout_fits_and_its_bound_is_below_what_was_achieved(run):
+    v = validate(run)
+    e = v["evaluation"]
+    assert e["valid"], e["problems"]
+    assert e["fits"], e["memory_per_chip_bytes"]
+    achieved = v["published_step_s"] or v["step_at_published_mfu_s"]
+    assert achieved is not None
+    assert e["step_time_s"]["total"] <= achieved
+    # the bound is no toy: compute alone is at least 30% of what was achieved
+    assert e["step_time_s"]["compute"] >= 0.3 * achieved
+    best = v["recommendation"]
+    assert best is not None and best["fits"]
+    assert best["step_time_s"]["total"] <= e["step_time_s"]["total"] * 1.02
+    assert best["layout"]["chips"] == run.chips
+
+
+def test_llama3_405b_published_layout_allows_the_published_mfu_and_little_more():
+    """41% MFU was achieved; the planner's bound for that layout allows at most a few points more."""
+    v = validate(RUNS[0])
+    assert 0.41 <= v["evaluation"]["mfu_upper_bound"] <= 0.55
+
+
+def test_palm_uses_tp_12_with_one_kv_head_over_two_pods():
+    v = validate(next(r for r in RUNS if r.model == "palm-540b"))
+    levels = v["evaluation"]["step_time_s"]["exposed_comm_by_level"]
+    assert v["evaluation"]["layout"]["tp"] == 12 and set(levels) <= {"ICI", "DCN"}
+
+
+def test_deepseek_v3_moe_places_four_experts_per_gpu_and_prices_the_all_to_all():
+    v = validate(next(r for r in RUNS if r.model == "deepseek-v3-like"))
+    e = v["evaluation"]
+    assert 256 // e["layout"]["ep"] == 4
+    rows = [c for c in e["collectives"] if c["axis"] == "ep"]
+    assert rows and rows[0]["collective"] == "all-to-all"
+    assert set(rows[0]["levels_s"]) == {"NVLink", "inter-node network"}  # EP 64 spans 8 nodes
+    assert e["schedule"]["weight_copies"] == 2  # DualPipe
