@@ -33,10 +33,14 @@ def test_measured_values_are_plausible(measured):
     flops = hw.peak("f32")
     assert 1e9 < flops.value < 1e14  # a few GFLOP/s per core up to a large many-core server
     assert 1e8 < hw.hbm_bytes_per_s.value < 2e12
-    assert 1e-9 <= hw.op_overhead_s.value < 1e-3
-    for q in (flops, hw.hbm_bytes_per_s, hw.op_overhead_s):
+    assert 0 <= hw.op_overhead_s.value < 1e-3
+    for q in (flops, hw.hbm_bytes_per_s):
         assert q.source == "calibrated"
         assert "best of" in q.note and "measured" in q.note
+    # The overhead is the minimum over many independent launches (robust to a busy machine).
+    overhead = hw.op_overhead_s
+    assert overhead.source == "calibrated" and "measured" in overhead.note
+    assert f"minimum over {calibrate._LAUNCHES} independent launches" in overhead.note
     assert "f32[" in flops.note and "per process" in flops.note
     assert any("calibrated" in n for n in hw.notes)
     json.dumps(hw.to_json(), allow_nan=False)

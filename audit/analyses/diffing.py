@@ -17,7 +17,7 @@ import numpy as np
 SCHEMA = "audit.diff/v1"
 _REL_EQ = 1e-9  # compile-time quantities are deterministic; this only absorbs float summation order
 # What says the program changed. Expected times are reported beside them but do not count: they
-# also move with the hardware's figures (a calibration, the per-op overhead the trace caps),
+# also move with the hardware's figures (a calibration taken on each machine),
 # which differ between runs of one program.
 _PROGRAM_FIELDS = ("flops", "bytes", "comm_bytes")
 

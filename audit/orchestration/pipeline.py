@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 
 from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.chips.hardware import Hardware
@@ -69,7 +68,6 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
     costs = cost_modules(modules, devices)
-    hw = overhead_within_trace(hw, events, costs)
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
@@ -184,28 +182,6 @@ def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
     from ..costmodel.roofline import expect
 
     return {(pid, name): expect(cost, hw, coords=coords) for pid, ops in costs.items() for name, cost in ops.items()}
-
-
-def overhead_within_trace(hw: Hardware, events: pd.DataFrame, costs: dict[int, dict[str, OpCost]]) -> Hardware:
-    """The chip with its per-op overhead no longer than the fastest op the trace shows running work.
-
-    The overhead is a fixed time every op that launches work pays inside its measured time, so no
-    such op can be shorter than it: a figure measured on a busy machine, or a catalog estimate,
-    that exceeds the trace's fastest op would make the roofline beatable.
-    """
-    from ..costmodel.roofline import launches_work
-
-    if hw.op_overhead_s is None or "dur_min_ps" not in events.columns or events.empty:
-        return hw
-    ops = events[["program_id", "op", "dur_min_ps"]].assign(op=events["op"].astype(str))
-    launching = [launches_work(costs.get(int(pid), {}).get(op)) is True
-                 for pid, op in zip(ops["program_id"], ops["op"])]
-    durations = ops["dur_min_ps"].to_numpy(float)[launching]
-    durations = durations[durations > 0]
-    if durations.size == 0:
-        return hw
-    fastest = float(durations.min()) * 1e-12
-    return hw.with_overhead_at_most(fastest, "the fastest op in the trace that launches work")
 
 
 def _hardware(spec: str | None, platform: str, device_stats: dict[str, Any]) -> Hardware:

@@ -32,12 +32,13 @@ from ...errors import AuditError
 from ...parsers import user_cache
 from .hardware import Hardware, Interconnect, MemoryLevel, Quantity
 
-CACHE_SCHEMA = "audit.cpu-calibration/v1"
+CACHE_SCHEMA = "audit.cpu-calibration/v2"
 CACHE_FILE = "cpu-calibration.json"
 _MATMUL_N = (512, 1024, 2048)
 _COPY_ELEMENTS = 1 << 24  # 64 MiB of f32: far beyond any last-level cache
 _CHAIN = 32  # tiny dependent dots, to expose the per-op cost
 _REPEATS = 5
+_LAUNCHES = 200  # independent launches of each tiny program; their minimum is robust to a busy machine
 _CACHE_BYTES_MOVED = 2e8  # per timed loop: long enough to time, ~2 ms at cache speed
 _CACHE_REPEATS = 7
 _CACHE_FILL = (8, 4)  # working sets of 1/8 and 1/4 of a level (two arrays of that size in flight)
@@ -144,8 +145,8 @@ def measure_in_process() -> dict[str, Any]:
                            f"bf16[{bf16_n},{bf16_n}] @ bf16[{bf16_n},{bf16_n}], 2*N^3 FLOPs / time",
             "copy": f"best of {2 * _REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}], "
                     f"(read + write) {8 * _COPY_ELEMENTS} bytes / time",
-            "op_overhead": f"smallest of 3, each best of {_REPEATS}: ({_CHAIN} dependent f32[8,8] dots - 1 dot) "
-                           f"/ {_CHAIN - 1}",
+            "op_overhead": f"({_CHAIN} dependent f32[8,8] dots - 1 dot) / {_CHAIN - 1}, each the minimum over "
+                           f"{_LAUNCHES} independent launches taken in turn",
         },
         "cpu_model": cpu_model(),
         "cores": _usable_cores(),
@@ -287,6 +288,10 @@ def _cache_bandwidth(device: Any, capacity: float) -> dict[str, Any]:
 
 
 def _op_overhead(device: Any) -> float:
+    """Seconds each op of a program pays beyond its work: the difference between a chain of
+    `_CHAIN` dependent tiny dots and one such dot, each the minimum over `_LAUNCHES` independent
+    launches taken in turn (a busy machine only ever adds time to a launch, so the minimum of many
+    is the unloaded time of each, and the two minima see the same machine)."""
     import jax
     import jax.numpy as jnp
 
@@ -299,16 +304,26 @@ def _op_overhead(device: Any) -> float:
 
     x = jax.device_put(jnp.eye(8, dtype=jnp.float32), device)
     long, short = chain(_CHAIN), chain(1)
-    # The smallest of a few estimates: other processes only ever add time to the long chain.
-    per_op = min((_best_time(lambda: long(x)) - _best_time(lambda: short(x))) / (_CHAIN - 1)
-                 for _ in range(3))
-    return max(per_op, 1e-9)  # timing noise can make the difference vanish; never report <= 0
+    long(x).block_until_ready()
+    short(x).block_until_ready()
+    best_long = best_short = math.inf
+    for _ in range(_LAUNCHES):
+        for fn, which in ((long, 0), (short, 1)):
+            start = time.perf_counter()
+            fn(x).block_until_ready()
+            took = time.perf_counter() - start
+            if which == 0:
+                best_long = min(best_long, took)
+            else:
+                best_short = min(best_short, took)
+    # A difference the clock cannot resolve charges nothing rather than a made-up floor.
+    return max((best_long - best_short) / (_CHAIN - 1), 0.0)
 
 
 def _valid(entry: dict[str, Any]) -> bool:
     try:
-        numbers = (entry["matmul_flops_per_s"], entry["matmul_bf16_flops_per_s"], entry["copy_bytes_per_s"],
-                   entry["op_overhead_s"])
+        numbers = (entry["matmul_flops_per_s"], entry["matmul_bf16_flops_per_s"], entry["copy_bytes_per_s"])
+        overhead = float(entry["op_overhead_s"])
         described = all(k in entry for k in ("cpu_model", "cores", "jax_version", "measured_at"))
         methods = entry["methods"]
         caches = entry["cache_levels"]
@@ -317,7 +332,8 @@ def _valid(entry: dict[str, Any]) -> bool:
             and float(c["capacity_bytes"]) > 0 and float(c["bytes_per_s"]) > 0
             and math.isfinite(float(c["bytes_per_s"])) for c in caches)
         return (described and levels_ok and all(k in methods for k in ("matmul", "matmul_bf16", "copy", "op_overhead"))
-                and all(float(v) > 0 and math.isfinite(float(v)) for v in numbers))
+                and all(float(v) > 0 and math.isfinite(float(v)) for v in numbers)
+                and 0 <= overhead < 1e-3)
     except (KeyError, TypeError, ValueError):
         return False
 

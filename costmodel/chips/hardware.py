@@ -219,16 +219,6 @@ class Hardware:
                 out[f"interconnect.{name}"] = q
         return out
 
-    def with_overhead_at_most(self, seconds: float, what: str) -> Hardware:
-        """This chip with its per-op overhead capped at `seconds` (the time of `what`), saying so."""
-        q = self.op_overhead_s
-        if q is None or q.value <= seconds:
-            return self
-        note = (f"per-op overhead {q.value:.3g} s ({q.source}) capped at {seconds:.3g} s, {what}: an op that "
-                "launches work cannot be shorter than the fixed time it pays")
-        capped = Quantity(seconds, "s", f"{q.source}, capped by trace", note)
-        return replace(self, op_overhead_s=capped, notes=self.notes + (note,))
-
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name,

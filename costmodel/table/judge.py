@@ -3,7 +3,7 @@
 An op is `flagged` when its expected time is below `min_efficiency` of its measured
 time and it takes at least `min_share` of the measured op time; `not judged` when its
 measured time is a wait (a collective between simulated CPU devices, an op that launches
-nothing) or it is a container; `unknown` without an expected time; `not measured` in a
+nothing), an event at the timer's resolution, or it is a container; `unknown` without an expected time; `not measured` in a
 prediction; else `ok`.
 """
 
@@ -31,6 +31,10 @@ CONTAINER_OPCODES = frozenset({"while", "call", "conditional", "async-update", "
 
 SIMULATED_COLLECTIVE = ("collective between simulated CPU devices: its time is a rendezvous wait for the "
                         "other devices' work on the shared cores, not communication, so it is not judged")
+# Profilers stamp events in nanoseconds: an op whose runs last that long each is a marker, not a launch.
+TIMER_RESOLUTION_S = 1e-9
+AT_TIMER_RESOLUTION = ("measured at the timer's resolution (1 ns or less per run): the event is a marker, not "
+                       "a kernel launch, so it is not judged")
 WAIT_ONLY = ("launches no work of its own: its measured time is a wait (for asynchronous work or other "
              "devices), so it is not judged")
 
@@ -82,7 +86,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     share = safe_ratio(r.self_s, total_self)
     flagged, efficiency = False, safe_ratio(expected, r.measured_s)
     reasons: list[str] = []
-    unjudged = not_judged(cost, r.measured_s, hw) if r.measured_s is not None and not container else ""
+    unjudged = not_judged(cost, r.measured_s, hw, occ) if r.measured_s is not None and not container else ""
     if unjudged:
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
     elif r.measured_s is not None and not container:
@@ -133,8 +137,10 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     return replace(record, suggestion=suggest(record, ridge, hw.kind)) if flagged else record
 
 
-def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware) -> str:
+def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware, occurrences: float = 1.0) -> str:
     """Why a measured op's expected time cannot be compared with its measured time ("" if it can)."""
+    if measured_s is not None and measured_s <= TIMER_RESOLUTION_S * max(occurrences, 1.0):
+        return AT_TIMER_RESOLUTION
     if cost is None:
         return ""
     if hw.kind == "cpu" and (cost.collective is not None or cost.comm_bytes):
