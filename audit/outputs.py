@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from .atomic import write_text
+from .atomic import is_stream, write_text
 from .errors import ExitCode, GateError, UsageError
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
@@ -50,10 +53,46 @@ def analysis_options(kwargs: dict[str, Any]) -> Options:
     return Options.from_flags(kwargs)
 
 
-def check_outputs(json_path: str | None, markdown_path: str | None, **_: Any) -> None:
-    """Fail before the expensive part when two outputs both claim stdout."""
+def check_outputs(json_path: str | None, markdown_path: str | None, csv_path: str | None = None,
+                  html_path: str | None = None, inputs: Sequence[str | Path] = (), **_: Any) -> None:
+    """Fail before the expensive part when two outputs both claim stdout, or an output is an input.
+
+    **Raises:** `UsageError` naming the option whose file is one of `inputs` (a profile, report,
+    HLO dump or workload the command reads): writing there would destroy it.
+    """
     if json_path == "-" and markdown_path == "-":
         raise UsageError("--json - and --markdown - cannot both write to stdout")
+    named = {"--json": json_path, "--csv": csv_path, "--html": html_path, "--markdown": markdown_path}
+    for option, out in named.items():
+        if out and not is_stream(out):
+            clash = _input_at(Path(out), inputs)
+            if clash is not None:
+                raise UsageError(f"{option} {out} would overwrite the input {clash}; name another output file")
+
+
+# A profile directory's own files: an output written inside an input directory under one of these
+# names would replace part of the input.
+_INPUT_SUFFIXES = (".xplane.pb", ".hlo.pb")
+
+
+def _input_at(out: Path, inputs: Sequence[str | Path]) -> str | None:
+    """The input that `out` would overwrite, if any (the same file, or a profile file inside an input directory)."""
+    if not out.exists():
+        return None
+    for given in inputs:
+        if "://" in str(given):
+            continue
+        path = Path(given)
+        try:
+            if path.is_dir():
+                inside = out.resolve().is_relative_to(path.resolve())
+                if inside and out.name.endswith(_INPUT_SUFFIXES):
+                    return str(given)
+            elif path.exists() and os.path.samefile(out, path):
+                return str(given)
+        except OSError:
+            continue
+    return None
 
 
 def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str | None = None,

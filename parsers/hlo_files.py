@@ -8,6 +8,7 @@ from ..errors import InputError
 from .hlo_model import Module
 from .hlo_proto import read_hlo_proto_bytes
 from .hlo_text import parse_hlo_text
+from .input_files import MAX_HLO_BYTES, read_input
 
 _BINARY_SUFFIXES = (".hlo.pb", ".pb")
 _TEXT_SUFFIXES = (".txt", ".hlo")
@@ -47,8 +48,8 @@ def read_hlo_if_module(path: str | Path) -> Module | None:
     if not name.endswith(".pb") or name.endswith(".xplane.pb") or p.stat().st_size > _MAX_SNIFF_PARSE_BYTES:
         return None
     try:
-        return read_hlo_proto_bytes(p.read_bytes(), origin=str(p))
-    except (InputError, OSError):
+        return read_hlo_proto_bytes(read_input(p, _MAX_SNIFF_PARSE_BYTES, "an HLO dump"), origin=str(p))
+    except InputError:
         return None
 
 
@@ -68,12 +69,9 @@ def load_hlo_file(path: str | Path) -> Module:
     p = Path(path)
     if not p.exists():
         raise InputError("no such file", path=p)
-    if not p.is_file():
-        raise InputError("not a file (expected an HLO dump: *.hlo.pb, *.txt or *.hlo)", path=p)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=p) from None
+    if p.is_dir():
+        raise InputError("a directory, not a file (expected an HLO dump: *.hlo.pb, *.txt or *.hlo)", path=p)
+    data = read_input(p, MAX_HLO_BYTES, "an HLO dump")
     name = p.name.lower()
     if _is_text_module(data[:_SNIFF_BYTES]):
         try:

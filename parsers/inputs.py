@@ -7,18 +7,22 @@ commands and the pipeline know no formats: a new input format is one reader here
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import InputError
-from .hlo_files import read_hlo_if_module
+from .hlo_files import load_hlo_file, read_hlo_if_module
 from .hlo_model import Module
+from .input_files import is_special
+from .report_file import REPORT_SCHEMA, read_report
 from .xplane import SUFFIX as XPLANE_SUFFIX
+from .xplane import refuse_xprof_cache
+
+__all__ = ["REPORT_SCHEMA", "InputKind", "OpenedInput", "open_input", "read_report"]
 
 InputKind = Literal["profile", "hlo", "report"]
-REPORT_SCHEMA = "audit.report/v1"
+_HLO_SUFFIXES = (".hlo.pb", ".txt", ".hlo")
 _ACCEPTS_TEXT = {"profile": "a profile (.xplane.pb, run dir or logdir)",
                  "hlo": "an HLO dump (.hlo.pb, .txt, .hlo)",
                  "report": "an audit JSON report (.json)"}
@@ -47,7 +51,10 @@ def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hl
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
-    opened = _recognise(p)
+    if "report" not in accept and not p.is_dir() and p.name.lower().endswith(".json"):
+        opened = OpenedInput("report", p)  # by name alone: a report that is not wanted is not read
+    else:
+        opened = _recognise(p)
     if opened.kind not in accept:
         wanted = " or ".join(_ACCEPTS_TEXT[k] for k in accept)
         raise InputError(f"this is {_ACCEPTS_TEXT[opened.kind]}; expected {wanted}", path=p)
@@ -58,10 +65,18 @@ def _recognise(p: Path) -> OpenedInput:
     if p.is_dir():
         return OpenedInput("profile", p)
     name = p.name.lower()
+    refuse_xprof_cache(p)
     if name.endswith(".json"):
         return OpenedInput("report", p, report=read_report(p))
     if name.endswith(XPLANE_SUFFIX):
         return OpenedInput("profile", p)
+    if is_special(p):  # a FIFO or device: read once, by the reader its name chooses, never sniffed
+        if name.endswith(_HLO_SUFFIXES):
+            return OpenedInput("hlo", p, module=load_hlo_file(p))
+        if name.endswith(".pb"):
+            return OpenedInput("profile", p)
+        raise InputError("not a regular file, and its name does not say what it holds", path=p,
+                         hint="name it *.json, *.xplane.pb, *.hlo.pb, *.txt or *.hlo")
     module = read_hlo_if_module(p)
     if module is not None:
         return OpenedInput("hlo", p, module=module)
@@ -70,16 +85,3 @@ def _recognise(p: Path) -> OpenedInput:
     raise InputError("not a profile, an HLO dump or a report", path=p,
                      hint="expected a .xplane.pb, a profile directory, an HLO dump (.hlo.pb, .txt, .hlo) "
                           "or an audit JSON report")
-
-
-def read_report(p: Path) -> dict[str, Any]:
-    """An `audit.report/v1` JSON report. **Raises:** `InputError` for anything else."""
-    try:
-        report = json.loads(p.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=p) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not a JSON report: {exc}", path=p) from None
-    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
-        raise InputError(f"not an audit JSON report (schema {REPORT_SCHEMA})", path=p)
-    return report

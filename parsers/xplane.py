@@ -14,10 +14,14 @@ from google.protobuf.message import DecodeError
 from ..errors import InputError
 from typing import Any
 
+from .input_files import MAX_PROFILE_BYTES, read_input
 from .xplane_lazy import Space
 from .xplane_schema import XSpaceLazy
 
 SUFFIX = ".xplane.pb"
+# Files XProf writes beside the profiles it has opened: its own derived data, not profiles.
+XPROF_CACHE_SUFFIXES = (".op_stats_v2.pb", ".flat_op_stats_v2.pb", ".op_stats.pb", ".dcn_collective_stats.pb",
+                        ".smart_suggestion.pb")
 _PLANE_PREFIXES = ("/host:", "/device:", "Task Environment", "#Chip", "Host CPUs", "Syscalls")
 
 
@@ -39,7 +43,8 @@ def find_profile_files(path: str | Path, run: str | None = None) -> ProfileFiles
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
-    if p.is_file():
+    refuse_xprof_cache(p)
+    if not p.is_dir():  # a file, or a FIFO or device whose reader says what it is
         if run is not None:
             raise InputError(f"run={run!r} applies to a logdir, but this is a single file", path=p)
         return ProfileFiles(run=p.parent.name, paths=[p])
@@ -78,14 +83,17 @@ def _runs_in(root: Path) -> list[str]:
     return sorted(d.name for d in runs)
 
 
+def refuse_xprof_cache(path: str | Path) -> None:
+    """**Raises:** `InputError` when `path` is one of XProf's cache files (OpStats, tool data)."""
+    if Path(path).name.lower().endswith(XPROF_CACHE_SUFFIXES):
+        raise InputError(f"an XProf cache file, not a profile; point audit at the {SUFFIX} beside it", path=path)
+
+
 def read_xspace(path: str | Path) -> Space:
     """Decode one `.xplane.pb`, or raise InputError saying in one line why it is not an XSpace."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=p) from None
-    return decode_xspace(data, p)
+    refuse_xprof_cache(p)
+    return decode_xspace(read_input(p, MAX_PROFILE_BYTES, "an XSpace profile (.xplane.pb)"), p)
 
 
 def decode_xspace(data: bytes, origin: str | Path = "") -> Space:

@@ -48,7 +48,10 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
     from ..outputs import check_outputs, write_outputs
     from ..reports.render import DiffRenderer
 
-    check_outputs(json_path, markdown_path)
+    from ..library.calls import side_paths
+
+    inputs = [p for spec in (base, head) for p in side_paths(spec)]
+    check_outputs(json_path, markdown_path, html_path=html_path, inputs=inputs)
     result = diff(base, head, fail_on=_percent(fail_on), strict=strict, fail_on_flops=fail_on_flops,
                   fail_on_comm_bytes=fail_on_comm_bytes, hardware=hardware)
     write_outputs(DiffRenderer(result.data), json_path=json_path, markdown_path=markdown_path, html_path=html_path,

@@ -29,7 +29,7 @@ def command(path: str, run_name: str | None, cache: str | None, scheduler: str |
     (.hlo.pb, .txt, .hlo). PATH may be a URL that fsspec reads (gs://, s3://, file://)."""
     from ..library import inspect
 
-    check_outputs(**kwargs)
+    check_outputs(**kwargs, inputs=[path])
     report = inspect(path, kwargs["hardware"], run=run_name, min_efficiency=kwargs["min_efficiency"],
                      min_share=kwargs["min_share"], allow_smaller=kwargs["allow_smaller"], cache=cache,
                      scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,

@@ -57,9 +57,9 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     --steps steps are profiled, each marked and finished before the next. Any other script
     is profiled as a whole. Arguments after -- go to the workload.
     """
-    check_outputs(**kwargs)
     if workload is not None and workload.startswith("-"):  # `audit run -- ARGS`: arguments for the default
         args, workload = (workload, *args), None
+    check_outputs(**kwargs, inputs=[workload] if workload else [])
     script = Path(workload) if workload else bundled_workload()
     script_kind(script)  # a missing file or a syntax error fails here, before JAX starts
     if compare_cpu and not target:

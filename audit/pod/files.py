@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..parsers.xplane import SUFFIX, find_profile_files
+from ..parsers.input_files import MAX_PROFILE_BYTES, read_input
+from ..parsers.xplane import SUFFIX, find_profile_files, refuse_xprof_cache
 
 
 def is_url(path: str | Path) -> bool:
@@ -74,10 +75,8 @@ def _filesystem(url: str):
 def read_bytes(path: str) -> bytes:
     """The whole host file, read where it lies (one host at a time, on the worker)."""
     if not is_url(path):
-        try:
-            return Path(path).read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+        refuse_xprof_cache(path)
+        return read_input(path, MAX_PROFILE_BYTES, "an XSpace profile (.xplane.pb)")
     fs, root = _filesystem(path)
     try:
         with fs.open(root, "rb") as f:
