@@ -198,12 +198,40 @@ def noise_interval(base: list[float], head: list[float], *, resamples: int = 200
                    confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Bootstrap interval of median(head)/median(base) from per-step samples (seeded, repeatable)."""
     rng = np.random.default_rng(seed)
-    b, h = np.asarray(base, float), np.asarray(head, float)
-    mb = np.median(rng.choice(b, size=(resamples, b.size)), axis=1)
-    mh = np.median(rng.choice(h, size=(resamples, h.size)), axis=1)
+    mb = bootstrap_medians(rng, np.asarray(base, float), resamples)
+    mh = bootstrap_medians(rng, np.asarray(head, float), resamples)
     ratios = mh / np.maximum(mb, 1e-30)
     lo, hi = np.quantile(ratios, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return float(lo), float(hi)
+
+
+# Up to this many steps a run's resamples are drawn outright (resamples x steps values, 32 MB at
+# most); beyond it each resample's median is drawn from its order-statistic distribution, so memory
+# and time do not grow with steps (a report of 250,000 steps would need 4 GB drawn outright).
+DIRECT_STEPS = 2048
+
+
+def bootstrap_medians(rng: np.random.Generator, x: np.ndarray, resamples: int) -> np.ndarray:
+    """The medians of `resamples` bootstrap resamples of `x` (each of x.size draws with replacement).
+
+    For many steps the same distribution is drawn without the resamples: a resample's k-th
+    smallest draw is x_(floor(n U_(k))), and the k-th order statistic of n uniforms is
+    Beta(k, n-k+1); the next one is U_(k) + (1 - U_(k)) Beta(1, n-k).
+    """
+    n = x.size
+    if n <= DIRECT_STEPS:
+        return np.asarray(np.median(rng.choice(x, size=(resamples, n)), axis=1))
+    ordered = np.sort(x)
+
+    def at(u: np.ndarray) -> np.ndarray:
+        return np.asarray(ordered[np.minimum((u * n).astype(np.int64), n - 1)])
+
+    k = (n + 1) // 2
+    low = rng.beta(k, n - k + 1, size=resamples)
+    if n % 2:
+        return at(low)
+    high = low + (1.0 - low) * rng.beta(1, n - k, size=resamples)
+    return np.asarray((at(low) + at(high)) / 2.0)
 
 
 DEFAULT_THRESHOLD = 0.05  # step-time change that counts when --fail-on is not given
@@ -231,8 +259,7 @@ def hierarchical_interval(base_runs: list[list[float]], head_runs: list[list[flo
 
     def side(runs: list[list[float]]) -> np.ndarray:
         # medians[j, r]: run j's median in resample r, from its own steps drawn with replacement
-        medians = np.stack([np.median(rng.choice(np.asarray(r, float), size=(resamples, len(r))), axis=1)
-                            for r in runs])
+        medians = np.stack([bootstrap_medians(rng, np.asarray(r, float), resamples) for r in runs])
         picked = rng.integers(0, len(runs), size=(resamples, len(runs)))
         return medians[picked, np.arange(resamples)[:, None]].mean(axis=1)
 
@@ -257,7 +284,7 @@ def _instability(name: str, rows: list[dict], runs: list[dict]) -> dict | None:
     for i, med in enumerate(meds):
         rest = [j for j in range(len(meds)) if j != i]
         others = statistics.median(meds[j] for j in rest)
-        off = med / others - 1.0
+        off = med / others - 1.0 if others > 0 else 0.0
         se_others = statistics.fmean(_median_se(runs[j]["steps"]) for j in rest)
         explained = 4 * (_median_se(runs[i]["steps"]) ** 2 + se_others ** 2) ** 0.5
         allowed = max(explained, RUN_OUTLIER)
