@@ -123,7 +123,12 @@ _OP_BY_HAND: Mapping[str, JSON] = {
     "per_host": {"type": "object", "additionalProperties": _open({"measured_s": _number(),
                                                                   "measured_s_max": _number()})},
 }
-_BY_HAND = {"op": _OP_BY_HAND}
+_SUMMARY_BY_HAND: Mapping[str, JSON] = {
+    "overlap_model": {"type": "string"},
+    "xla_optimal_s": _nullable(_number()),
+    "time_by_bound_share": {"type": "object", "additionalProperties": _number()},
+}
+_BY_HAND = {"op": _OP_BY_HAND, "summary": _SUMMARY_BY_HAND}
 
 
 def _summary() -> JSON:
@@ -131,7 +136,7 @@ def _summary() -> JSON:
     schema["properties"]["step_time_s"] = _object(StepTimes)
     schema["properties"]["unknown_trip_count_loops"] = _array({"type": "object"})
     overlap = _object(StepOverlap, skip=frozenset({"unscheduled"}))["properties"]
-    schema["properties"].update({**overlap, "overlap_model": {"type": "string"}, "xla_optimal_s": _nullable(_number())})
+    schema["properties"].update({**overlap, **_BY_HAND["summary"]})
     return schema
 
 

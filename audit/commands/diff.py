@@ -45,10 +45,9 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
     inconclusive (exit 0 unless --strict).
     """
     from ..library import diff
+    from ..library.calls import side_paths
     from ..outputs import check_outputs, write_outputs
     from ..reports.render import DiffRenderer
-
-    from ..library.calls import side_paths
 
     inputs = [p for spec in (base, head) for p in side_paths(spec)]
     check_outputs(json_path, markdown_path, html_path=html_path, inputs=inputs)
