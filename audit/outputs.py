@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from .atomic import is_stream, write_text
+from .atomic import is_stream, write_bytes, write_text
 from .errors import ExitCode, GateError, UsageError
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
@@ -28,6 +28,9 @@ def output_options(f: F) -> F:
         click.option("--csv", "csv_path", metavar="FILE", help="Write the per-op table as CSV."),
         click.option("--html", "html_path", metavar="FILE", help="Write a self-contained HTML report."),
         click.option("--markdown", "markdown_path", metavar="FILE|-", help="Write a markdown summary for a PR comment."),
+        click.option("--trace", "trace_path", metavar="FILE.json[.gz]",
+                     help="Write a trace-viewer file (Perfetto, chrome://tracing): measured ops per device beside "
+                          "their expected times, flags and reasons."),
         click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Ops shown in the terminal summary."),
         click.option("--hardware", metavar="NAME[:TOPOLOGY]", help="Chip to audit against (default: detected from the trace)."),
         click.option("--allow-smaller", is_flag=True,
@@ -54,15 +57,20 @@ def analysis_options(kwargs: dict[str, Any]) -> Options:
 
 
 def check_outputs(json_path: str | None, markdown_path: str | None, csv_path: str | None = None,
-                  html_path: str | None = None, inputs: Sequence[str | Path] = (), **_: Any) -> None:
-    """Fail before the expensive part when two outputs both claim stdout, or an output is an input.
+                  html_path: str | None = None, inputs: Sequence[str | Path] = (), trace_path: str | None = None,
+                  **_: Any) -> None:
+    """Fail before the expensive part when two outputs both claim stdout, an output is an input, or a
+    trace file is misnamed.
 
     **Raises:** `UsageError` naming the option whose file is one of `inputs` (a profile, report,
     HLO dump or workload the command reads): writing there would destroy it.
     """
     if json_path == "-" and markdown_path == "-":
         raise UsageError("--json - and --markdown - cannot both write to stdout")
-    named = {"--json": json_path, "--csv": csv_path, "--html": html_path, "--markdown": markdown_path}
+    if trace_path is not None and not trace_path.endswith((".json", ".json.gz")):
+        raise UsageError(f"--trace writes FILE.json or FILE.json.gz (gzip-compressed), got {trace_path!r}")
+    named = {"--json": json_path, "--csv": csv_path, "--html": html_path, "--markdown": markdown_path,
+             "--trace": trace_path}
     for option, out in named.items():
         if out and not is_stream(out):
             clash = _input_at(Path(out), inputs)
@@ -96,8 +104,8 @@ def _input_at(out: Path, inputs: Sequence[str | Path]) -> str | None:
 
 
 def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str | None = None,
-                  html_path: str | None = None, markdown_path: str | None = None, top: int = 15,
-                  quiet: bool = False, **_: Any) -> None:
+                  html_path: str | None = None, markdown_path: str | None = None, trace_path: str | None = None,
+                  top: int = 15, quiet: bool = False, **_: Any) -> None:
     """Write every requested format of `doc` atomically ("-": stdout), then the terminal summary.
 
     The one output path of `run`, `inspect` and `diff`. The summary goes to stderr when
@@ -107,10 +115,17 @@ def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str 
     from .reports.sections import RenderOptions
 
     opts = RenderOptions(top=top, html_path=html_path)
+    # The trace first: a report it cannot be made from fails before any file is written.
+    trace = doc.render(Format.TRACE, opts) if trace_path and Format.TRACE in doc.formats else None
     paths = {Format.HTML: html_path, Format.MARKDOWN: markdown_path, Format.CSV: csv_path, Format.JSON: json_path}
     for fmt, path in paths.items():
         if path and fmt in doc.formats:
             write_text(path, doc.render(fmt, opts))
+    if trace is not None and trace_path:
+        from .reports.trace_events import trace_file_bytes
+
+        write_bytes(trace_path, trace_file_bytes(trace, trace_path))
+    paths[Format.TRACE] = trace_path
     if quiet:
         return
     click.echo(doc.render(Format.TERMINAL, opts), nl=False, err=json_path == "-" or markdown_path == "-")
@@ -119,7 +134,7 @@ def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str 
             click.echo(f"Wrote {_LABEL[fmt.value]} report to {path}", err=True)
 
 
-_LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON"}
+_LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON", "trace": "trace-viewer"}
 
 
 def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:

@@ -8,20 +8,21 @@ import math
 from typing import Any
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
+    """`value` as plain JSON types: NaN and inf become null, numpy scalars and dataclasses plain values."""
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _clean(dataclasses.asdict(value))
+        return clean(dataclasses.asdict(value))
     if hasattr(value, "item"):  # numpy scalars
-        return _clean(value.item())
+        return clean(value.item())
     return value
 
 
 def render_json(doc: dict[str, Any]) -> str:
     """Serialize a JSON document (a report, a diff): sorted keys, no NaN (unknown values are null)."""
-    return json.dumps(_clean(doc), sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    return json.dumps(clean(doc), sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ..costmodel.records import BOUNDS, Bound
 from ..costmodel.table.overlap import StepOverlap
 from ..costmodel.table.record import CollectiveRow, OpRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
@@ -135,6 +138,16 @@ def time_by_bound_share(s: Summary) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class DeviceSteps:
+    """One representative step on every device, as the trace recorded it [trace]: what the
+    trace-viewer export draws. In memory only; the JSON report keeps the one-strip `timeline`."""
+
+    events: pd.DataFrame  # host, device, program_id, op, start_ps, dur_ps, occurrences (the trace's clock)
+    windows: pd.DataFrame  # host, device, step, start_ps, end_ps: that step's window on each device
+    device_names: Mapping[tuple[str, int], str]  # (host, device) -> the device's name in the trace
+
+
+@dataclass(frozen=True)
 class Report:
     """An analysed profile or a prediction, ready for every output format."""
 
@@ -148,6 +161,7 @@ class Report:
     timeline: Sequence[Mapping[str, Any]]  # one representative step per device class
     warnings: tuple[str, ...] = ()
     parts: Mapping[str, Any] = field(default_factory=dict)  # by PartName
+    device_steps: DeviceSteps | None = None  # measured reports read from a profile; not in the JSON
 
     @property
     def predicted(self) -> bool:

@@ -22,6 +22,7 @@ class Format(enum.Enum):
     CSV = "csv"
     HTML = "html"
     MARKDOWN = "markdown"
+    TRACE = "trace"  # Chrome trace-event JSON for Perfetto / chrome://tracing
 
 
 class Renderer(Protocol):
@@ -45,7 +46,7 @@ class ReportRenderer:
     formats: frozenset[Format] = frozenset(Format)
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:
-        from . import csv_report, html, json_report, markdown, terminal
+        from . import csv_report, html, json_report, markdown, terminal, trace_events
 
         if fmt is Format.TERMINAL:
             return terminal.render_terminal(self.report, top=opts.top)
@@ -55,15 +56,17 @@ class ReportRenderer:
             return csv_report.render_csv(self.report)
         if fmt is Format.HTML:
             return html.render_html(self.report)
+        if fmt is Format.TRACE:
+            return trace_events.render_trace(self.report)
         return markdown.render_markdown(self.report, html_path=opts.html_path)
 
 
 @dataclass(frozen=True)
 class DiffRenderer:
-    """An `audit diff` document: every format but CSV (it has no op table of its own)."""
+    """An `audit diff` document: every format but CSV and the trace (it has no op table or timeline of its own)."""
 
     diff: dict[str, Any]
-    formats: frozenset[Format] = frozenset(Format) - {Format.CSV}
+    formats: frozenset[Format] = frozenset(Format) - {Format.CSV, Format.TRACE}
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:
         from . import diff_render, json_report

@@ -91,6 +91,20 @@ class Report:
         """The terminal summary, `top` ops."""
         return self._render("terminal", top=top)
 
+    def to_trace(self) -> dict[str, Any]:
+        """The trace-viewer document `--trace` writes (Chrome trace-event JSON for Perfetto and
+        chrome://tracing): per device, the measured ops of one step beside their expected times."""
+        import json
+
+        return dict(json.loads(self._render("trace")))
+
+    def save_trace(self, path: str) -> None:
+        """Write the trace-viewer file to `path` (`.json`, or `.json.gz` compressed) atomically."""
+        from ..atomic import write_bytes
+        from ..reports.trace_events import trace_file_bytes
+
+        write_bytes(path, trace_file_bytes(self._render("trace"), path))
+
     def save(self, path: str) -> None:
         """Write the JSON report to `path` atomically; `audit.load(path)` reads it back."""
         from ..atomic import write_text

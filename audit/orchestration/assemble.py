@@ -12,7 +12,7 @@ from ..costmodel.records import BOUNDS, Bound
 from ..costmodel.table.judge import safe_ratio
 from ..costmodel.table.overlap import StepOverlap
 from ..costmodel.table.record import OpRecord, collective_row
-from ..reports.model import Report, StepTimes, Summary
+from ..reports.model import DeviceSteps, Report, StepTimes, Summary
 from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
 
 
@@ -20,7 +20,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
              source: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] = (), step_time: StepTimes | None = None,
              timeline: Sequence[Mapping[str, Any]] = (), devices: int | None, hosts: int = 0,
              idle_s: float | None = None, step_source: str = "predicted", platform: str | None = None,
-             loops: Sequence[Mapping[str, Any]] | None = None) -> Report:
+             loops: Sequence[Mapping[str, Any]] | None = None, device_steps: DeviceSteps | None = None) -> Report:
     """A measured report (with `steps`) or a prediction (`loops` given: compiled, not run)."""
     predicted = loops is not None
     timed = [o for o in ops if not o.container]
@@ -67,7 +67,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         hardware={**hw.to_json(), "peaks_used": peaks_used(ops, hw)},
         summary=summary, steps=list(steps), ops=list(ops),
         collectives=[row for o in ops if (row := collective_row(o)) is not None],
-        timeline=list(timeline), warnings=tuple(notes),
+        timeline=list(timeline), warnings=tuple(notes), device_steps=device_steps,
     )
 
 

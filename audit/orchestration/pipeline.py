@@ -89,7 +89,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         step_source=hosts[0].step_source, platform=profile.platform,
         source={"kind": "xplane", "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
-        timeline=profile.timeline(kind_of, device_names),
+        timeline=profile.timeline(kind_of, device_names), device_steps=profile.device_steps(device_names),
     )
     if len(hosts) > 1:
         from ..pod.analyses import host_summary, pod_analyses

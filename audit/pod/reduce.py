@@ -14,6 +14,7 @@ import pandas as pd
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.xplane import SUFFIX
+from ..reports.model import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
 
@@ -54,6 +55,7 @@ class Pod:
     steps: pd.DataFrame
     idle_ps: pd.DataFrame  # host, device, idle_ps
     strips: list[tuple[str, dict, pd.DataFrame]]  # host, step facts, events
+    trace: pd.DataFrame  # the strip's step on every device: host, device, op, program_id, start_ps, dur_ps, ...
     overlapped: dict[str, bool]
     modules: dict[int, Module]
     module_names: dict[int, str]
@@ -76,6 +78,17 @@ class Pod:
                              "start_s": (int(st) - step["start_ps"]) * 1e-12, "dur_s": int(du) * 1e-12}
                             for op, pid, st, du in zip(ev["op"], ev["program_id"], ev["start_ps"], ev["dur_ps"])]}
                 for host, step, ev in self.strips if step]
+
+
+    def device_steps(self, device_names: Mapping[tuple[str, int], str]) -> DeviceSteps | None:
+        """The representative step of each host on every device, for the trace-viewer export."""
+        if self.trace.empty:
+            return None
+        events = self.trace.assign(host=self.trace["host"].astype(str))
+        windows = events[["host", "device", "step", "window_start_ps", "window_end_ps"]].drop_duplicates(
+            ["host", "device"]).rename(columns={"window_start_ps": "start_ps", "window_end_ps": "end_ps"})
+        return DeviceSteps(events=events.drop(columns=["step", "window_start_ps", "window_end_ps"]),
+                           windows=windows.reset_index(drop=True), device_names=dict(device_names))
 
 
 def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettings | None = None) -> Pod:
@@ -155,6 +168,7 @@ def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
         ops=_concat([h.ops for h in hosts], hosts), steps=_concat([h.steps for h in hosts], hosts),
         idle_ps=_concat([h.idle for h in hosts], hosts),
         strips=[(h.host, h.strip_step, h.strip) for h in hosts],
+        trace=_concat([h.trace for h in hosts], hosts),
         overlapped=_first_seen([h.overlapped for h in hosts]), modules=modules, module_names=names,
         device_stats={k: v for h in hosts for k, v in h.device_stats.items()},
         warnings=warnings + [w for h in hosts for w in h.warnings] + mismatch)

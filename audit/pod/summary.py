@@ -25,8 +25,9 @@ from ..errors import AuditError
 from ..parsers.user_cache import summaries_dir
 from . import files
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 TIMELINE_EVENTS = 2000
+TRACE_EVENTS = 20000  # per device, for the trace-viewer export
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
 
 
@@ -42,6 +43,8 @@ class HostSummary:
     idle: pd.DataFrame  # device, idle_ps
     strip: pd.DataFrame  # one median step on the first device: op, program_id, start_ps, dur_ps
     strip_step: dict  # device, step, start_ps, end_ps of that step (empty without steps)
+    trace: pd.DataFrame  # that step on every device: device, op, program_id, start_ps, dur_ps, occurrences,
+    #                      and the step's window on the device: step, window_start_ps, window_end_ps
     overlapped: dict[str, bool]
     programs: dict[int, str]  # program id -> HLO fingerprint
     module_names: dict[int, str]
@@ -96,7 +99,7 @@ def _summarise(path: str) -> HostSummary:
     return HostSummary(
         host=host.host, path=path, platform=host.platform, ops=reduce_events(events),
         steps=host.steps.drop(columns=["host"]).reset_index(drop=True),
-        idle=idle_by_device(host.steps, events), **_strip(host.steps, events),
+        idle=idle_by_device(host.steps, events), **_strip(host.steps, events, trace=True),
         overlapped=overlapped_collectives(events, set(starts)), programs=programs,
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
         device_stats=host.device_stats, device_names={int(k): v for k, v in host.device_names.items()},
@@ -155,12 +158,14 @@ def idle_by_device(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "idle_ps"])
 
 
-def _strip(steps: pd.DataFrame, events: pd.DataFrame) -> dict:
-    """The events of one representative (median-length) step on the host's first device."""
+def _strip(steps: pd.DataFrame, events: pd.DataFrame, trace: bool = False) -> dict:
+    """The events of one representative (median-length) step on the host's first device, and
+    (`trace`) the same step on every device, for the trace-viewer export."""
     empty = pd.DataFrame({"op": pd.Series(dtype=str), "program_id": pd.Series(dtype="uint64"),
                           "start_ps": pd.Series(dtype="int64"), "dur_ps": pd.Series(dtype="int64")})
+    no_trace = empty.assign(**{name: pd.Series(dtype="int64") for name in _TRACE_INTS})
     if steps.empty:
-        return {"strip": empty, "strip_step": {}}
+        return {"strip": empty, "strip_step": {}, **({"trace": no_trace} if trace else {})}
     dev = int(steps["device"].min())
     dsteps = steps[steps["device"] == dev].assign(length=lambda d: d["end_ps"] - d["start_ps"])
     row = dsteps.sort_values("length").iloc[len(dsteps) // 2]
@@ -169,10 +174,32 @@ def _strip(steps: pd.DataFrame, events: pd.DataFrame) -> dict:
     evs = evs.sort_values("start_ps").head(TIMELINE_EVENTS)
     strip = pd.DataFrame({"op": evs["op"].astype(str).to_numpy(), "program_id": evs["program_id"].to_numpy(),
                           "start_ps": evs["start_ps"].to_numpy(), "dur_ps": evs["dur_ps"].to_numpy()})
-    return {"strip": strip, "strip_step": {"device": dev, "step": int(row["step"]), "start_ps": s, "end_ps": e}}
+    out = {"strip": strip, "strip_step": {"device": dev, "step": int(row["step"]), "start_ps": s, "end_ps": e}}
+    if trace:
+        out["trace"] = _step_on_every_device(steps, events, dev, int(row["step"]))
+    return out
 
 
-_FRAMES = ("ops", "steps", "idle", "strip")
+def _step_on_every_device(steps: pd.DataFrame, events: pd.DataFrame, device: int, step: int) -> pd.DataFrame:
+    """Every device's events inside its own window of the step that is `step` on `device` (the same
+    position in each device's steps, since devices may number their steps apart), the first
+    TRACE_EVENTS of each, with that window (step, window_start_ps, window_end_ps) on every row."""
+    ordered = steps.sort_values(["device", "start_ps"])
+    position = ordered[ordered["device"] == device]["step"].tolist().index(step)
+    nth = pd.DataFrame(ordered.groupby("device", sort=False).nth(position))
+    windows = pd.DataFrame({"device": nth["device"], "step": nth["step"], "window_start_ps": nth["start_ps"],
+                            "window_end_ps": nth["end_ps"]})
+    merged = events[["device", "op", "program_id", "start_ps", "dur_ps", "occurrences"]].merge(windows, on="device")
+    inside = merged[(merged["start_ps"] >= merged["window_start_ps"]) & (merged["start_ps"] < merged["window_end_ps"])]
+    inside = inside.sort_values(["device", "start_ps"]).groupby("device", sort=True).head(TRACE_EVENTS)
+    return pd.DataFrame({name: inside[name].to_numpy(np.int64) for name in _TRACE_INTS} | {
+        "op": inside["op"].astype(str).to_numpy(), "program_id": inside["program_id"].to_numpy()})
+
+
+_TRACE_INTS = ("device", "start_ps", "dur_ps", "occurrences", "step", "window_start_ps", "window_end_ps")
+
+
+_FRAMES = ("ops", "steps", "idle", "strip", "trace")
 
 
 def default_cache_dir(paths: list[str]) -> str | None:
@@ -223,4 +250,5 @@ def read_cached(cache_dir: str, key: str) -> HostSummary | None:
     module_names = {int(k): v for k, v in facts.pop("module_names").items()}
     device_names = {int(k): v for k, v in facts.pop("device_names").items()}
     return HostSummary(**facts, ops=frames["ops"], steps=frames["steps"], idle=frames["idle"], strip=frames["strip"],
+                       trace=frames["trace"],
                        programs=programs, hlo=hlo, module_names=module_names, device_names=device_names)

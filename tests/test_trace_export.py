@@ -1,0 +1,138 @@
+"""`--trace FILE.json[.gz]`: the measured ops per device beside their expected times, as a
+Chrome trace-event file (the JSON object format Perfetto and chrome://tracing read).
+
+Perfetto's trace processor cannot run here (its Python package downloads the shell binary on
+first use, and this machine reaches only package registries), so the files are checked
+against the trace-event format itself: required keys per phase, microsecond times, slices of
+one thread properly nested, metadata naming every process and thread."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import shared_fixture
+
+import audit
+from audit.cli import main
+
+PHASE_KEYS = {"X": {"name", "ph", "ts", "dur", "pid", "tid"}, "i": {"name", "ph", "ts", "pid", "tid", "s"},
+              "M": {"name", "ph", "pid", "args"}}
+METADATA = {"process_name", "thread_name", "process_sort_index", "thread_sort_index"}
+
+
+def check_trace_format(doc: dict[str, Any]) -> None:
+    """The trace-event format's rules that a viewer relies on."""
+    assert isinstance(doc["traceEvents"], list) and doc["traceEvents"]
+    assert doc.get("displayTimeUnit") in (None, "ms", "ns")
+    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for ev in doc["traceEvents"]:
+        assert ev["ph"] in PHASE_KEYS, ev
+        assert PHASE_KEYS[ev["ph"]] <= set(ev), ev
+        assert isinstance(ev["pid"], int) and isinstance(ev.get("tid", 0), int)
+        if ev["ph"] == "M":
+            assert ev["name"] in METADATA
+            continue
+        assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
+        if ev["ph"] == "i":
+            assert ev["s"] in ("g", "p", "t")
+        else:
+            assert isinstance(ev["dur"], (int, float)) and ev["dur"] >= 0
+            by_thread[(ev["pid"], ev["tid"])].append((ev["ts"], ev["ts"] + ev["dur"]))
+    # Slices of one thread nest or follow each other; none partly overlaps another (1 ns slack for rounding).
+    for spans in by_thread.values():
+        stack: list[float] = []
+        for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while stack and stack[-1] <= start + 1e-3:
+                stack.pop()
+            assert not stack or end <= stack[-1] + 1e-3, (start, end, stack[-1])
+            stack.append(end)
+
+
+def threads(doc: dict[str, Any]) -> dict[int, dict[int, str]]:
+    out: dict[int, dict[int, str]] = defaultdict(dict)
+    for ev in doc["traceEvents"]:
+        if ev["ph"] == "M" and ev["name"] == "thread_name":
+            out[ev["pid"]][ev["tid"]] = ev["args"]["name"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The default run (the bundled training step on 8 devices), strict thresholds so some ops are flagged."""
+    out = tmp_path_factory.mktemp("trace")
+    code = main(["run", "--steps", "2", "--warmup", "1", "--quiet", "--json", str(out / "r.json"),
+                 "--trace", str(out / "t.json.gz"), "--min-efficiency", "0.9", "--min-share", "0.001"])
+    assert code == 0
+    return json.loads((out / "r.json").read_text()), json.loads(gzip.decompress((out / "t.json.gz").read_bytes()))
+
+
+def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_run):
+    report, doc = default_run
+    check_trace_format(doc)
+    per_process = threads(doc)
+    assert len(per_process) == report["summary"]["devices"] == 8
+    for names in per_process.values():
+        assert list(names.values()).count("expected (roofline)") == 1
+        assert "measured" in names.values() and "step" in names.values()
+    expected = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "expected"]
+    measured = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("ok", "flagged", "not judged")]
+    assert expected and measured
+    # The expected slice of an op is its roofline time for that occurrence, from the model.
+    ops = {o["name"]: o for o in report["ops"]}
+    for e in expected[:200]:
+        op = ops[e["name"]]
+        per_occurrence = op["expected_s"] / op["occurrences"]
+        assert e["dur"] == pytest.approx(per_occurrence * 1e6, rel=1e-3, abs=1e-3)
+
+
+def test_flagged_ops_are_marked_with_their_reasons(default_run):
+    report, doc = default_run
+    flagged = {o["name"] for o in report["ops"] if o["flagged"]}
+    assert flagged
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "flagged"]
+    assert {e["name"] for e in slices} <= flagged and slices
+    assert all(e["args"]["flagged"] is True and e["args"]["reasons"] for e in slices)
+    marks = [e for e in doc["traceEvents"] if e["ph"] == "i" and e["cat"] == "flagged"]
+    assert len(marks) == len(slices) and all(m["args"]["reasons"] for m in marks)
+    ok = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "ok"]
+    assert not {e["name"] for e in ok} & flagged
+
+
+def test_collectives_carry_exposed_and_hidden_time(default_run):
+    report, doc = default_run
+    collectives = {o["name"] for o in report["ops"] if o["comm_bytes"] and o.get("exposed_s") is not None}
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] in collectives]
+    assert slices and all("exposed_s" in e["args"] and "hidden_s" in e["args"] for e in slices)
+
+
+def test_inspect_writes_plain_json_and_a_loaded_report_still_exports(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    assert main(["inspect", str(shared_fixture("gpu-mi300x/conv3d-8gpu.xplane.pb")), "--quiet",
+                 "--trace", str(path), "--json", str(tmp_path / "r.json")]) == 0
+    doc = json.loads(path.read_text())
+    check_trace_format(doc)
+    assert len(threads(doc)) == 8
+    # A report read back from JSON keeps one strip per device class: still a valid trace.
+    loaded = audit.load(tmp_path / "r.json").to_trace()
+    check_trace_format(loaded)
+    assert len(threads(loaded)) >= 1
+
+
+def test_trace_option_mistakes_exit_2_and_write_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    xplane = str(shared_fixture("gpu-mi300x/gemm.xplane.pb"))
+    assert main(["inspect", xplane, "--quiet", "--trace", str(tmp_path / "t.txt")]) == 2
+    assert "--trace" in capsys.readouterr().err
+    hlo = tmp_path / "m.txt"
+    shutil.copy(shared_fixture("tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"), hlo)
+    code = main(["inspect", str(hlo), "--hardware", "tpu-v6e:2x4", "--quiet", "--allow-smaller",
+                 "--trace", str(tmp_path / "t.json"), "--json", str(tmp_path / "r.json")])
+    assert code == 2
+    assert "measured timeline" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.json").exists()
