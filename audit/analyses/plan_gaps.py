@@ -132,6 +132,16 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict,
     return out
 
 
+def _bubble_reasons(row: dict, report: Report) -> list[str]:
+    out = [row["note"]] if row.get("note") else []
+    measured, step = row.get("measured"), report.summary.step_time_s.median
+    if measured and step:
+        out.append(f"measured: {human(measured, 's')} per step ({_pct(measured, step)}) outside the stages' own "
+                   "work, idle or waiting in a collective-permute; on simulated devices this also holds the wait "
+                   "for the host's cores, which the stages share")
+    return out
+
+
 def explain(table: dict, report: Report, main_memory: str, overhead_s: float) -> None:
     """Add `gap` and `reasons` to each row of `table` whose values differ by more than 2x."""
     ops = report.timed_ops
@@ -139,10 +149,12 @@ def explain(table: dict, report: Report, main_memory: str, overhead_s: float) ->
     plan = table.get("plan") or {}
     for row in table.get("rows", []):
         found = ratio(row)
-        if found is None or found[0] <= GAP:
+        if found is None or found[0] <= GAP or row["unit"] == "count":
             continue
         row["gap"] = found[1]
-        if row["unit"] == "B" and row["quantity"].startswith("HBM"):
+        if row["quantity"].startswith("pipeline bubble"):
+            reasons = _bubble_reasons(row, report)
+        elif row["unit"] == "B" and row["quantity"].startswith("HBM"):
             reasons = _bytes_reasons(ops, steps, row, main_memory)
         elif row["unit"] == "FLOP":
             reasons = _flops_reasons(ops, steps, row)

@@ -18,6 +18,39 @@ def _per_step(report: Report, field: str) -> float | None:
     return sum(v or 0.0 for v in values) / (report.summary.steps or 1)
 
 
+def _collective_permutes(report: Report) -> float | None:
+    ops = [o for o in report.timed_ops if "collective-permute" in f"{o.opcode} {o.category}"
+           and not o.opcode.endswith("-done")]
+    if not ops:
+        return None
+    return sum(o.occurrences for o in ops) / (1 if report.predicted else (report.summary.steps or 1))
+
+
+def _outside_stage_work(report: Report, measured_step: float | None) -> float | None:
+    """Seconds per step per device not spent in the stages' own work: idle, or waiting in a
+    collective (on simulated devices a stage that has nothing to do waits in the next permute)."""
+    if measured_step is None:
+        return None
+    steps = report.summary.steps or 1
+    busy = sum(o.self_s or 0.0 for o in report.timed_ops if not o.comm_bytes) / steps
+    return max(0.0, measured_step - busy)
+
+
+def pipeline_rows(report: Report, pipe: dict[str, Any], bubble_s: float,
+                  measured_step: float | None) -> list[dict[str, Any]]:
+    """Stages, collective-permutes and the bubble: the pipeline's structure, plan beside trace."""
+    return [
+        {"quantity": "pipeline stages", "unit": "count", "plan": pipe["stages"], "model": None,
+         "measured": report.summary.devices},
+        {"quantity": "collective-permutes per step", "unit": "count", "plan": pipe["collective_permutes"],
+         "model": None, "measured": _collective_permutes(report)},
+        {"quantity": "pipeline bubble (idle per device)", "unit": "s", "plan": bubble_s, "model": None,
+         "measured": _outside_stage_work(report, measured_step),
+         "note": f"{pipe['schedule']}: each stage works {pipe['microbatches']} of {pipe['ticks']} ticks, idle "
+                 f"{100 * pipe['idle_fraction_of_step']:.0f}% of the step"},
+    ]
+
+
 def plan_vs_profile(report: Report, config: dict[str, Any], hw: Hardware) -> dict[str, Any] | None:
     """Rows of (quantity, plan, model, measured) per device per step; None without a model config."""
     from ..costmodel.planner.workload import plan_for_config
@@ -42,6 +75,8 @@ def plan_vs_profile(report: Report, config: dict[str, Any], hw: Hardware) -> dic
         {"quantity": "step time", "unit": "s",
          "plan": plan["step_time_lower_bound_s"]["total"], "model": expected_step, "measured": measured_step},
     ]
+    if plan.get("pipeline"):
+        rows += pipeline_rows(report, plan["pipeline"], plan["step_time_lower_bound_s"]["bubble"], measured_step)
     table = {"rows": rows, "plan_bound_by": plan["bound_by"], "plan": plan,
              "note": "plan: the book's closed forms for this configuration (a lower bound on time); "
                      "model: sum over the compiled program's ops; measured: median step in the trace"}

@@ -22,7 +22,7 @@ from .transformer import (ModelConfig, dtype_bytes, forward_flops_per_token, kv_
                           param_breakdown, training_flops_per_token)
 
 KINDS = ("train", "forward", "decode")
-SHARDINGS = ("none", "dp", "fsdp", "tp", "fsdp+tp")
+SHARDINGS = ("none", "dp", "fsdp", "tp", "fsdp+tp", "pp")
 _TP_AXIS_NAMES = ("model", "tensor", "tp", "mp", "y")
 # Weight-sized passes over HBM per step: forward read; + backward read and gradient write.
 _WEIGHT_PASSES = {"train": 3, "forward": 1, "decode": 1}
@@ -31,8 +31,8 @@ _WEIGHT_PASSES = {"train": 3, "forward": 1, "decode": 1}
 def split_degrees(sharding: str, mesh: dict[str, int]) -> tuple[int, int]:
     """(data degree X, tensor degree Y) for a sharding over a mesh."""
     devices = math.prod(mesh.values()) if mesh else 1
-    if sharding in ("none", "dp", "fsdp"):
-        return (1 if sharding == "none" else devices), 1
+    if sharding in ("none", "dp", "fsdp", "pp"):
+        return (1 if sharding in ("none", "pp") else devices), 1
     if sharding == "tp":
         return 1, devices
     y = math.prod(v for k, v in mesh.items() if k.lower() in _TP_AXIS_NAMES) or 1
@@ -53,7 +53,7 @@ def _model(config: dict[str, Any]) -> ModelConfig:
 def _axes_for(sharding: str, mesh: dict[str, int]) -> tuple[list[str], list[str]]:
     """(data axes, tensor axes) of the mesh, by sharding; only axes longer than 1."""
     live = [k for k, v in mesh.items() if v > 1]
-    if sharding in ("dp", "fsdp"):
+    if sharding in ("dp", "fsdp", "pp"):
         return live, []
     if sharding == "tp":
         return [], live
@@ -84,6 +84,17 @@ def collectives(kind: str, sharding: str, weights: float, block_act: float, x: i
         per_block = 2 * layers * (2 if train else 1)
         out += [("all-gather", block_act, per_block, "tensor"), ("reduce-scatter", block_act, per_block, "tensor")]
     return out
+
+
+def pipeline(config: dict[str, Any], stages: int) -> dict[str, Any]:
+    """The book's pipeline (ch. 5) as a loop of M + S - 1 ticks: every stage runs its layers on
+    the microbatch it holds, then hands it on; GPipe runs the loop forward, then backward."""
+    m = int(config.get("microbatches") or 1)
+    ticks = m + stages - 1
+    train = str(config.get("kind", config.get("mode", "train"))) == "train"
+    return {"stages": stages, "microbatches": m, "schedule": str(config.get("schedule", "gpipe")), "ticks": ticks,
+            "collective_permutes": (2 if train else 1) * (ticks - 1),
+            "bubble_fraction": (stages - 1) / m, "idle_fraction_of_step": (stages - 1) / ticks}
 
 
 def _collective_seconds(todo: list[tuple[str, float, int, str]], mesh: dict[str, int], sharding: str,
@@ -128,15 +139,27 @@ def plan_for_config(config: dict[str, Any], hw: Hardware) -> dict[str, Any]:
     # Activations entering a block: tokens on this data shard x D, gathered over the TP axes.
     block_act = (tokens / x) * cfg.d_model * dtype_bytes(dtype)
     todo = collectives(kind, sharding, weights, block_act, x, y, cfg.layers) if devices > 1 else []
+    pipe = pipeline(config, devices) if sharding == "pp" else None
+    if pipe is not None:  # each stage holds 1/S of the weights and runs 1/S of the layers
+        mem_bytes /= devices
+        micro_act = tokens / pipe["microbatches"] * cfg.d_model * dtype_bytes(dtype)
+        todo = [("collective-permute", micro_act, pipe["collective_permutes"], "data")] if devices > 1 else []
     comm_s, comm_bytes, comm_rows = _collective_seconds(todo, mesh, sharding, hw)
     # Unsharded ("none") work is replicated: every device does all of it.
-    per_device = flops / (x * y)
+    per_device = flops / (devices if pipe is not None else x * y)
     bounds = {"compute": per_device / chips.flops_per_s.value,
               "memory": mem_bytes / chips.hbm_bytes_per_s.value, "collective": comm_s}
     bound_by = max(bounds, key=lambda k: bounds[k])
-    return {"source": "plan", "kind": kind, "sharding": sharding, "devices": devices,
+    total = bounds[bound_by]
+    extra: dict[str, Any] = {}
+    if pipe is not None:  # the work of M ticks spread over M + S - 1: idle for the rest
+        pipe["bubble_s"] = total * pipe["bubble_fraction"]
+        extra["pipeline"] = pipe
+        bounds["bubble"] = pipe["bubble_s"]
+        total += pipe["bubble_s"]
+    return {**extra,"source": "plan", "kind": kind, "sharding": sharding, "devices": devices,
             "degrees": {"data": x, "tensor": y}, "params": n_params, "param_bytes": weights,
             "tokens_per_step": tokens, "flops_per_step": flops, "flops_per_step_per_device": per_device,
             "hbm_bytes_per_device": mem_bytes, "collective_bytes_per_device": comm_bytes,
-            "collectives": comm_rows, "step_time_lower_bound_s": {**bounds, "total": bounds[bound_by]},
+            "collectives": comm_rows, "step_time_lower_bound_s": {**bounds, "total": total},
             "bound_by": bound_by, "hardware": chips.to_json()}

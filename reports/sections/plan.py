@@ -10,7 +10,8 @@ from ..model import Report
 from ..text import md_text
 from ._base import RenderOptions
 
-_FORMAT: dict[str, Callable[[object], str]] = {"FLOP": qty.flops, "B": qty.nbytes, "s": qty.seconds}
+_FORMAT: dict[str, Callable[[object], str]] = {"FLOP": qty.flops, "B": qty.nbytes, "s": qty.seconds,
+                                               "count": qty.count}
 _HEADER = ["Per step, per device", "Plan [napkin]", "Expected [model]", "Measured [trace]"]
 
 
