@@ -48,3 +48,33 @@ def search_lines(found: dict[str, Any]) -> list[str]:
     lines += layout_lines(found["best"], "best layout")
     lines.append(f"  why: {found['why']}")
     return lines
+
+
+def serve_layout_lines(r: dict[str, Any]) -> list[str]:
+    """A serving layout: memory per chip and the decode step's parts per stage and microbatch."""
+    label = r["layout"]["label"]
+    if not r["valid"]:
+        return [f"serving layout {label}: cannot run: {'; '.join(r['problems'])}"]
+    mem, d = r["memory_per_chip_bytes"], r["decode"]
+    part = d["per_stage_microbatch_s"]
+    fit = "fits" if r["fits"] else "does NOT fit"
+    comm = ", ".join(f"{k[:-7]} {seconds(v)}" for k, v in part.items() if k.endswith("_comm_s")) or "none"
+    return [f"serving layout {label}: {fit} (params {nbytes(mem['params'])} + KV {nbytes(mem['kv_cache'])} = "
+            f"{nbytes(mem['total'])} of {nbytes(r['hbm_bytes'])} per chip)",
+            f"  decode step >= {seconds(d['step_s'])} (model estimate), {d['bound_by']}-bound, "
+            f"{d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.1f} tokens/s/chip",
+            f"  per stage and microbatch of {r['sequences_per_microbatch']} sequences: KV {seconds(part['kv_s'])} + "
+            f"max(weights {seconds(part['weights_s'])}, FLOPs {seconds(part['flops_s'])}) + communication {comm}"
+            + (f"; stage-to-stage send {seconds(d['pipeline_send_s'])}" if d["pipeline_send_s"] else "")]
+
+
+def disaggregated_lines(r: dict[str, Any]) -> list[str]:
+    """How many prefill and decode servers a traffic needs."""
+    ratio = "" if r["decode_per_prefill"] is None else f" ({r['decode_per_prefill']:.2g} decode per prefill)"
+    move = "" if r["kv_transfer_s"] is None else (f"; each prompt's KV cache ({nbytes(r['kv_transfer_bytes_per_request'])}) "
+                                                  f"moves in {seconds(r['kv_transfer_s'])} over the scale-out network")
+    return [f"{r['requests_per_s']:g} requests/s of {r['prompt_tokens']} prompt + {r['output_tokens']} output tokens: "
+            f"{r['prefill_servers']} prefill + {r['decode_servers']} decode servers of {r['chips_per_server']} chips"
+            f"{ratio} = {r['total_chips']} chips",
+            f"  per server: {r['prefill_requests_per_s_per_server']:.3g} prefills/s, "
+            f"{r['decode_requests_per_s_per_server']:.3g} completions/s; {r['note']}{move}"]

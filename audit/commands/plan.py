@@ -116,11 +116,18 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
 @click.option("--compute-dtype", type=_DTYPES, default="bf16", show_default=True)
 @click.option("--prefill-tokens", type=click.IntRange(min=0), default=0, help="Prompt length to time.")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True)
+@click.option("--layout", "layout_text", metavar="tp=N,pp=N[,dp=N,ep=N]",
+              help="Evaluate a serving layout (dp fills the chips when left out).")
+@click.option("--requests-per-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Size prefill and decode servers for this traffic.")
+@click.option("--output-tokens", type=click.IntRange(min=1), default=None, help="Tokens generated per request.")
 def serve_cmd(model_name: str | None, json_path: str | None, batch: int, context: int, hardware: str,
               chips: int | None, param_dtype: str, kv_dtype: str, compute_dtype: str, prefill_tokens: int,
-              mfu: float, **flags: Any) -> None:
-    """Serving memory, decode latency and throughput, prefill time."""
+              mfu: float, layout_text: str | None, requests_per_s: float | None, output_tokens: int | None,
+              **flags: Any) -> None:
+    """Serving memory, decode latency and throughput, prefill time; layouts and prefill/decode servers."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips)
     setup = ServeSetup(batch, context, n, param_dtype, kv_dtype, compute_dtype, prefill_tokens, mfu)
-    write_result(plan_serve(cfg, setup, hw), json_path, serve_text)
+    layout = None if layout_text is None else parse_layout(layout_text, n)
+    write_result(plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0), json_path, serve_text)

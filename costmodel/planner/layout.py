@@ -53,6 +53,11 @@ class Layout:
             parts.append(f"accum={self.microbatches}")
         return ",".join(parts)
 
+    def serving_label(self) -> str:
+        """`tp=8,pp=2`: the axes longer than one (serving keeps no optimizer and runs no schedule)."""
+        return ",".join(f"{k}={getattr(self, k)}" for k in ("dp", "tp", "pp", "ep") if getattr(self, k) > 1) \
+            or "one chip"
+
     def to_json(self) -> dict[str, Any]:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "ep": self.ep, "cp": self.cp,
                 "zero": self.zero, "microbatches": self.microbatches, "schedule": self.schedule,

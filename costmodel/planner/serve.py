@@ -16,6 +16,7 @@ from ...errors import InputError
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
 from .degrees import tp_degrees
+from .layout import Layout
 from .transformer import (ModelConfig, dtype_bytes, kv_bytes_per_token, matmul_params, param_breakdown,
                           params_read_per_step)
 
@@ -147,12 +148,29 @@ def max_batch(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> int:
     return max(0, int(free // per_seq))
 
 
-def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware) -> dict[str, Any]:
-    """Everything `audit plan serve` reports, in SI units (seconds, bytes, tokens)."""
+def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout | None = None,
+               requests_per_s: float | None = None, output_tokens: int = 0) -> dict[str, Any]:
+    """Everything `audit plan serve` reports, in SI units (seconds, bytes, tokens).
+
+    `layout`: also evaluate this TP/PP/DP/EP layout; `requests_per_s`: also size prefill and
+    decode servers for that traffic of `output_tokens` generated tokens per request.
+    """
+    from .serve_layout import disaggregated, serve_layout
+
     chips = chip_numbers(hw, s.compute_dtype)
     mem = memory(cfg, s)
     hbm = require_hbm(chips)
-    return {
+    extra: dict[str, Any] = {}
+    decode = decode_step(cfg, s, chips)
+    if layout is not None:
+        extra["layout"] = serve_layout(cfg, s, hw, layout)
+        if extra["layout"]["valid"]:
+            decode = extra["layout"]["decode"]
+    if requests_per_s is not None:
+        if not s.prefill_tokens or output_tokens <= 0:
+            raise InputError("sizing prefill and decode servers needs --prefill-tokens and --output-tokens")
+        extra["disaggregated"] = disaggregated(cfg, s, hw, decode, requests_per_s, output_tokens)
+    return {**extra,
         "model": cfg.to_json(), "setup": asdict(s), "hardware": chips.to_json(),
         "memory_bytes": mem, "hbm_bytes": hbm * s.chips, "fits": mem["total"] <= hbm * s.chips,
         "max_batch": max_batch(cfg, s, chips), "smallest_slice": smallest_slice(mem["total"], chips),

@@ -1,0 +1,129 @@
+"""Serving a large model on a layout, and how many prefill and decode servers a traffic needs.
+
+A serving layout uses the training one's axes: TP splits heads and MLP columns (KV heads
+replicated when fewer), PP splits layers, DP ranks each decode their share of the batch with
+their own KV caches (attention data parallelism), and EP, carved out of DP, splits the routed
+experts. A decode step advances every sequence by one token; with PP the batch is cut into
+`pp` microbatches kept in flight, so each stage reads its weights once per microbatch.
+Per stage and microbatch: weights read (an MoE reads only the experts its tokens route to)
+plus the KV cache, against 2 FLOPs per active parameter per token (book ch. 7, eq. 4), then
+TP's two all-reduces of [B, D] per layer and EP's dispatch and combine per MoE layer, priced
+on the network levels they span.
+
+Disaggregated serving (book ch. 7): prefill is compute-bound and decode memory-bound, so they
+run on separate servers; prefill servers are sized by prompt tokens per second at an MFU,
+decode servers by tokens per second at the batch that fits; each prompt's KV cache moves
+from one to the other over the scale-out network.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..chips.hardware import Hardware
+from .hierarchy import Network
+from .layout import Layout
+from .layout_memory import kv_heads_per_chip, stage_params
+from .layout_step import network_for
+from .serve import ServeSetup, prefill
+from .chip_numbers import chip_numbers
+from .transformer import ModelConfig, dtype_bytes, matmul_params
+
+
+def _problems(cfg: ModelConfig, s: ServeSetup, layout: Layout, net: Network) -> list[str]:
+    out = []
+    tp = layout.tp
+    if layout.chips != s.chips:
+        out.append(f"dp x tp x pp x cp = {layout.chips}, not the {s.chips} chips")
+    if cfg.heads % tp or cfg.d_ff % tp or (cfg.kv_heads % tp and tp % cfg.kv_heads):
+        out.append(f"tp={tp} must divide the query heads ({cfg.heads}) and d_ff ({cfg.d_ff}) and divide or be a "
+                   f"multiple of the KV heads ({cfg.kv_heads})")
+    if layout.ep > 1 and (not cfg.experts or cfg.experts % layout.ep or layout.dp % layout.ep):
+        out.append(f"ep={layout.ep} must divide the experts ({cfg.experts}) and dp ({layout.dp})")
+    if layout.pp > cfg.layers:
+        out.append(f"pp={layout.pp} stages for {cfg.layers} layers")
+    if s.batch % (layout.dp * layout.pp):
+        out.append(f"batch {s.batch} does not split into dp x pp = {layout.dp * layout.pp} microbatches")
+    if net.problem:
+        out.append(net.problem)
+    return out
+
+
+def serve_layout(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout) -> dict[str, Any]:
+    """Memory per chip and the decode step of `layout`, each part in SI units, or its problems."""
+    net = network_for(hw, layout)
+    issues = _problems(cfg, s, layout, net)
+    described = {**layout.to_json(), "label": layout.serving_label()}
+    if issues:
+        return {"layout": described, "valid": False, "problems": issues, "fits": False}
+    hbm = hw.hbm_bytes.value if hw.hbm_bytes is not None else math.inf
+    p = stage_params(cfg, layout)
+    pbytes, kvb = dtype_bytes(s.param_dtype), dtype_bytes(s.kv_dtype)
+    micro = s.batch // (layout.dp * layout.pp)  # sequences per DP rank per microbatch
+    kv_token_chip = 2 * p.layers * kv_heads_per_chip(cfg, layout.tp) * cfg.head_dim * kvb
+    kv_chip = micro * layout.pp * s.context * kv_token_chip
+    memory = {"params": p.total * pbytes, "kv_cache": kv_chip}
+    memory["total"] = sum(memory.values())
+    weights_read = (p.dense + p.experts * experts_touched(cfg, micro * layout.ep)) * pbytes
+    kv_read = micro * s.context * kv_token_chip
+    active = matmul_params(cfg) / (layout.tp * layout.pp)
+    peak = hw.peak(s.compute_dtype).value
+    stage = {"weights_s": weights_read / hw.hbm_bytes_per_s.value, "kv_s": kv_read / hw.hbm_bytes_per_s.value,
+             "flops_s": 2.0 * micro * active / peak}
+    comm = _decode_comm(cfg, layout, net, micro, p.layers, p.moe_layers, dtype_bytes(s.compute_dtype))
+    stage_s = stage["kv_s"] + max(stage["weights_s"], stage["flops_s"]) + sum(comm.values())
+    send = net.price("collective-permute", micro * cfg.d_model * dtype_bytes(s.compute_dtype), ("pp",)).total_s
+    step = layout.pp * stage_s + (layout.pp - 1) * send if layout.pp > 1 else stage_s
+    bound = "compute" if stage["flops_s"] > max(stage["weights_s"], stage["kv_s"]) else (
+        "memory (KV cache)" if stage["kv_s"] > stage["weights_s"] else "memory (weights)")
+    return {"layout": described, "valid": True, "problems": [], "fits": memory["total"] <= hbm,
+            "hbm_bytes": hbm, "memory_per_chip_bytes": memory, "sequences_per_microbatch": micro,
+            "decode": {"step_s": step, "per_stage_microbatch_s": {**stage, **{f"{k}_comm_s": v for k, v in comm.items()}},
+                       "pipeline_send_s": send if layout.pp > 1 else 0.0, "bound_by": bound,
+                       "tokens_per_s": s.batch / step, "tokens_per_s_per_chip": s.batch / step / s.chips},
+            "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain}}
+
+
+def experts_touched(cfg: ModelConfig, tokens: int) -> float:
+    """Share of the routed experts some of `tokens` tokens go to, under uniform routing."""
+    if not cfg.experts:
+        return 1.0
+    return 1.0 - (1.0 - cfg.experts_per_token / cfg.experts) ** max(tokens, 0)
+
+
+def _decode_comm(cfg: ModelConfig, layout: Layout, net: Network, micro: int, layers: int, moe_layers: int,
+                 act_bytes: float) -> dict[str, float]:
+    """Seconds per stage and microbatch: TP's two all-reduces per layer, EP's all-to-alls per MoE layer."""
+    out = {}
+    tp = net.price("all-reduce", micro * cfg.d_model * act_bytes, ("tp",)).total_s * 2 * layers
+    if tp:
+        out["tp"] = tp
+    routed = micro * cfg.experts_per_token * cfg.d_model * act_bytes
+    ep = net.price("all-to-all", routed, ("ep",)).total_s * 2 * moe_layers
+    if ep:
+        out["ep"] = ep
+    return out
+
+
+def disaggregated(cfg: ModelConfig, s: ServeSetup, hw: Hardware, decode: dict[str, Any], requests_per_s: float,
+                  output_tokens: int) -> dict[str, Any]:
+    """Prefill and decode servers (each of `s.chips` chips) for `requests_per_s` requests of
+    `s.prefill_tokens` prompt tokens and `output_tokens` generated tokens."""
+    chips = chip_numbers(hw, s.compute_dtype)
+    pre = prefill(cfg, s, chips)
+    prefill_rps = 1.0 / pre["time_s"] if pre else math.inf
+    decode_rps = decode["tokens_per_s"] / output_tokens
+    n_prefill = math.ceil(requests_per_s / prefill_rps - 1e-9) if pre else 0
+    n_decode = math.ceil(requests_per_s / decode_rps - 1e-9)
+    kv_bytes = s.prefill_tokens * 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * dtype_bytes(s.kv_dtype)
+    link = hw.interconnect.dcn_bytes_per_s
+    transfer = None if link is None else kv_bytes / (link.value * s.chips)
+    return {"requests_per_s": requests_per_s, "prompt_tokens": s.prefill_tokens, "output_tokens": output_tokens,
+            "chips_per_server": s.chips, "prefill_requests_per_s_per_server": prefill_rps,
+            "decode_requests_per_s_per_server": decode_rps, "prefill_servers": n_prefill,
+            "decode_servers": n_decode, "total_chips": (n_prefill + n_decode) * s.chips,
+            "decode_per_prefill": (n_decode / n_prefill) if n_prefill else None,
+            "kv_transfer_bytes_per_request": kv_bytes, "kv_transfer_s": transfer,
+            "note": (f"prefill at {100 * s.mfu:.0f}% MFU ({pre['time_s']:.3g} s per prompt); " if pre else "")
+            + f"decode at batch {s.batch}: {decode['tokens_per_s']:.3g} tokens/s per server"}
