@@ -29,6 +29,11 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     if sched["name"] != "none":
         lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "
                      f"{100 * sched['bubble_fraction']:.1f}% of the work")
+    if r.get("experts_per_chip"):
+        lines.append(f"  experts: {r['experts_per_chip']} routed experts per chip")
+    lines += [f"  note: {note}" for note in r.get("notes", [])]
+    if r.get("versus_best"):
+        lines.append(f"  versus the search's best: {r['versus_best']}")
     return lines
 
 

@@ -193,3 +193,16 @@ def test_step_time_is_at_least_the_compute_roofline(text, chip):
     floor = r["model_flops_per_step"] / LLAMA_RUN.chips / hw.peak("bf16").value
     assert r["step_time_s"]["total"] >= floor
     assert 0 < r["mfu_upper_bound"] <= 1
+
+
+def test_the_issue_command_places_llama3_405b_on_16384_h100s(capsys):
+    """As a new user asks it: 16e6-token batches (1953 sequences of 8k) on 16,384 H100s. Meta's layout
+    rounds the batch to 15 sequences per replica and fits; the search finds a layout too."""
+    args = ["plan", "train", "--model", "llama3-405b", "--tokens", "15.6e12", "--batch-tokens", "16e6", "--seq",
+            "8192", "--hardware", "h100", "--chips", "16384", "--layout", "tp=8,pp=16", "--json", "-"]
+    assert main(args) == 0
+    r = json.loads(capsys.readouterr().out)
+    lay = r["layout"]
+    assert lay["valid"] and lay["fits"] and lay["layout"]["dp"] == 128
+    assert lay["sequences_per_replica"] == 15 and "batch rounded" in lay["notes"][0]
+    assert r["layout_search"]["best"]["fits"]

@@ -23,7 +23,7 @@ exposed TP and EP time).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..chips.hardware import Hardware
@@ -33,6 +33,8 @@ from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_
 from .pipeline import schedule_of, schedule_problem
 from .transformer import (SAVED_PER_LAYER_NO_REMAT, ModelConfig, attention_flops_per_token,
                           forward_flops_per_token, training_flops_per_token)
+
+BATCH_SLACK = 0.05  # how far a layout may round the global batch to split it evenly over DP
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,14 @@ class RunSpec:
     @property
     def sequences(self) -> int:
         return max(1, round(self.batch_tokens / self.seq))
+
+    def per_replica(self, dp: int) -> int | None:
+        """Sequences each of `dp` replicas runs per step: the batch rounded to a multiple of dp,
+        if that moves it by at most BATCH_SLACK (16e6 tokens of 8k sequences on dp=128: 15 each)."""
+        per = round(self.sequences / dp)
+        if per < 1 or abs(per * dp - self.sequences) > BATCH_SLACK * self.sequences:
+            return None
+        return per
 
 
 def network_for(hw: Hardware, layout: Layout) -> Network:
@@ -81,8 +91,9 @@ def problems(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network) -> li
         out.append(f"ep={ep} must divide the experts ({cfg.experts}) and dp ({layout.dp})")
     if cp > 1 and run.seq % (2 * cp):
         out.append(f"cp={cp}: sequence {run.seq} must split into 2 x cp balanced chunks")
-    if run.sequences % layout.dp:
-        out.append(f"{run.sequences} sequences per step do not split over dp={layout.dp}")
+    if run.per_replica(layout.dp) is None:
+        out.append(f"{run.sequences} sequences per step do not split over dp={layout.dp} "
+                   f"(within {BATCH_SLACK:.0%} of the batch)")
     if layout.zero not in (0, 1, 2, 3):
         out.append(f"ZeRO stage {layout.zero} does not exist")
     return out
@@ -96,7 +107,7 @@ def _microbatch_choices(layout: Layout, per_replica: int, layers: int) -> list[i
 def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float) -> int:
     """A pipeline takes the most microbatches (smallest bubble and footprint); without one, the
     fewest gradient-accumulation steps that fit in `hbm` bytes (else the most)."""
-    per_replica = max(run.sequences // layout.dp, 1)
+    per_replica = run.per_replica(layout.dp) or 1
     options = _microbatch_choices(layout, per_replica, cfg.layers)
     if layout.pp > 1:
         return options[-1]
@@ -192,7 +203,9 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         return {"layout": layout.to_json(), "valid": False, "problems": issues, "fits": False}
     m = layout.microbatches or pick_microbatches(cfg, run, layout, hbm)
     layout = layout.with_microbatches(m)
-    per_replica = run.sequences // layout.dp
+    per_replica = run.per_replica(layout.dp) or 1
+    requested = run.batch_tokens
+    run = replace(run, batch_tokens=float(per_replica * layout.dp * run.seq))
     sched_issue = schedule_problem(layout, m, cfg.layers)
     if per_replica % m or sched_issue:
         why = sched_issue or f"{m} microbatches do not split the {per_replica} sequences per replica"
@@ -214,7 +227,12 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         "layout": layout.to_json(), "valid": True, "problems": [],
         "fits": memory["total"] <= hbm, "hbm_bytes": hbm,
         "memory_per_chip_bytes": memory,
-        "microbatches": m, "tokens_per_microbatch": tokens_mb,
+        "microbatches": m, "tokens_per_microbatch": tokens_mb, "sequences_per_replica": per_replica,
+        "batch_tokens": run.batch_tokens,
+        "notes": [] if run.batch_tokens == requested else [
+            f"batch rounded to {per_replica} x dp={layout.dp} sequences: {run.batch_tokens:.4g} tokens "
+            f"instead of {requested:.4g}"],
+        "experts_per_chip": cfg.experts // layout.ep if cfg.experts else 0,
         "schedule": {"name": layout.schedule if layout.pp > 1 else "none", "note": sched.note,
                      "bubble_fraction": sched.bubble_fraction(m), "in_flight_microbatches": sched.in_flight,
                      "weight_copies": sched.weight_copies},

@@ -45,7 +45,7 @@ def candidate_layouts(cfg: ModelConfig, run: RunSpec, hw: Hardware) -> list[Layo
         for cp in cps:
             for pp in (p for p in divisors(chips // (tp * cp)) if p <= cfg.layers):
                 dp = chips // (tp * cp * pp)
-                if run.sequences % dp:
+                if run.per_replica(dp) is None:
                     continue
                 eps = [e for e in divisors(dp) if cfg.experts and cfg.experts % e == 0] or [1]
                 for ep in eps:
@@ -88,24 +88,29 @@ def _parts(r: dict[str, Any]) -> dict[str, float]:
     return parts
 
 
+def compare(best: dict[str, Any], other: dict[str, Any]) -> str:
+    """How `best` differs from `other` in step time, by the parts that differ most."""
+    mine, theirs = _parts(best), _parts(other)
+    diffs = sorted(((theirs.get(k, 0.0) - mine.get(k, 0.0), k) for k in set(mine) | set(theirs)), reverse=True)
+    gains = [f"{k} {_ms(theirs.get(k, 0.0))} -> {_ms(mine.get(k, 0.0))}" for d, k in diffs if d > 0][:2]
+    losses = [f"{k} {_ms(theirs.get(k, 0.0))} -> {_ms(mine.get(k, 0.0))}" for d, k in reversed(diffs) if d < 0][:1]
+    delta = other["step_time_s"]["total"] - best["step_time_s"]["total"]
+    return (f"{best['layout']['label']} is {_ms(abs(delta))} per step {'faster' if delta >= 0 else 'slower'} "
+            f"than {other['layout']['label']}: " + (", ".join(gains) or "less of everything")
+            + (f"; but {losses[0]}" if losses else ""))
+
+
 def explain(ranked: list[dict[str, Any]]) -> str:
     """Why the first layout beats the next one, in the parts of the step that differ most."""
     best = ranked[0]
-    label = best["layout"]["label"]
-    total = best["step_time_s"]["total"]
     if len(ranked) == 1:
-        return f"{label} is the only layout that fits"
+        return f"{best['layout']['label']} is the only layout that fits"
     other = ranked[1]
-    mine, theirs = _parts(best), _parts(other)
-    keys = set(mine) | set(theirs)
-    diffs = sorted(((theirs.get(k, 0.0) - mine.get(k, 0.0), k) for k in keys), reverse=True)
-    gains = [f"{k} {_ms(theirs.get(k, 0.0))} -> {_ms(mine.get(k, 0.0))}" for d, k in diffs if d > 0][:2]
-    delta = other["step_time_s"]["total"] - total
-    if delta <= total * TIE:
-        return (f"{label} ties {other['layout']['label']} within {TIE:.0%} of the step time "
-                f"and is simpler (fewer parallel axes, lower ZeRO stage)")
-    return (f"{label} beats {other['layout']['label']} by {_ms(delta)} per step: "
-            + (", ".join(gains) or "less of everything"))
+    total = best["step_time_s"]["total"]
+    if other["step_time_s"]["total"] - total <= total * TIE and _simplicity(best) < _simplicity(other):
+        return (f"{best['layout']['label']} ties {other['layout']['label']} within {TIE:.0%} of the step time "
+                f"and is simpler (fewer parallel axes, lower ZeRO stage or a plainer schedule)")
+    return compare(best, other)
 
 
 def _ms(s: float) -> str:

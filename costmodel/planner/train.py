@@ -14,7 +14,7 @@ from .degrees import tp_degrees
 from .layout import Layout
 from .layout_memory import TrainBytes
 from .layout_step import RunSpec, evaluate_layout
-from .search import search
+from .search import compare, search
 from .parallel import STRATEGIES, Parallel, Verdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
@@ -187,7 +187,10 @@ def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware, layout: Layout
         recommendation = with_layouts(recommendation, found)
         extra["layout_search"] = found
     if layout is not None:
-        extra["layout"] = evaluate_layout(cfg, setup.run_spec(), hw, layout)
+        extra["layout"] = mine = evaluate_layout(cfg, setup.run_spec(), hw, layout)
+        best = extra.get("layout_search", {}).get("best")
+        if best is not None and mine["valid"]:
+            mine["versus_best"] = compare(best, mine)
     return {**extra,
         "model": cfg.to_json(),
         "setup": asdict(setup),
