@@ -43,11 +43,11 @@ def search_lines(found: dict[str, Any]) -> list[str]:
              "(step times are model estimates at peak FLOP/s: lower bounds)"]
     if not found["layouts"]:
         return lines + [f"  {found['why']}"]
-    lines.append(f"  {'#':>2} {'layout':<44}{'step':>10}{'MFU<=':>7}{'mem/chip':>11}{'bubble':>10}{'exposed comm':>14}")
+    lines.append(f"  {'#':>2} {'layout':<50}{'step':>10}{'MFU<=':>7}{'mem/chip':>11}{'bubble':>10}{'exposed comm':>14}")
     for i, r in enumerate(found["layouts"], 1):
         s = r["step_time_s"]
         comm = sum(s["exposed_comm_by_axis"].values())
-        lines.append(f"  {i:>2} {r['layout']['label']:<44}{seconds(s['total']):>10}"
+        lines.append(f"  {i:>2} {r['layout']['label']:<50}{seconds(s['total']):>10}"
                      f"{100 * r['mfu_upper_bound']:>6.0f}%{nbytes(r['memory_per_chip_bytes']['total']):>11}"
                      f"{seconds(s['bubble']):>10}{seconds(comm):>14}")
     lines += layout_lines(found["best"], "best layout")
@@ -83,3 +83,14 @@ def disaggregated_lines(r: dict[str, Any]) -> list[str]:
             f"{ratio} = {r['total_chips']} chips",
             f"  per server: {r['prefill_requests_per_s_per_server']:.3g} prefills/s, "
             f"{r['decode_requests_per_s_per_server']:.3g} completions/s; {r['note']}{move}"]
+
+
+def serve_search_lines(found: dict[str, Any]) -> list[str]:
+    """Serving layouts that fit, fastest decode step first."""
+    lines = [f"serving layouts: {found['candidates']} tried, {found['fitting']} fit (decode steps are model "
+             "estimates: lower bounds)"]
+    for i, r in enumerate(found["layouts"], 1):
+        d = r["decode"]
+        lines.append(f"  {i:>2} {r['layout']['label']:<28}{seconds(d['step_s']):>10}{d['tokens_per_s']:>10.0f} tok/s"
+                     f"{nbytes(r['memory_per_chip_bytes']['total']):>11}/chip  {d['bound_by']}")
+    return lines

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..costmodel.units import nbytes, seconds
-from .plan_layout_text import disaggregated_lines, layout_lines, search_lines, serve_layout_lines
+from .plan_layout_text import (disaggregated_lines, layout_lines, search_lines, serve_layout_lines,
+                               serve_search_lines)
 
 
 def _g(value: float) -> str:
@@ -79,6 +80,8 @@ def serve_text(r: dict[str, Any]) -> list[str]:
         mark = "" if row["fits"] else "  (does not fit)"
         lines.append(f"{row['batch']:>6}{nbytes(row['memory_bytes']):>11}{seconds(row['step_s']):>11}"
                      f"{row['tokens_per_s']:>11.0f}{row['tokens_per_s_per_chip']:>12.1f}  {row['bound_by']}{mark}")
+    if r.get("layout_search") is not None:
+        lines += serve_search_lines(r["layout_search"])
     if r.get("layout") is not None:
         lines += serve_layout_lines(r["layout"])
     if r.get("disaggregated") is not None:

@@ -88,3 +88,13 @@ def test_the_book_serving_numbers_are_unchanged_by_a_layout():
     plain = plan_serve(MODELS["llama3-70b"], s, lookup("tpu-v5e:4x2"))
     with_layout = plan_serve(MODELS["llama3-70b"], s, lookup("tpu-v5e:4x2"), parse_layout("tp=8", 8))
     assert plain["decode"] == with_layout["decode"] and with_layout["layout"]["valid"]
+
+
+def test_serving_layouts_are_searched_fastest_first():
+    r = plan_serve(LLAMA_405B, ServeSetup(64, 8192, 16), lookup("h100"))
+    found = r["layout_search"]
+    steps = [lay["decode"]["step_s"] for lay in found["layouts"]]
+    assert steps == sorted(steps) and found["fitting"] >= 1
+    best = found["best"]
+    assert best["fits"] and best["layout"]["tp"] == 8  # TP inside the node beats pipelining a memory-bound decode
+    assert all(lay["valid"] and lay["layout"]["chips"] == 16 for lay in found["layouts"])

@@ -155,13 +155,15 @@ def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout | N
     `layout`: also evaluate this TP/PP/DP/EP layout; `requests_per_s`: also size prefill and
     decode servers for that traffic of `output_tokens` generated tokens per request.
     """
-    from .serve_layout import disaggregated, serve_layout
+    from .serve_layout import disaggregated, search_serve, serve_layout
 
     chips = chip_numbers(hw, s.compute_dtype)
     mem = memory(cfg, s)
     hbm = require_hbm(chips)
     extra: dict[str, Any] = {}
     decode = decode_step(cfg, s, chips)
+    if chips.ici_axis_bytes_per_s is not None and s.chips > 1:
+        extra["layout_search"] = search_serve(cfg, s, hw)
     if layout is not None:
         extra["layout"] = serve_layout(cfg, s, hw, layout)
         if extra["layout"]["valid"]:

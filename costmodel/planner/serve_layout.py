@@ -25,7 +25,7 @@ from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout
 from .layout_memory import kv_heads_per_chip, stage_params
-from .layout_step import network_for
+from .layout_step import divisors, network_for
 from .serve import ServeSetup, prefill
 from .chip_numbers import chip_numbers
 from .transformer import ModelConfig, dtype_bytes, matmul_params
@@ -104,6 +104,27 @@ def _decode_comm(cfg: ModelConfig, layout: Layout, net: Network, micro: int, lay
     if ep:
         out["ep"] = ep
     return out
+
+
+def serve_candidates(cfg: ModelConfig, s: ServeSetup) -> list[Layout]:
+    """Serving layouts of `s.chips` chips: TP x PP x DP with EP carved out of DP for an MoE."""
+    out = []
+    for tp in divisors(s.chips):
+        if cfg.heads % tp or cfg.d_ff % tp or (cfg.kv_heads % tp and tp % cfg.kv_heads):
+            continue
+        for pp in (p for p in divisors(s.chips // tp) if p <= cfg.layers):
+            dp = s.chips // (tp * pp)
+            for ep in [e for e in divisors(dp) if cfg.experts and cfg.experts % e == 0] or [1]:
+                out.append(Layout(dp=dp, tp=tp, pp=pp, ep=ep))
+    return out
+
+
+def search_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, top: int = 5) -> dict[str, Any]:
+    """Serving layouts that fit, fastest decode step first (the most tokens/s at this batch)."""
+    results = [serve_layout(cfg, s, hw, lay) for lay in serve_candidates(cfg, s)]
+    fitting = sorted((r for r in results if r["valid"] and r["fits"]), key=lambda r: r["decode"]["step_s"])
+    return {"candidates": len(results), "fitting": len(fitting), "layouts": fitting[:top],
+            "best": fitting[0] if fitting else None}
 
 
 def disaggregated(cfg: ModelConfig, s: ServeSetup, hw: Hardware, decode: dict[str, Any], requests_per_s: float,
