@@ -12,6 +12,7 @@ import click
 
 from .atomic import is_stream, write_bytes, write_text
 from .errors import ExitCode, GateError, UsageError
+from .hardware_options import hardware_options
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
     from .orchestration.pipeline import Options
@@ -22,7 +23,7 @@ F = Callable[..., Any]
 
 
 def output_options(f: F) -> F:
-    """Add --json/--csv/--html/--markdown/--top/--hardware/--quiet and the flagging thresholds."""
+    """Add --json/--csv/--html/--markdown/--top/--hardware/--set/--quiet and the flagging thresholds."""
     options = [
         click.option("--json", "json_path", metavar="FILE|-", help="Write the JSON report (schema audit.report/v1); - for stdout."),
         click.option("--csv", "csv_path", metavar="FILE", help="Write the per-op table as CSV."),
@@ -32,7 +33,6 @@ def output_options(f: F) -> F:
                      help="Write a trace-viewer file (Perfetto, chrome://tracing): measured ops per device beside "
                           "their expected times, flags and reasons."),
         click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Ops shown in the terminal summary."),
-        click.option("--hardware", metavar="NAME[:TOPOLOGY]", help="Chip to audit against (default: detected from the trace)."),
         click.option("--allow-smaller", is_flag=True,
                      help="Accept a --hardware topology with fewer devices than the program: the rest are priced "
                           "as further slices/nodes (default: exit 2)."),
@@ -46,7 +46,7 @@ def output_options(f: F) -> F:
     ]
     for option in reversed(options):
         f = option(f)
-    return f
+    return hardware_options()(f)
 
 
 def analysis_options(kwargs: dict[str, Any]) -> Options:

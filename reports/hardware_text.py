@@ -1,25 +1,37 @@
-"""`audit hardware` as text: the catalog as a table, and every number of one chip with unit and source."""
+"""`audit hardware` as text: the catalog as a table, and every number of one chip with unit and source.
+
+A figure that is an estimate (not published or measured) says so beside its source, and one a user
+gave (a hardware file of theirs, or `--set`) is marked `user`, its source."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..costmodel.chips.hardware import Hardware, Quantity
 
 
-def catalog_table(entries: Sequence[Hardware], cpu: Hardware | None) -> str:
-    """One row per catalog entry, and this machine's CPU (or how to measure it)."""
-    rows = [_row(hw) for hw in entries]
-    rows.append(_row(cpu) if cpu is not None else
-                ["cpu", "cpu", "-", "-", "-", "measured on first use (audit hardware show cpu)"])
-    header = ["name", "kind", "bf16 TFLOP/s", "HBM GB/s", "HBM GB", "interconnect"]
+def catalog_table(entries: Sequence[Hardware], cpu: Hardware | None, files: Mapping[str, str] | None = None) -> str:
+    """One row per entry, and this machine's CPU (or how to measure it); `files`: name -> the
+    user's file an entry comes from (AUDIT_HARDWARE_PATH), the others being the catalog's own."""
+    files = files or {}
+    rows = [_row(hw) + [files.get(hw.name, "catalog")] for hw in entries]
+    rows.append(_row(cpu) + ["calibrated"] if cpu is not None else
+                ["cpu", "cpu", "-", "-", "-", "measured on first use (audit hardware show cpu)", "calibrated"])
+    header = ["name", "kind", "bf16 TFLOP/s", "HBM GB/s", "HBM GB", "interconnect", "from"]
     return _table(header, rows)
 
 
-def describe(hw: Hardware) -> str:
-    """A person's view of one Hardware value."""
+def source_label(q: Quantity) -> str:
+    """Where a figure comes from, and `estimate` when it is one: `catalog`, `catalog, estimate`, `user`."""
+    return f"{q.source}, estimate" if q.estimate and q.source != "user" else q.source
+
+
+def describe(hw: Hardware, path: str | None = None) -> str:
+    """A person's view of one Hardware value; `path`: the user's file it was read from."""
     lines = [f"{hw.name}  ({hw.vendor} {hw.kind}, source: {hw.source})"]
+    if path:
+        lines.append(_line("file", path))
     if hw.topology:
         wraps = hw.interconnect.wraparound(hw.topology)
         shape = "x".join(map(str, hw.topology))
@@ -27,9 +39,12 @@ def describe(hw: Hardware) -> str:
             f"  wraparound per axis: {', '.join('yes' if w else 'no' for w in wraps)}"
             if hw.kind == "tpu" else ""))
     for key, q in hw.quantities().items():
-        lines.append(_line(key, f"{_value(q):>16}  [{q.source}] {q.note}"))
+        lines.append(_line(key, f"{_value(q):>16}  [{source_label(q)}] {q.note}"))
     net = hw.interconnect
     lines.append(_line("interconnect", _interconnect(hw)))
+    if net.node_size or net.nics_per_node:
+        lines.append(_line("scale-out network", f"{net.node_size or '?'} devices per node, "
+                           f"{net.nics_per_node or '?'} NICs per node"))
     if net.torus_axes:
         lines.append(_line("torus", f"{net.torus_axes} axes, {net.links_per_axis} links per axis, "
                      f"max {'x'.join(map(str, net.max_torus))}, wraparound rule: {net.wraparound_rule} "

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import click
 
-from ..costmodel.chips.catalog import lookup
 from ..costmodel.network.collectives import WRAPAROUND_CHOICES
 from ..costmodel.napkin import collective as collective_napkin
 from ..costmodel.napkin import matmul as matmul_napkin
 from ..costmodel.napkin import parse_axes
 from ..costmodel.network.mesh_layout import parse_mesh
+from ..costmodel.chips.catalog import lookup
+from ..costmodel.chips.overrides import apply
+from ..hardware_options import Pairs, hardware_options
 from ..outputs import write_result
 from ..reports.napkin_text import collective_text, matmul_text
 
-_HARDWARE_HELP = "Chip and topology, NAME[:TOPOLOGY], e.g. tpu-v5e:8x4 or h100:8."
+_HARDWARE_HELP = "Chip and topology, NAME[:TOPOLOGY] or FILE.toml[:TOPOLOGY], e.g. tpu-v5e:8x4 or h100:8."
 
 
 @click.group(name="calc")
@@ -26,11 +28,11 @@ def command() -> None:
 @click.option("--k", "k", type=click.IntRange(min=1), required=True, help="Contracting dimension.")
 @click.option("--n", "n", type=click.IntRange(min=1), required=True, help="Columns of the right operand.")
 @click.option("--dtype", default="bf16", show_default=True, help="Element type: bf16, f32, int8, fp8, ...")
-@click.option("--hardware", "hardware", default="tpu-v5e", show_default=True, help=_HARDWARE_HELP)
+@hardware_options(default="tpu-v5e", help=_HARDWARE_HELP)
 @click.option("--json", "json_path", metavar="FILE|-", help="Write the result as JSON ('-' for stdout).")
-def matmul(m: int, k: int, n: int, dtype: str, hardware: str, json_path: str | None) -> None:
+def matmul(m: int, k: int, n: int, dtype: str, hardware: str, overrides: Pairs, json_path: str | None) -> None:
     """Roofline of [M,K] x [K,N]: FLOPs, bytes, intensity, ridge, time and bound."""
-    write_result(matmul_napkin(m, k, n, dtype, lookup(hardware)), json_path, matmul_text)
+    write_result(matmul_napkin(m, k, n, dtype, apply(lookup(hardware), overrides)), json_path, matmul_text)
 
 
 @command.command("collective")
@@ -40,12 +42,13 @@ def matmul(m: int, k: int, n: int, dtype: str, hardware: str, json_path: str | N
               help="The array as one device of the group sees it (volume V), e.g. bf16[2048,8192].")
 @click.option("--mesh", "mesh", required=True, help="Logical mesh, e.g. X=8,Y=4.")
 @click.option("--axes", "axes", required=True, help="Mesh axes the collective runs over, e.g. Y or X,Y.")
-@click.option("--hardware", "hardware", default="tpu-v5e", show_default=True, help=_HARDWARE_HELP)
+@hardware_options(default="tpu-v5e", help=_HARDWARE_HELP)
 @click.option("--wraparound", type=click.Choice(WRAPAROUND_CHOICES), default="auto", show_default=True,
               help="auto decides from the chip's torus rules and the axis size.")
 @click.option("--json", "json_path", metavar="FILE|-", help="Write the result as JSON ('-' for stdout).")
-def collective(op: str, shape: str, mesh: str, axes: str, hardware: str, wraparound: str,
+def collective(op: str, shape: str, mesh: str, axes: str, hardware: str, overrides: Pairs, wraparound: str,
                json_path: str | None) -> None:
     """Time of one collective over mesh axes: bytes, hops, bandwidth and latency terms, bound."""
-    write_result(collective_napkin(op, shape, parse_mesh(mesh), parse_axes(axes), lookup(hardware), wraparound),
+    write_result(collective_napkin(op, shape, parse_mesh(mesh), parse_axes(axes), apply(lookup(hardware), overrides),
+                                   wraparound),
                  json_path, collective_text)

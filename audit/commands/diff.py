@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ExitCode, GateError, UsageError
+from ..hardware_options import Pairs, hardware_options
 
 
 def _percent(value: str | None) -> float | None:
@@ -31,11 +32,11 @@ def _percent(value: str | None) -> float | None:
 @click.option("--strict", is_flag=True, help="Also exit 1 when the step-time verdict is inconclusive.")
 @click.option("--fail-on-flops", is_flag=True, help="Exit 1 if FLOPs per step increased.")
 @click.option("--fail-on-comm-bytes", is_flag=True, help="Exit 1 if communicated bytes per step increased.")
-@click.option("--hardware", metavar="NAME[:TOPOLOGY]", help="Chip for sides that are profiles, not reports.")
+@hardware_options(help="Chip for sides that are profiles, not reports.")
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
 def command(base: str, head: str, json_path: str | None, markdown_path: str | None, html_path: str | None,
             fail_on: str | None, strict: bool, fail_on_flops: bool, fail_on_comm_bytes: bool, hardware: str | None,
-            quiet: bool) -> int:
+            overrides: Pairs, quiet: bool) -> int:
     """Compare BASE and HEAD (JSON reports, profiles or HLO dumps). Exit 1 on a regression.
 
     Each side may hold repeated runs of the same code: a directory of JSON reports, a glob,
@@ -52,7 +53,8 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
     inputs = [p for spec in (base, head) for p in side_paths(spec)]
     check_outputs(json_path, markdown_path, html_path=html_path, inputs=inputs)
     result = diff(base, head, fail_on=_percent(fail_on), strict=strict, fail_on_flops=fail_on_flops,
-                  fail_on_comm_bytes=fail_on_comm_bytes, hardware=hardware)
+                  fail_on_comm_bytes=fail_on_comm_bytes, hardware=hardware,
+                  overrides=dict(overrides))
     write_outputs(DiffRenderer(result.data), json_path=json_path, markdown_path=markdown_path, html_path=html_path,
                   top=10, quiet=quiet)
     if result.regression:

@@ -33,5 +33,6 @@ def command(path: str, run_name: str | None, cache: str | None, scheduler: str |
     report = inspect(path, kwargs["hardware"], run=run_name, min_efficiency=kwargs["min_efficiency"],
                      min_share=kwargs["min_share"], allow_smaller=kwargs["allow_smaller"], cache=cache,
                      scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
-                     progress=not kwargs.get("quiet"), command=command_line())
+                     progress=not kwargs.get("quiet"), command=command_line(),
+                     overrides=dict(kwargs.get("overrides") or ()))
     return emit(report.model, **kwargs)

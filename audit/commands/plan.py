@@ -6,12 +6,12 @@ from typing import Any, Callable
 
 import click
 
-from ..costmodel.chips.catalog import lookup
 from ..costmodel.planner.layout import parse_layout
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
 from ..errors import UsageError
+from ..hardware_options import Pairs, hardware_options, resolve_hardware
 from ..outputs import write_result
 from ..reports.plan_text import model_text, serve_text, train_text
 
@@ -50,8 +50,8 @@ def build_model(model_name: str | None, **flags: Any) -> ModelConfig:
     return ModelConfig(**given)
 
 
-def _hardware(spec: str, chips: int | None) -> tuple[Any, int]:
-    hw = lookup(spec)
+def _hardware(spec: str, chips: int | None, overrides: Pairs = ()) -> tuple[Any, int]:
+    hw = resolve_hardware(spec, overrides)
     n = chips
     if n is None:
         if not hw.topology:
@@ -83,7 +83,7 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @_model_options
 @click.option("--tokens", type=click.FloatRange(min=0, min_open=True), required=True, help="Training tokens.")
 @click.option("--batch-tokens", type=click.FloatRange(min=0, min_open=True), required=True, help="Tokens per step.")
-@click.option("--hardware", "hardware", required=True, metavar="HW[:TOPOLOGY]")
+@hardware_options(required=True, help="Chip and topology, NAME[:TOPOLOGY] or FILE.toml[:TOPOLOGY].")
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chips (default: the topology's).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True)
 @click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True)
@@ -94,11 +94,11 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="MoE expert capacity over an even split of the tokens.")
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
-              chips: int | None, mfu: float, checkpoints_per_layer: float, seq: int, layout_text: str | None,
+              overrides: Pairs, chips: int | None, mfu: float, checkpoints_per_layer: float, seq: int, layout_text: str | None,
               top: int, capacity_factor: float, **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
-    hw, n = _hardware(hardware, chips)
+    hw, n = _hardware(hardware, chips, overrides)
     layout = None if layout_text is None else parse_layout(layout_text, n)
     setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer,
                        capacity_factor=capacity_factor)
@@ -109,7 +109,7 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
 @_model_options
 @click.option("--batch", type=click.IntRange(min=1), required=True, help="Sequences decoded together.")
 @click.option("--context", type=click.IntRange(min=1), required=True, help="KV cache length in tokens.")
-@click.option("--hardware", "hardware", required=True, metavar="HW[:TOPOLOGY]")
+@hardware_options(required=True, help="Chip and topology, NAME[:TOPOLOGY] or FILE.toml[:TOPOLOGY].")
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chips (default: the topology's).")
 @click.option("--param-dtype", type=_DTYPES, default="bf16", show_default=True)
 @click.option("--kv-dtype", type=_DTYPES, default="bf16", show_default=True)
@@ -122,12 +122,12 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
               help="Size prefill and decode servers for this traffic.")
 @click.option("--output-tokens", type=click.IntRange(min=1), default=None, help="Tokens generated per request.")
 def serve_cmd(model_name: str | None, json_path: str | None, batch: int, context: int, hardware: str,
-              chips: int | None, param_dtype: str, kv_dtype: str, compute_dtype: str, prefill_tokens: int,
+              overrides: Pairs, chips: int | None, param_dtype: str, kv_dtype: str, compute_dtype: str, prefill_tokens: int,
               mfu: float, layout_text: str | None, requests_per_s: float | None, output_tokens: int | None,
               **flags: Any) -> None:
     """Serving memory, decode latency and throughput, prefill time; layouts and prefill/decode servers."""
     cfg = build_model(model_name, **flags)
-    hw, n = _hardware(hardware, chips)
+    hw, n = _hardware(hardware, chips, overrides)
     setup = ServeSetup(batch, context, n, param_dtype, kv_dtype, compute_dtype, prefill_tokens, mfu)
     layout = None if layout_text is None else parse_layout(layout_text, n)
     write_result(plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0), json_path, serve_text)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..child.capture import script_kind
+from ..hardware_options import set_arguments
 from ..outputs import analysis_options, check_flagged, check_outputs, emit, output_options, write_outputs
 from ..child.capture import Progress
 from ..errors import ExitCode, InputError, UsageError
@@ -73,10 +74,11 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     req = RunRequest(script=script, args=list(args), steps=steps, warmup=warmup, platform=platform,
                      devices=devices if devices or workload else DEFAULT_DEVICES, quiet=kwargs["quiet"])
     if kwargs.get("hardware") and req.devices:  # a topology too small for the run fails before it starts
-        from ..costmodel.chips.catalog import lookup
+        from ..hardware_options import resolve_hardware
         from ..orchestration.caveats import check_partitions
 
-        check_partitions(lookup(kwargs["hardware"]), kwargs["hardware"], req.devices, kwargs.get("allow_smaller", False))
+        check_partitions(resolve_hardware(kwargs["hardware"], kwargs.get("overrides") or ()), kwargs["hardware"],
+                         req.devices, kwargs.get("allow_smaller", False))
     if target:
         from ..child.aot import check_target
 
@@ -147,6 +149,7 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
     if not cap.captured:
         return done(cap.returncode)
     extra = ["--hardware", kwargs["hardware"]] if kwargs.get("hardware") else []
+    extra += set_arguments(kwargs.get("overrides") or ())
     command_line = reproduce_command(req, default_workload=default_workload, keep_out=keep_out, extra=extra)
     try:
         report = analyse_capture(cap, req, hardware=kwargs.get("hardware"), command=command_line,

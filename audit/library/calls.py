@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import glob
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -22,13 +22,17 @@ a glob, or a directory of JSON reports for repeated runs), or a list of those.""
 def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = None,
             min_efficiency: float = 0.5, min_share: float = 0.01, allow_smaller: bool = False,
             cache: str | None = None, scheduler: str | None = None, workers: int | None = None,
-            skip_bad_hosts: bool = False, progress: bool = False, command: str | None = None) -> Report:
+            skip_bad_hosts: bool = False, progress: bool = False, command: str | None = None,
+            overrides: Mapping[str, object] | None = None) -> Report:
     """Analyse a profile or an HLO dump, as `audit inspect` does.
 
     **Arguments:**
     - `path`: a `.xplane.pb`, a profile run dir, a TensorBoard logdir (latest run, or `run`),
       an HLO dump (`.hlo.pb`, `.txt`, `.hlo`), or an fsspec URL (`gs://`, `s3://`).
-    - `hardware`: the chip to judge against, `NAME[:TOPOLOGY]` (default: detected from the trace).
+    - `hardware`: the chip to judge against, `NAME[:TOPOLOGY]` or `FILE.toml[:TOPOLOGY]` (default:
+      detected from the trace).
+    - `overrides`: figures of that chip changed for this analysis, as `--set` takes them, e.g.
+      `{"scale_out_bytes_per_s": 12.5e9}`; the report marks each one `user`.
     - `min_efficiency`, `min_share`: an op is flagged when expected/measured is below the first
       and its share of op time above the second.
     - `allow_smaller`: accept a topology with fewer devices than the program spans.
@@ -46,18 +50,24 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
     settings = PodSettings(cache=cache, scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
                            progress=progress)
     model = analyse_profile(path, run=run, hardware=hardware, source={"command": command},
-                            options=_options(min_efficiency, min_share, allow_smaller), pod=settings)
+                            options=_options(min_efficiency, min_share, allow_smaller, overrides), pod=settings)
     return Report(model)
 
 
-def _options(min_efficiency: float, min_share: float, allow_smaller: bool) -> Options:
+def _options(min_efficiency: float, min_share: float, allow_smaller: bool,
+             overrides: Mapping[str, object] | None = None) -> Options:
     from ..orchestration.pipeline import Options
 
     for name, value in (("min_efficiency", min_efficiency), ("min_share", min_share)):
         if not 0.0 <= value <= 1.0:
             raise UsageError(f"{name} must be between 0 and 1, got {value}")
     return Options.from_flags({"min_efficiency": min_efficiency, "min_share": min_share,
-                               "allow_smaller": allow_smaller})
+                               "allow_smaller": allow_smaller, "overrides": _pairs(overrides)})
+
+
+def _pairs(overrides: Mapping[str, object] | None) -> tuple[tuple[str, str], ...]:
+    """`--set` figures as (key, value text), the form the analysis options carry."""
+    return tuple((str(k), str(v)) for k, v in (overrides or {}).items())
 
 
 def load(source: str | Path | dict[str, Any]) -> Report:
@@ -78,7 +88,8 @@ def _read_report(path: Path) -> dict[str, Any]:
 
 
 def diff(base: Side, head: Side, *, fail_on: float | None = None, strict: bool = False,
-         fail_on_flops: bool = False, fail_on_comm_bytes: bool = False, hardware: str | None = None) -> Diff:
+         fail_on_flops: bool = False, fail_on_comm_bytes: bool = False, hardware: str | None = None,
+         overrides: Mapping[str, object] | None = None) -> Diff:
     """Compare two sides, as `audit diff` does: what changed in the program, and whether the
     step time changed beyond run-to-run noise.
 
@@ -88,16 +99,18 @@ def diff(base: Side, head: Side, *, fail_on: float | None = None, strict: bool =
     - `strict`: an inconclusive verdict also trips the gate.
     - `fail_on_flops`, `fail_on_comm_bytes`: any increase trips the gate.
     - `hardware`: the chip for sides that are profiles or HLO dumps rather than reports.
+    - `overrides`: figures of that chip changed, as for `inspect`.
     """
     from ..analyses.diffing import Gates, diff_reports
 
     if fail_on is not None and fail_on < 0:
         raise UsageError("fail_on must not be negative")
     gates = Gates(fail_on=fail_on, fail_on_flops=fail_on_flops, fail_on_comm_bytes=fail_on_comm_bytes, strict=strict)
-    return Diff(diff_reports(side_reports(base, hardware), side_reports(head, hardware), gates))
+    return Diff(diff_reports(side_reports(base, hardware, overrides), side_reports(head, hardware, overrides), gates))
 
 
-def side_reports(side: Side, hardware: str | None = None) -> list[dict[str, Any]]:
+def side_reports(side: Side, hardware: str | None = None,
+                 overrides: Mapping[str, object] | None = None) -> list[dict[str, Any]]:
     """Every run of one side as the JSON report the diff compares."""
     items: Sequence[Any] = side if isinstance(side, (list, tuple)) else [side]
     out: list[dict[str, Any]] = []
@@ -107,7 +120,7 @@ def side_reports(side: Side, hardware: str | None = None) -> list[dict[str, Any]
         elif isinstance(item, dict):
             out.append(item)
         else:
-            out += [_run_report(p, hardware) for p in side_paths(str(item))]
+            out += [_run_report(p, hardware, overrides) for p in side_paths(str(item))]
     if not out:
         raise UsageError("a diff side holds no runs")
     return out
@@ -132,15 +145,16 @@ def side_paths(spec: str) -> list[Path]:
     return paths
 
 
-def _run_report(path: Path, hardware: str | None) -> dict[str, Any]:
+def _run_report(path: Path, hardware: str | None, overrides: Mapping[str, object] | None = None) -> dict[str, Any]:
     """One run as a JSON report: a report this tool wrote, or anything `inspect` accepts, analysed
     now. (The diff reads the JSON contract, so a report written by an earlier version compares the same.)"""
-    from ..orchestration.pipeline import analyse_hlo, analyse_profile
+    from ..orchestration.pipeline import Options, analyse_hlo, analyse_profile
     from ..parsers.inputs import open_input
 
     opened = open_input(path)
     if opened.report is not None:
         return {**opened.report, "run_source": str(path)}
+    options = Options(overrides=_pairs(overrides))
     if opened.module is not None:
-        return analyse_hlo(path, hardware=hardware, module=opened.module).to_json()
-    return analyse_profile(path, hardware=hardware).attach("run_source", str(path)).to_json()
+        return analyse_hlo(path, hardware=hardware, module=opened.module, options=options).to_json()
+    return analyse_profile(path, hardware=hardware, options=options).attach("run_source", str(path)).to_json()

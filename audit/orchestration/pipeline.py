@@ -30,13 +30,15 @@ class Options:
 
     thresholds: Thresholds = Thresholds()
     allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
+    overrides: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: figures of the chip changed for this run
 
     @classmethod
     def from_flags(cls, flags: dict[str, Any] | None) -> Options:
-        """From the `min_efficiency`, `min_share` and `allow_smaller` command options."""
+        """From the `min_efficiency`, `min_share`, `allow_smaller` and `overrides` (--set) command options."""
         flags = flags or {}
         return cls(thresholds=Thresholds(**{k: v for k, v in flags.items() if k in ("min_efficiency", "min_share")}),
-                   allow_smaller=bool(flags.get("allow_smaller", False)))
+                   allow_smaller=bool(flags.get("allow_smaller", False)),
+                   overrides=tuple((str(k), str(v)) for k, v in flags.get("overrides") or ()))
 
 
 DEFAULT_OPTIONS = Options()
@@ -63,7 +65,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     if events.empty:
         raise InputError("the profile holds no executed XLA ops", path=path,
                          hint="was the program running while the profiler was on?")
-    hw = _hardware(hardware, profile.platform, profile.device_stats)
+    hw = _hardware(hardware, profile.platform, profile.device_stats, options.overrides)
     modules, names = profile.modules, profile.module_names
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
@@ -118,7 +120,7 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     if hardware is None:
         _refuse_accelerator_without_hardware(module, str(path))
         warnings.append("no --hardware given: expected times are for this machine's CPU")
-    hw = _hardware(hardware, "cpu", {})
+    hw = _hardware(hardware, "cpu", {}, options.overrides)
     warnings += check_partitions(hw, hardware, device_count(module), options.allow_smaller)
     return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
                            warnings=warnings, options=options)
@@ -184,13 +186,17 @@ def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
     return {(pid, name): expect(cost, hw, coords=coords) for pid, ops in costs.items() for name, cost in ops.items()}
 
 
-def _hardware(spec: str | None, platform: str, device_stats: dict[str, Any]) -> Hardware:
-    """The chip named with --hardware, else the one the trace shows."""
+def _hardware(spec: str | None, platform: str, device_stats: dict[str, Any],
+              overrides: tuple[tuple[str, str], ...] = ()) -> Hardware:
+    """The chip named with --hardware, else the one the trace shows; --set figures applied to either."""
+    from ..costmodel.chips.overrides import apply
+
     if spec:
         from ..costmodel.chips.catalog import lookup
 
         hw = lookup(spec)
-        return replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
+        hw = replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
+        return apply(hw, overrides)
     from ..costmodel.chips.detect import hardware_from_trace
 
-    return hardware_from_trace(platform, device_stats)
+    return apply(hardware_from_trace(platform, device_stats), overrides)

@@ -64,6 +64,7 @@ def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path
                    options: Options = DEFAULT_OPTIONS, command: str | None = None) -> Report:
     """Compile `script` for `target` in a child process and return a predicted report."""
     from ..costmodel.chips.catalog import lookup
+    from ..costmodel.chips.overrides import apply
     from ..parsers.hlo_text import parse_hlo_text
 
     check_target(target)
@@ -72,7 +73,7 @@ def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path
         record = _compile(script, argv, target, out)
         text = (out / HLO_NAME).read_text()
     module = parse_hlo_text(text, origin=str(out / HLO_NAME))
-    hw = lookup(target)
+    hw = apply(lookup(target), options.overrides)
     by_id = {d["id"]: tuple(d["coords"]) for d in record["devices"]}
     order = record.get("partition_devices") or sorted(by_id)
     coords = {p: by_id[dev] for p, dev in enumerate(order) if dev in by_id}

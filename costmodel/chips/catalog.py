@@ -132,9 +132,10 @@ def parse_topology(text: str, spec: str = "") -> tuple[int, ...]:
 _FILE_SPEC = re.compile(r"(?P<file>.+\.toml)(?::(?P<topology>[^:/\\]*))?", re.IGNORECASE)
 
 
-def is_file_spec(spec: str) -> bool:
-    """Whether `--hardware` names a hardware file (`FILE.toml[:TOPOLOGY]`) rather than a chip."""
-    return _FILE_SPEC.fullmatch((spec or "").strip()) is not None
+def spec_file(spec: str) -> str | None:
+    """The hardware file `--hardware FILE.toml[:TOPOLOGY]` names, or None for a chip name."""
+    match = _FILE_SPEC.fullmatch((spec or "").strip())
+    return match.group("file") if match else None
 
 
 def lookup(spec: str) -> Hardware:

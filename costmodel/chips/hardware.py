@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
 @dataclass(frozen=True)
 class Quantity:
@@ -31,6 +32,8 @@ class Quantity:
         out = {"value": _finite(self.value), "unit": self.unit, "source": self.source}
         if self.note:
             out["note"] = self.note
+        if self.kind:
+            out["kind"] = self.kind
         return out
 
 
@@ -93,13 +96,15 @@ class Interconnect:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "name": self.link_name, "scale_out": self.scale_out_name}
         for name in ("link_bytes_per_s", "pcie_bytes_per_s", "dcn_bytes_per_s",
-                     "hop_latency_s", "collective_latency_s"):
+                     "hop_latency_s", "collective_latency_s", "nic_bytes_per_s"):
             q = getattr(self, name)
             if q is not None:
                 out[name] = q.to_json()
         out.update(links_per_axis=self.links_per_axis, torus_axes=self.torus_axes,
                    max_torus=list(self.max_torus), wraparound_min=self.wraparound_min,
                    domain_size=self.domain_size)
+        if self.node_size or self.nics_per_node:
+            out.update(node_size=self.node_size, nics_per_node=self.nics_per_node)
         if self.wraparound_rule:
             out["wraparound_rule"] = self.wraparound_rule
         return out
@@ -203,21 +208,14 @@ class Hardware:
         return replace(self, topology=topology)
 
     def quantities(self) -> dict[str, Quantity]:
-        """Every number this value states, by dotted field name, with unit and provenance."""
-        out = {f"peak_flops_per_s.{k}": q for k, q in self.peak_flops.items()}
-        out["hbm_bytes_per_s"] = self.hbm_bytes_per_s
-        for name in ("hbm_bytes", "onchip_bytes", "op_overhead_s"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        for level in self.caches:
-            out[f"caches.{level.name}.capacity_bytes"] = level.capacity_bytes
-            out[f"caches.{level.name}.bytes_per_s"] = level.bytes_per_s
-        for name in ("link_bytes_per_s", "pcie_bytes_per_s", "dcn_bytes_per_s",
-                     "hop_latency_s", "collective_latency_s"):
-            q = getattr(self.interconnect, name)
-            if q is not None:
-                out[f"interconnect.{name}"] = q
-        return out
+        """Every number this value states, by dotted field name, with unit and provenance: any
+        Quantity at any depth (a field added to Hardware or to what it holds is listed too);
+        memory levels by name (`caches.L2.bytes_per_s`); peaks as `peak_flops_per_s.DTYPE`."""
+        return dict(_walk_quantities(self, ""))
+
+    def estimates(self) -> list[str]:
+        """The `quantities` keys of catalog figures that are estimates, not published or measured."""
+        return [k for k, q in self.quantities().items() if q.estimate and q.source != "user"]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -245,7 +243,28 @@ class Hardware:
             out["devices_per_chip"] = self.devices_per_chip
         if self.caches:
             out["caches"] = [level.to_json() for level in self.caches]
+        # Keys (as in `quantities`) of the figures that are estimates; reports mark them so.
+        out["estimates"] = self.estimates()
         return out
+
+
+_QUANTITY_NAMES = {"peak_flops": "peak_flops_per_s"}  # the JSON names of fields named otherwise in Python
+
+
+def _walk_quantities(obj: object, prefix: str) -> Iterator[tuple[str, Quantity]]:
+    for f in fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        key = prefix + _QUANTITY_NAMES.get(f.name, f.name)
+        if isinstance(value, Quantity):
+            yield key, value
+        elif isinstance(value, dict):
+            yield from ((f"{key}.{k}", q) for k, q in value.items() if isinstance(q, Quantity))
+        elif is_dataclass(value):
+            yield from _walk_quantities(value, f"{key}.")
+        elif isinstance(value, tuple):
+            for item in value:
+                if is_dataclass(item) and not isinstance(item, type):
+                    yield from _walk_quantities(item, f"{key}.{getattr(item, 'name', '')}.")
 
 
 def _finite(value: float) -> float | None:

@@ -102,10 +102,28 @@ def collective_time(kind: str, volume_bytes: float, placement: GroupPlacement, h
                                      and not placement.leaves_domain):
         return _host_copy(name, volume_bytes, placement, hw)
     if placement.leaves_domain:
-        return _ring(name, volume_bytes, placement, hw, link="dcn")
+        return _on_estimate(_ring(name, volume_bytes, placement, hw, link="dcn"), hw)
     if placement.kind == "switch":
-        return _ring(name, volume_bytes, placement, hw, link=hw.interconnect.kind or "nvlink")
-    return _torus(name, volume_bytes, placement, hw, wraparound)
+        return _on_estimate(_ring(name, volume_bytes, placement, hw, link=hw.interconnect.kind or "nvlink"), hw)
+    return _on_estimate(_torus(name, volume_bytes, placement, hw, wraparound), hw)
+
+
+def _on_estimate(result: CollectiveTime, hw: Hardware) -> CollectiveTime:
+    """Say so when the term that decides the time was priced on a catalog estimate, and which
+    `--set` key states the user's own figure (a guess must look like one)."""
+    ic = hw.interconnect
+    if result.bound_by == "latency":
+        key, q, what = "collective_latency_s", ic.collective_latency_s, "collective latency"
+    elif result.link == "dcn":
+        key, q, what = "scale_out_bytes_per_s", ic.dcn_bytes_per_s, f"{ic.scale_out_name} bandwidth"
+    else:
+        key, q, what = "scale_up_bytes_per_s", ic.link_bytes_per_s, f"{ic.link_name} bandwidth"
+    if q is None or not q.estimate or q.source == "user":
+        return result
+    value = f"{q.value:.3g} {q.unit}"
+    note = (f"priced on an estimate: the {what} ({value} per device, {q.note or 'catalog'}) decides this time; "
+            f"state your system's with --set {key}=VALUE")
+    return replace(result, notes=result.notes + (note,))
 
 
 def _trivial(name: str, volume: float, placement: GroupPlacement) -> CollectiveTime:

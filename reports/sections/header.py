@@ -18,24 +18,31 @@ def subject(report: Report) -> str:
     return src.get("workload") or ", ".join(str(p) for p in src.get("paths") or []) or "profile"
 
 
+def _tagged(hw: Mapping[str, Any], key: str, source: object) -> str:
+    """A figure's source, with `estimate` where the catalog's figure is one (`hardware.estimates`)."""
+    return f"{source}, estimate" if key in (hw.get("estimates") or ()) else str(source)
+
+
 def _peaks_used(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(peak, rate, source and how many ops it priced) for the peaks that priced the ops, else bf16 or the largest."""
     used = hw.get("peaks_used") or []
     if used:
-        return [(str(p["peak"]), qty.flops_per_s(p["flops_per_s"]), f"{p['source']}; {qty.count(p['ops'])} ops")
+        return [(str(p["peak"]), qty.flops_per_s(p["flops_per_s"]),
+                 f"{_tagged(hw, 'peak_flops_per_s.' + str(p['peak']), p['source'])}; {qty.count(p['ops'])} ops")
                 for p in used]
     peaks = hw.get("peak_flops_per_s") or {}
     sources = hw.get("peak_flops_source") or {}
     main = "bf16" if "bf16" in peaks else next(iter(peaks), None)
-    return [] if main is None else [(main, qty.flops_per_s(peaks[main]), str(sources.get(main) or hw.get("source")))]
+    return [] if main is None else [(main, qty.flops_per_s(peaks[main]),
+                                     _tagged(hw, f"peak_flops_per_s.{main}", sources.get(main) or hw.get("source")))]
 
 
 def _memories(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(name, bandwidth and size, source) of HBM and every cache roof."""
     out = [(str(hw.get("main_memory") or "HBM"), qty.bytes_per_s(hw.get("hbm_bytes_per_s")),
-            str(hw.get("hbm_bytes_per_s_source") or hw.get("source")))]
+            _tagged(hw, "hbm_bytes_per_s", hw.get("hbm_bytes_per_s_source") or hw.get("source")))]
     out += [(str(c["name"]), f"{qty.nbytes(c['capacity_bytes']['value'])} at {qty.bytes_per_s(c['bytes_per_s']['value'])}",
-             str(c["bytes_per_s"]["source"])) for c in hw.get("caches") or []]
+             _tagged(hw, f"caches.{c['name']}.bytes_per_s", c["bytes_per_s"]["source"])) for c in hw.get("caches") or []]
     return out
 
 
@@ -79,25 +86,33 @@ def _ceilings(hw: Mapping[str, Any]) -> list[tuple[str, str]]:
     sources = hw.get("peak_flops_source") or {}
     peaks = hw.get("peak_flops_per_s") or {}
     used = {p["peak"]: p for p in hw.get("peaks_used") or []}
-    rows = [(f"Peak {p['peak']}", escape(qty.flops_per_s(p["flops_per_s"])) + _src(p["source"])
+    rows = [(f"Peak {p['peak']}", escape(qty.flops_per_s(p["flops_per_s"]))
+             + _src(_tagged(hw, f"peak_flops_per_s.{p['peak']}", p["source"]))
              + escape(f" · priced {qty.count(p['ops'])} ops")) for p in used.values()]
-    rows += [(f"Peak {dtype}", escape(qty.flops_per_s(v)) + _src(sources.get(dtype) or hw.get("source")))
+    rows += [(f"Peak {dtype}", escape(qty.flops_per_s(v))
+              + _src(_tagged(hw, f"peak_flops_per_s.{dtype}", sources.get(dtype) or hw.get("source"))))
              for dtype, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0)) if dtype not in used]
     memory = str(hw.get("main_memory") or "HBM")
     rows.append((f"{memory} bandwidth", escape(qty.bytes_per_s(hw.get("hbm_bytes_per_s")))
-                 + _src(hw.get("hbm_bytes_per_s_source") or hw.get("source"))))
+                 + _src(_tagged(hw, "hbm_bytes_per_s", hw.get("hbm_bytes_per_s_source") or hw.get("source")))))
     if qty.known(hw.get("hbm_bytes")):
         rows.append((f"{memory} capacity", escape(qty.nbytes(hw.get("hbm_bytes"))) + _src(hw.get("source"))))
     for cache in hw.get("caches") or []:  # the memory roofs of ops whose bytes fit in a cache
         rows.append((f"{cache['name']} bandwidth ({qty.nbytes(cache['capacity_bytes']['value'])})",
-                     escape(qty.bytes_per_s(cache["bytes_per_s"]["value"])) + _src(cache["bytes_per_s"]["source"])))
+                     escape(qty.bytes_per_s(cache["bytes_per_s"]["value"]))
+                     + _src(_tagged(hw, f"caches.{cache['name']}.bytes_per_s", cache["bytes_per_s"]["source"]))))
     ic = hw.get("interconnect") or {}
     if ic.get("kind") and ic.get("kind") != "none":
         link = ic.get("link_bytes_per_s")
         value = link.get("value") if isinstance(link, Mapping) else link
         source = link.get("source") if isinstance(link, Mapping) else None
         rows.append(("Interconnect", escape(str(ic.get("name") or ic["kind"])) + (
-            " · link " + escape(qty.bytes_per_s(value)) + _src(source) if link else "")))
+            " · link " + escape(qty.bytes_per_s(value)) + _src(_tagged(hw, "interconnect.link_bytes_per_s", source))
+            if link else "")))
+        scale_out = ic.get("dcn_bytes_per_s")
+        if isinstance(scale_out, Mapping) and scale_out.get("value") is not None:
+            rows.append((str(ic.get("scale_out") or "Scale-out"), escape(qty.bytes_per_s(scale_out["value"]))
+                         + " per device" + _src(_tagged(hw, "interconnect.dcn_bytes_per_s", scale_out.get("source")))))
     return rows
 
 

@@ -1,0 +1,195 @@
+"""`--set KEY=VALUE`: change any figure of the chosen chip for one run; the figure is then `user`.
+
+Keys are the dotted paths of a hardware file (`peak_flops.bf16`, `interconnect.dcn_bytes_per_s`,
+`caches.L2.bytes_per_s`, by cache name), the names `audit hardware show --json` lists under
+`quantities` (`peak_flops_per_s.bf16`), and a few friendly names for the figures people most
+often know about their own cluster (`FRIENDLY`). The keys are found by walking the `Hardware`
+dataclass types, so a field added there can be set with no change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ...errors import UsageError
+from .hardware import Hardware, Quantity
+
+FRIENDLY: dict[str, tuple[str, str]] = {
+    "scale_out_bytes_per_s": ("interconnect.dcn_bytes_per_s", "per-device bandwidth between nodes or slices"),
+    "dcn_bytes_per_s": ("interconnect.dcn_bytes_per_s", "the same"),
+    "node_gpus": ("interconnect.domain_size", "GPUs per node, one NVLink/xGMI domain (also the node size "
+                  "where the two were the same)"),
+    "domain_size": ("interconnect.domain_size", "devices in one scale-up (NVLink/xGMI/ICI) domain"),
+    "nics_per_node": ("interconnect.nics_per_node", "NICs per node (sets the per-device scale-out bandwidth)"),
+    "nic_bytes_per_s": ("interconnect.nic_bytes_per_s", "one NIC's one-way bandwidth (likewise)"),
+    "node_size": ("interconnect.node_size", "devices per node or host that share its NICs (likewise)"),
+    "scale_up_bytes_per_s": ("interconnect.link_bytes_per_s", "NVLink/xGMI per device, or one ICI link, one-way"),
+    "link_bytes_per_s": ("interconnect.link_bytes_per_s", "the same"),
+    "host_link_bytes_per_s": ("interconnect.pcie_bytes_per_s", "host link (PCIe) one-way"),
+    "collective_latency_s": ("interconnect.collective_latency_s", "fixed time of one collective"),
+    "hop_latency_s": ("interconnect.hop_latency_s", "time per ICI hop"),
+}
+_QUANTITIES_PREFIX = {"peak_flops_per_s": "peak_flops"}  # the JSON `quantities` names
+_UNITS = (("flops", "FLOP/s"), ("bytes_per_s", "B/s"), ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s"))
+_NIC_KEYS = ("interconnect.nics_per_node", "interconnect.nic_bytes_per_s", "interconnect.node_size")
+
+
+def settable_keys(hw: Hardware) -> list[str]:
+    """Every dotted key `apply` accepts for `hw` (friendly names aside)."""
+    return sorted(k for k, _ in _paths(hw, Hardware, ""))
+
+
+def parse_pairs(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` texts as (key, value text); UsageError for one without `=`."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set scale_out_bytes_per_s=12.5e9")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
+def apply(hw: Hardware, pairs: Iterable[tuple[str, str]] | Mapping[str, object]) -> Hardware:
+    """`hw` with each (key, value) set, each changed figure marked `user` and noted.
+
+    Setting the NICs per node, their speed or the devices per node also sets the per-device
+    scale-out bandwidth (NICs x speed / devices) unless that is set too.
+    **Raises:** `UsageError` (one line, listing close keys) for an unknown key or a bad value.
+    """
+    items = list(pairs.items()) if isinstance(pairs, Mapping) else list(pairs)
+    if not items:
+        return hw
+    known = dict(_paths(hw, Hardware, ""))
+    resolved = [(_resolve(key, known), key, str(value)) for key, value in items]
+    notes = []
+    for path, key, text in resolved:
+        same_node = hw.interconnect.node_size == hw.interconnect.domain_size
+        hw, note = _set(hw, path, key, text, known[path])
+        notes.append(note)
+        if key == "node_gpus" and same_node:  # a node that is one NVLink domain stays one
+            hw, note = _set(hw, "interconnect.node_size", key, text, int)
+            notes.append(note)
+    targets = {path for path, _, _ in resolved}
+    if targets & set(_NIC_KEYS) and "interconnect.dcn_bytes_per_s" not in targets:
+        hw, note = _derive_scale_out(hw)
+        notes += [note] if note else []
+    return dataclasses.replace(hw, notes=hw.notes + tuple(notes))
+
+
+def _resolve(key: str, known: dict[str, Any]) -> str:
+    path = FRIENDLY[key][0] if key in FRIENDLY else key
+    head, _, rest = path.partition(".")
+    path = f"{_QUANTITIES_PREFIX[head]}.{rest}" if head in _QUANTITIES_PREFIX and rest else path
+    if path in known:
+        return path
+    if path.startswith("peak_flops.") and path.count(".") == 1:
+        known[path] = Quantity  # a peak for a dtype the entry does not state yet
+        return path
+    choices = list(known) + list(FRIENDLY)
+    close = difflib.get_close_matches(key, choices, n=4, cutoff=0.5)
+    hint = f"close keys: {', '.join(close)}" if close else "see the README section 'Hardware files' for the keys"
+    raise UsageError(f"--set {key}: no such hardware figure", hint=hint)
+
+
+def _paths(obj: Any, cls: type, prefix: str) -> Iterable[tuple[str, Any]]:
+    """(dotted key, leaf type) of every settable figure: Quantities and whole numbers, at any depth."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if cls is Hardware and f.name in ("topology", "source"):
+            continue
+        tp, value = _strip_optional(hints[f.name]), getattr(obj, f.name) if obj is not None else None
+        key = f"{prefix}{f.name}"
+        if tp is Quantity or tp is int or tp is float:
+            yield key, tp
+        elif typing.get_origin(tp) is dict and _strip_optional(typing.get_args(tp)[1]) is Quantity:
+            yield from ((f"{key}.{k}", Quantity) for k in (value or {}))
+        elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
+            yield from _paths(value, tp, f"{key}.")
+        elif typing.get_origin(tp) is tuple and _named_items(tp):
+            item_type = typing.get_args(tp)[0]
+            for item in value or ():
+                yield from _paths(item, item_type, f"{key}.{item.name}.")
+
+
+def _named_items(tp: Any) -> bool:
+    args = typing.get_args(tp)
+    return (len(args) == 2 and args[1] is Ellipsis and dataclasses.is_dataclass(args[0])
+            and "name" in {f.name for f in dataclasses.fields(args[0])})
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return next(t for t in typing.get_args(tp) if t is not type(None))
+    return tp
+
+
+def _number(key: str, text: str, whole: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--set {key}={text}: not a number", hint=f"e.g. --set {key}=12.5e9") from None
+    if not math.isfinite(value) or value < 0 or (whole and (value != int(value) or value < 1)):
+        wanted = "a whole number of at least 1" if whole else "a finite number >= 0"
+        raise UsageError(f"--set {key}={text}: expected {wanted}")
+    return value
+
+
+def _set(hw: Hardware, path: str, key: str, text: str, leaf: Any) -> tuple[Hardware, str]:
+    value = _number(key, text, whole=leaf is int)
+    parts = path.split(".")
+    old = _get(hw, parts)
+    if leaf is int:
+        new: Any = int(value)
+        was = f"was {old}"
+    else:
+        unit = old.unit if isinstance(old, Quantity) else _unit(path)
+        was = f"was {old.value:.4g} {old.unit} [{old.source}]" if isinstance(old, Quantity) else "not stated before"
+        new = Quantity(value, unit, "user", f"--set {key}={text} ({was})")
+    return _put(hw, parts, new), f"{path} = {text} from --set ({was})"
+
+
+def _unit(path: str) -> str:
+    last = path.split(".")[-1]
+    if path.startswith("peak_flops."):
+        return "FLOP/s"
+    return next((unit for suffix, unit in _UNITS if last.endswith(suffix)), "")
+
+
+def _get(obj: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if obj is None:
+            return None
+        if isinstance(obj, dict):
+            obj = obj.get(part)
+        elif isinstance(obj, tuple):
+            obj = next(item for item in obj if getattr(item, "name", None) == part)
+        else:
+            obj = getattr(obj, part)
+    return obj
+
+
+def _put(obj: Any, parts: list[str], value: Any) -> Any:
+    head, rest = parts[0], parts[1:]
+    if isinstance(obj, dict):
+        return {**obj, head: value if not rest else _put(obj[head], rest, value)}
+    if isinstance(obj, tuple):
+        return tuple(_put(item, rest, value) if getattr(item, "name", None) == head else item for item in obj)
+    return dataclasses.replace(obj, **{head: value if not rest else _put(getattr(obj, head), rest, value)})
+
+
+def _derive_scale_out(hw: Hardware) -> tuple[Hardware, str]:
+    net = hw.interconnect
+    if not (net.nics_per_node and net.nic_bytes_per_s and net.node_size):
+        return hw, ""
+    per_device = net.nics_per_node * net.nic_bytes_per_s.value / net.node_size
+    how = (f"{net.nics_per_node} NICs x {net.nic_bytes_per_s.value:.4g} B/s / {net.node_size} devices per node")
+    q = Quantity(per_device, "B/s", "user", f"from --set: {how}")
+    return (dataclasses.replace(hw, interconnect=dataclasses.replace(net, dcn_bytes_per_s=q)),
+            f"interconnect.dcn_bytes_per_s = {per_device:.4g} B/s from --set: {how}")
