@@ -7,7 +7,11 @@ step time the report states or its MFU implies, and the planner's own recommenda
 
 from __future__ import annotations
 
+import time
+
 from audit.costmodel.planner.published import RUNS, validate
+from audit.costmodel.planner.search import search
+from audit.costmodel.planner.transformer import MODELS
 
 
 def _s(value: float | None) -> str:
@@ -37,6 +41,18 @@ def main() -> None:
     print()
     for run in RUNS:
         print(f"- {run.name}: {run.source}")
+    print()
+    print("| search | chips | layouts priced | runnable | fit | seconds (best of 3) |")
+    print("|---|---|---|---|---|---|")
+    for run in RUNS:
+        spec, hw = run.setup().run_spec(), run.hw()
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            found = search(MODELS[run.model], spec, hw)
+            times.append(time.perf_counter() - start)
+        print(f"| {run.name} | {run.chips} | {found['candidates']} | {found['valid']} | {found['fitting']} | "
+              f"{min(times):.2f} |")
 
 
 if __name__ == "__main__":

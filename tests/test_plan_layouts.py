@@ -206,3 +206,20 @@ def test_the_issue_command_places_llama3_405b_on_16384_h100s(capsys):
     assert lay["valid"] and lay["fits"] and lay["layout"]["dp"] == 128
     assert lay["sequences_per_replica"] == 15 and "batch rounded" in lay["notes"][0]
     assert r["layout_search"]["best"]["fits"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([8, 16, 32, 64, 128]), st.integers(1, 16), st.sampled_from(["h100", "a100", "mi300x"]))
+def test_a_hierarchical_dispatch_never_sends_more_over_the_network_than_every_copy(ep, k, chip):
+    """Each token crosses the scale-out network at most once per remote domain (then fans out on
+    the fast links), so its network time never exceeds an all-to-all of all k copies; inside one
+    domain it is exactly that all-to-all."""
+    hw = lookup(chip)
+    net = network_for(hw, Layout(dp=ep, ep=ep))
+    per_copy = 4096 * 7168 * 2.0
+    dispatch = net.price_dispatch(per_copy, k, ("ep",))
+    naive = net.price("all-to-all", per_copy * k, ("ep",))
+    slow = hw.interconnect.scale_out_name
+    assert dispatch.seconds.get(slow, 0.0) <= naive.seconds.get(slow, 0.0) * (1 + 1e-9)
+    if ep <= net.domain:
+        assert dispatch.total_s == pytest.approx(naive.total_s)

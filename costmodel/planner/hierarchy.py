@@ -109,6 +109,27 @@ class Network:
             seconds[self.slow] = self._time(kind, outer_volume, self._outer(n_out))
         return Priced(kind, volume, seconds, group, n_in)
 
+    def price_dispatch(self, per_copy: float, copies: float, names: tuple[str, ...]) -> Priced:
+        """An MoE dispatch (or combine): each token goes to `copies` experts spread evenly over the
+        group. Across domains a token crosses the scale-out network once per remote domain it
+        needs, then fans out on the fast links (the hierarchical dispatch of DeepEP)."""
+        key = ("dispatch", per_copy * copies, names)
+        if key in self._cache:
+            return self._cache[key]
+        group = self.size(names)
+        n_in, n_out = self.split(names)
+        seconds: dict[str, float] = {}
+        if group > 1 and per_copy > 0:
+            if n_in > 1:
+                seconds[self.fast] = self._time("all-to-all", per_copy * copies, self._inner(names, n_in))
+            if n_out > 1:
+                remote = (n_out - 1) * (1 - (1 - 1 / n_out) ** copies)  # distinct other domains per token
+                # priced as an all-to-all whose share leaving the device is `remote` copies
+                volume = per_copy * remote * n_out / (n_out - 1)
+                seconds[self.slow] = self._time("all-to-all", volume, self._outer(n_out))
+        self._cache[key] = priced = Priced("all-to-all", per_copy * copies, seconds, group, n_in)
+        return priced
+
     def _permute(self, volume: float, name: str) -> Priced:
         stride, size = self.stride(name), dict(self.dims)[name]
         crosses = stride * size > self.domain  # some neighbouring stages sit in different domains

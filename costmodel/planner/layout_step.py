@@ -9,8 +9,9 @@ priced on the levels it spans (`hierarchy`), with what real schedules hide behin
   on the critical path.
 - CP (all-gather ring attention, as Llama 3): keys and values gathered forward, gathered and
   their gradients reduce-scattered backward; hidden behind the attention math.
-- EP: dispatch and combine all-to-alls, forward and backward; exposed, except that DualPipe
-  overlaps them with the other direction's compute.
+- EP: dispatch and combine all-to-alls, forward and backward, each token crossing the
+  scale-out network once per remote domain it needs; exposed, except that DualPipe overlaps
+  them with the other direction's compute.
 - PP: activations forward and gradients backward between neighbouring stages; only the
   fill and drain chain (2 (pp - 1) sends) is exposed.
 - DP/ZeRO: gradients all-reduced (ZeRO 0-1), reduce-scattered per microbatch (2), or weights
@@ -156,8 +157,10 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     kv = 2 * tokens_mb * kv_heads_per_chip(cfg, layout.tp) * cfg.head_dim * act
     add("cp", "all-gather", kv, 2 * p.layers * m, ("cp",))
     add("cp", "reduce-scatter", kv, p.layers * m, ("cp",))
-    routed = tokens / layout.tp * cfg.experts_per_token * run.capacity_factor * d * act
-    add("ep", "all-to-all", routed, 4 * p.moe_layers * m, ("ep",))
+    per_copy = tokens / layout.tp * run.capacity_factor * d * act  # each token's activation, once
+    dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ("ep",))
+    if cfg.experts and dispatch.seconds:
+        rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
     add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
     g_dense, g_exp = dp_groups(layout)
     for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, ("cp", "dp"))):

@@ -99,8 +99,7 @@ def _decode_comm(cfg: ModelConfig, layout: Layout, net: Network, micro: int, lay
     tp = net.price("all-reduce", micro * cfg.d_model * act_bytes, ("tp",)).total_s * 2 * layers
     if tp:
         out["tp"] = tp
-    routed = micro * cfg.experts_per_token * cfg.d_model * act_bytes
-    ep = net.price("all-to-all", routed, ("ep",)).total_s * 2 * moe_layers
+    ep = net.price_dispatch(micro * cfg.d_model * act_bytes, cfg.experts_per_token, ("ep",)).total_s * 2 * moe_layers
     if ep:
         out["ep"] = ep
     return out
