@@ -37,7 +37,8 @@ def output_options(f: F) -> F:
                      help="Accept a --hardware topology with fewer devices than the program: the rest are priced "
                           "as further slices/nodes (default: exit 2)."),
         click.option("--min-efficiency", default=0.5, show_default=True, type=click.FloatRange(0, 1),
-                     help="Flag ops whose expected/measured time is below this..."),
+                     help="Flag ops whose achievable/measured time (what good kernels take on the chip) is below "
+                          "this..."),
         click.option("--min-share", default=0.01, show_default=True, type=click.FloatRange(0, 1),
                      help="...and whose share of op time is above this."),
         click.option("--fail-on", "fail_on", type=click.IntRange(min=0), metavar="N",

@@ -1,13 +1,15 @@
-"""How often real ops beat their roofline: measured / expected time per op, per profile.
+"""How the two ceilings fit real ops: measured / roofline and measured / achievable time per op.
 
     python bench/fidelity.py [--profiles DIR] [--capture] [--audit CMD] [--label NAME] [--json FILE]
 
 The roofline is meant to be a lower bound: an op should rarely run faster than its
-expected time. For every real capture in ../shared/fixtures/ (the MI300X traces; the HLO
-dumps carry no measurements), every reference workload in workloads/ run on this CPU, and
-the default `audit run` (no workload), this prints the distribution of measured/expected
-over the timed ops (median, p10, p90) and the share of ops, and of op time, that ran more
-than 1.25x faster than expected.
+expected time. The achievable time (what good kernels reach on the chip) is meant to be
+tight: real ops should take about that long. For every real capture in ../shared/fixtures/
+(the MI300X traces; the HLO dumps carry no measurements), every reference workload in
+workloads/ run on this CPU, and the default `audit run` (no workload), this prints the
+distribution of measured/expected over the timed ops (median, p10, p90), the share of ops,
+and of op time, that ran more than 1.25x faster than expected, the time-weighted median of
+measured/achievable, and every flagged op with its achieved rate against both ceilings.
 
 The CPU profiles are captured once (`--capture`, kept under `--profiles DIR`) and then
 only inspected, so two versions of the cost model (`--audit` names another checkout's
@@ -99,6 +101,40 @@ def stats(pairs: list[tuple[float, float]]) -> dict:
     }
 
 
+def tightness(data: dict) -> float | None:
+    """Time-weighted median of measured / achievable over the timed ops (None in a report
+    without achievable times): half of the measured op time is in ops at most this far off."""
+    pairs = sorted((float(op["measured_s"]) / float(op["achievable_s"]), float(op["measured_s"]))
+                   for op in data.get("ops", [])
+                   if not op.get("container") and (op.get("measured_s") or 0) > 0
+                   and (op.get("achievable_s") or 0) > 0 and (op.get("expected_s") or 0) > 0)
+    if not pairs:
+        return None
+    half, seen = sum(t for _, t in pairs) / 2, 0.0
+    for ratio, t in pairs:
+        seen += t
+        if seen >= half:
+            return ratio
+    return pairs[-1][0]
+
+
+def flagged(data: dict) -> list[dict]:
+    """The flagged ops, most measured time first: time against the roofline and the achievable time."""
+    out = []
+    for op in data.get("ops", []):
+        if not op.get("flagged"):
+            continue
+        measured = op.get("measured_s")
+        out.append({"name": op.get("name"), "opcode": op.get("opcode"), "bound_by": op.get("bound_by"),
+                    "measured_s": measured, "expected_s": op.get("expected_s"),
+                    "achievable_s": op.get("achievable_s"), "share": op.get("share"),
+                    "achieved_flops_per_s": op.get("achieved_flops_per_s"),
+                    "achieved_bytes_per_s": op.get("achieved_bytes_per_s"),
+                    "roofline_fraction": op.get("efficiency"),
+                    "achievable_fraction": op.get("achievable_efficiency")})
+    return sorted(out, key=lambda o: -(o["measured_s"] or 0.0))
+
+
 def levels(data: dict) -> dict[str, int]:
     """How many timed ops each memory level judged (absent in reports that predate the field)."""
     counts: dict[str, int] = {}
@@ -122,6 +158,29 @@ def markdown(label: str, results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _num(value: float | None, fmt: str = ".3g") -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def flag_markdown(label: str, results: list[dict]) -> str:
+    """Flag counts and tightness per input, then each capture's flagged ops."""
+    lines = [f"| input ({label}) | timed ops | flagged | measured / achievable, time-weighted median |",
+             "|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['input']} | {r['stats']['ops']} | {len(r['flagged'])} | {_num(r['tightness'])} |")
+    for r in results:
+        if not r["flagged"] or not r["input"].startswith("fixture"):
+            continue
+        lines += ["", f"{r['input']}: flagged ops", "",
+                  "| op | bound | measured | share | FLOP/s | B/s | roofline fraction | achievable fraction |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for o in r["flagged"]:
+            lines.append(f"| {o['name']} | {o['bound_by']} | {_num(o['measured_s'])} s | {_num(o['share'], '.1%')} | "
+                         f"{_num(o['achieved_flops_per_s'])} | {_num(o['achieved_bytes_per_s'])} | "
+                         f"{_num(o['roofline_fraction'], '.2f')} | {_num(o['achievable_fraction'], '.2f')} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", type=Path, help="directory of captured CPU profiles (one per workload)")
@@ -142,9 +201,12 @@ def main() -> int:
     for label, path in inputs(args.profiles):
         data = report(audit, path)
         results.append({"input": label, "stats": stats(timed_ops(data)), "levels": levels(data),
-                        "hardware": (data.get("hardware") or {}).get("name")})
+                        "hardware": (data.get("hardware") or {}).get("name"), "tightness": tightness(data),
+                        "flagged": flagged(data)})
         print(f"{label}: {results[-1]['stats']}", file=sys.stderr, flush=True)
     print(markdown(args.label, results))
+    print()
+    print(flag_markdown(args.label, results))
     if args.json:
         args.json.write_text(json.dumps({"label": args.label, "results": results}, indent=1))
     return 0

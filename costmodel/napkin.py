@@ -1,6 +1,7 @@
 """Napkin math for `audit calc`, on the same functions the auditor uses.
 
-`matmul` builds the `OpCost` of a dense [M,K] x [K,N] dot and asks `roofline.expect`;
+`matmul` builds the `OpCost` of a dense [M,K] x [K,N] dot and asks `roofline.expect` and
+`achievable.achievable_time`;
 `collective` places a logical mesh group with `mesh_layout.mesh_group` and asks
 `collectives.collective_time`. So a prediction made here and the audit of the
 compiled op cannot disagree.
@@ -18,7 +19,8 @@ from .network.collectives import collective_time
 from .chips.hardware import Hardware
 from .ops.compute import dot_flops
 from .records import OpCost
-from .roofline import expect, memory_rate, per_device_rates
+from .achievable import achievable_time, collective_seconds
+from .roofline import expect, flops_peak, memory_rate, per_device_rates
 from .network.mesh_layout import mesh_group
 
 _SHAPE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*\[\s*([0-9,\s]*)\]\s*$")
@@ -55,25 +57,44 @@ def parse_axes(text: str) -> list[str]:
     return axes
 
 
-def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware) -> dict[str, Any]:
-    """Roofline of bf16[M,K] x [K,N] -> [M,N] on one chip: 2MKN FLOPs, (MK + KN + MN) elements."""
+PRECISIONS = ("default", "high", "highest", "dot_tf32_tf32_f32", "dot_tf32_tf32_f32_x3", "dot_bf16_bf16_f32",
+              "dot_bf16_bf16_f32_x3", "dot_bf16_bf16_f32_x6", "dot_f32_f32_f32")
+"""What `--precision` accepts: JAX's precision levels and the dot algorithms XLA names."""
+
+
+def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware, precision: str = "default") -> dict[str, Any]:
+    """Roofline and achievable time of [M,K] x [K,N] -> [M,N] on one chip: 2MKN FLOPs,
+    (MK + KN + MN) elements. `precision` prices an f32 matmul as the auditor prices a dot
+    asking for it (default: what JAX runs on the platform: TF32 on GPUs that have it, one bf16
+    pass on TPU)."""
     if min(m, k, n) < 1:
         raise UsageError(f"matmul sizes must be positive, got M={m} K={k} N={n}")
+    asked = precision.strip().lower()
+    if asked not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}", hint=f"choose one of: {', '.join(PRECISIONS)}")
     dt = dtype_name(dtype)
     size = DTYPE_BITS[dt] / 8
     flops = float(dot_flops((m, k), (1,), m * n))  # the auditor's dot rule
     read, written = size * (m * k + k * n), size * m * n
-    exp = expect(OpCost(flops=flops, bytes_read=read, bytes_written=written, dtype=dt), hw)
+    cost = OpCost(flops=flops, bytes_read=read, bytes_written=written, dtype=dt, precision=asked,
+                  gemm=(1, m, n, k))
+    exp = expect(cost, hw)
+    reach = achievable_time(cost, exp, hw)
+    peak = flops_peak(cost, hw)
     return {
-        "op": "matmul", "m": m, "k": k, "n": n, "dtype": dt, "hardware": hw.name,
+        "op": "matmul", "m": m, "k": k, "n": n, "dtype": dt, "precision": asked, "hardware": hw.name,
         "flops": flops, "bytes": read + written, "intensity": flops / (read + written),
         "ridge_intensity": hw.ridge(dt), "peak_flops_per_s": exp.peak_flops_per_s,
-        "peak_flops_source": hw.peak(dt).source, "hbm_bytes_per_s": per_device_rates(hw, dt)[1],
+        "peak_flops_source": peak.source, "peak_flops_note": peak.note,
+        "hbm_bytes_per_s": per_device_rates(hw, dt)[1],
         "memory_level": exp.memory_level, "memory_bytes_per_s": memory_rate(hw, read + written)[2],
         "memory_source": memory_rate(hw, read + written)[1].source,
         "compute_s": exp.compute_s, "memory_s": exp.memory_s,
         "overhead_s": exp.overhead_s,
         "time_s": exp.expected_s, "bound_by": exp.bound_by, "notes": list(exp.reasons),
+        "achievable_s": reach.seconds, "achievable_compute_s": reach.compute_s,
+        "achievable_memory_s": reach.memory_s, "achievable_source": reach.source,
+        "achievable_notes": list(reach.notes),
     }
 
 
@@ -85,6 +106,11 @@ def collective(op: str, shape: str, mesh: dict[str, int], axes: list[str], hw: H
     placement = mesh_group(mesh, axes, hw)
     ct = collective_time(op, volume, placement, hw, wraparound)
     out = ct.to_json()
+    if hw.achievable is not None:
+        seconds, used = collective_seconds(ct, hw.achievable)
+        out.update(achievable_s=seconds, achievable_source="; ".join(used) or "the roofline's own terms")
+    else:
+        out.update(achievable_s=ct.time_s, achievable_source=f"roofline: {hw.name} states no achievable figures")
     out.update(op=ct.kind, shape=f"{dtype}[{','.join(map(str, dims))}]", hardware=hw.name,
                topology=list(hw.topology), mesh=dict(mesh), axes=list(axes),
                devices=list(placement.devices), leaves_domain=placement.leaves_domain)

@@ -63,6 +63,9 @@ class OpCost:
     # Ops inside a while body run this many times per execution of the enclosing op
     # (None when the trip count is unknown); costs above are for one execution.
     trip_count: int | None = 1
+    # Dots, GEMM calls and fusions around one: the matmul problem (batch, M, N, K) its FLOPs
+    # come from, which sets tile and wave quantization (costmodel.achievable). None elsewhere.
+    gemm: tuple[int, int, int, int] | None = None
     # Set when only part of the cost is known (an opaque kernel's operand and result bytes):
     # why the expected time is a lower bound and not the roofline of the whole op.
     lower_bound: str = ""

@@ -76,8 +76,14 @@ class Summary:
     expected_op_step_s: float | None = None  # [model] expected_s for one step (no overlap)
     wasted_step_s: float | None = None  # flagged ops' time beyond their expectation, one step
     units: str = ("seconds per device, summed over the analysed steps; fields named step "
-                  "(expected_step_s, expected_op_step_s, exposed_comm_s, hidden_comm_s, hidden_s, wasted_step_s) "
+                  "(expected_step_s, expected_op_step_s, achievable_step_s, exposed_comm_s, hidden_comm_s, hidden_s, "
+                  "wasted_step_s) "
                   "are one step")
+    # [model] what good kernels take for every op (costmodel.achievable): summed like expected_s,
+    # one step of it, and its share of the judged ops' measured time.
+    achievable_s: float | None = None
+    achievable_step_s: float | None = None
+    achievable_fraction: float | None = None
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -91,6 +97,8 @@ class Summary:
             "units": self.units, **self.overlap.to_json(),
             "expected_op_step_s": self.expected_op_step_s, "wasted_step_s": self.wasted_step_s,
             "time_by_bound_share": time_by_bound_share(self),
+            "achievable_s": self.achievable_s, "achievable_step_s": self.achievable_step_s,
+            "achievable_fraction": self.achievable_fraction,
         }
         if self.platform is not None:
             out["platform"] = self.platform
@@ -118,6 +126,8 @@ class Summary:
             unknown_trip_count_loops=tuple(loops) if loops is not None else None,
             unknown_trip_count_ops=s.get("unknown_trip_count_ops"),
             expected_op_step_s=s.get("expected_op_step_s"), wasted_step_s=s.get("wasted_step_s"),
+            achievable_s=s.get("achievable_s"), achievable_step_s=s.get("achievable_step_s"),
+            achievable_fraction=s.get("achievable_fraction"),
         )
 
 

@@ -16,9 +16,13 @@ def matmul_text(result: dict[str, Any]) -> list[str]:
         f"  compute time     {human(result['compute_s'], 's')} at {human(result['peak_flops_per_s'], 'FLOP/s')}",
         f"  memory time      {human(result['memory_s'], 's')} at {human(result['memory_bytes_per_s'], 'B/s')} "
         f"({result['memory_level']}, {result['memory_source']})",
-        f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound)",
+        f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound), the roofline: a lower bound",
+        f"  achievable time  {human(result['achievable_s'], 's')} (what good kernels take: "
+        f"{result['achievable_source']})",
     ]
-    lines += [f"  note: {note}" for note in result["notes"]]
+    if result["dtype"] == "f32" and result.get("peak_flops_note"):
+        lines.insert(5, f"  precision        {result['precision']}: {result['peak_flops_note']}")
+    lines += [f"  note: {note}" for note in result["notes"] + result["achievable_notes"]]
     return lines
 
 
@@ -33,7 +37,8 @@ def collective_text(result: dict[str, Any]) -> list[str]:
         f"  hops             {result['hops']}",
         f"  bandwidth time   {human(result['bandwidth_s'], 's')}",
         f"  latency floor    {human(result['latency_s'], 's')}",
-        f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound)",
+        f"  expected time    {human(result['time_s'], 's')} ({result['bound_by']}-bound), the roofline: a lower bound",
+        f"  achievable time  {human(result['achievable_s'], 's')} ({result['achievable_source']})",
     ]
     lines += [f"  note: {note}" for note in result["notes"]]
     return lines

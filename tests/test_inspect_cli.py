@@ -162,7 +162,7 @@ def test_existing_output_survives_a_failed_run(tmp_path, capsys):
 
 
 def test_fail_on_flagged_ops_gates_with_exit_1(capsys):
-    path = str(shared_fixture("gpu-mi300x/gemm.xplane.pb"))
+    path = str(shared_fixture("gpu-mi300x/attention.xplane.pb"))
     report = _inspect_json(capsys, path)
     flagged = report["summary"]["flagged_ops"]
     assert flagged == len(report["flagged"]) >= 1

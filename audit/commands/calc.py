@@ -28,11 +28,17 @@ def command() -> None:
 @click.option("--k", "k", type=click.IntRange(min=1), required=True, help="Contracting dimension.")
 @click.option("--n", "n", type=click.IntRange(min=1), required=True, help="Columns of the right operand.")
 @click.option("--dtype", default="bf16", show_default=True, help="Element type: bf16, f32, int8, fp8, ...")
+@click.option("--precision", default="default", show_default=True,
+              help="What an f32 matmul asks of the matrix units, as a dot states it: default (what JAX runs: "
+                   "TF32 on GPUs that have it, one bf16 pass on TPU), high, highest, or a dot algorithm "
+                   "such as dot_bf16_bf16_f32_x3.")
 @hardware_options(default="tpu-v5e", help=_HARDWARE_HELP)
 @click.option("--json", "json_path", metavar="FILE|-", help="Write the result as JSON ('-' for stdout).")
-def matmul(m: int, k: int, n: int, dtype: str, hardware: str, overrides: Pairs, json_path: str | None) -> None:
-    """Roofline of [M,K] x [K,N]: FLOPs, bytes, intensity, ridge, time and bound."""
-    write_result(matmul_napkin(m, k, n, dtype, apply(lookup(hardware), overrides)), json_path, matmul_text)
+def matmul(m: int, k: int, n: int, dtype: str, precision: str, hardware: str, overrides: Pairs,
+           json_path: str | None) -> None:
+    """Roofline and achievable time of [M,K] x [K,N]: FLOPs, bytes, intensity, ridge, both times and bound."""
+    write_result(matmul_napkin(m, k, n, dtype, apply(lookup(hardware), overrides), precision), json_path,
+                 matmul_text)
 
 
 @command.command("collective")

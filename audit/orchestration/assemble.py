@@ -27,6 +27,8 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
     modeled = [o for o in timed if o.expected_s is not None]
     # Unknown is null: a profile none of whose ops has an expected time expects nothing known.
     expected_total = sum(o.expected_s for o in modeled if o.expected_s is not None) if modeled else None
+    reachable = [o for o in timed if o.achievable_s is not None]
+    achievable_total = sum(o.achievable_s for o in reachable if o.achievable_s is not None) if reachable else None
     judged = [o for o in modeled if o.verdict != "not judged"]
     expected_judged = sum(o.expected_s for o in judged if o.expected_s is not None) if judged else None
     unmodeled = unmodeled_list(ops)
@@ -59,6 +61,10 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         unknown_trip_count_ops=sum(int(x["ops"]) for x in loops) if loops is not None else None,
         expected_op_step_s=expected_step,
         wasted_step_s=sum(o.wasted_s or 0.0 for o in flagged) / per_step if not predicted else None,
+        achievable_s=achievable_total,
+        achievable_step_s=None if achievable_total is None else achievable_total / per_step,
+        achievable_fraction=None if predicted else safe_ratio(
+            sum(o.achievable_s or 0.0 for o in judged) if judged else None, sum(o.self_s or 0.0 for o in judged)),
     )
     return Report(
         tool={"name": "audit", "version": __version__},

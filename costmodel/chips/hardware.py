@@ -126,6 +126,48 @@ class MemoryLevel:
 
 
 @dataclass(frozen=True)
+class Achievable:
+    """What good kernels reach on a chip, the second ceiling beside the datasheet peaks: each
+    figure a measurement (vendor-published, a public microbenchmark, or this tool's CPU
+    calibration) or an estimate that says how it was derived. Never taken from a trace being judged.
+
+    `matmul_flops_per_s`: large, well-shaped dense matmuls by the peak key they run on (`bf16`,
+    `tf32`, `fp8`, ...), per chip. `memory_bytes_per_s`: streaming main memory (HBM or DRAM).
+    `cache_bytes_per_s`: by cache level name, data resident in that level. `collective_bytes_per_s`:
+    bus bandwidth per chip by link level, `scale_up` (NVLink, xGMI, ICI) and `scale_out` (the
+    network between nodes or slices); `collective_latency_s` the fixed time of one message.
+    `launch_s`: the shortest time a small kernel takes. `compute_units` (SMs, CUs) and
+    `gemm_tile_rows` x `gemm_tile_columns` (the largest output tile a matmul library schedules
+    per unit) set GPU wave and tile quantization.
+    """
+
+    matmul_flops_per_s: dict[str, Quantity]
+    memory_bytes_per_s: Quantity
+    cache_bytes_per_s: dict[str, Quantity] = field(default_factory=dict)
+    collective_bytes_per_s: dict[str, Quantity] = field(default_factory=dict)
+    collective_latency_s: Quantity | None = None
+    launch_s: Quantity | None = None
+    compute_units: Quantity | None = None
+    gemm_tile_rows: Quantity | None = None
+    gemm_tile_columns: Quantity | None = None
+
+    def quantities(self) -> dict[str, Quantity]:
+        """Every figure, by dotted name under `achievable.`."""
+        out = {f"achievable.matmul_flops_per_s.{k}": q for k, q in self.matmul_flops_per_s.items()}
+        out["achievable.memory_bytes_per_s"] = self.memory_bytes_per_s
+        out.update({f"achievable.cache_bytes_per_s.{k}": q for k, q in self.cache_bytes_per_s.items()})
+        out.update({f"achievable.collective_bytes_per_s.{k}": q for k, q in self.collective_bytes_per_s.items()})
+        for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns"):
+            q = getattr(self, name)
+            if q is not None:
+                out[f"achievable.{name}"] = q
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {name.removeprefix("achievable."): q.to_json() for name, q in self.quantities().items()}
+
+
+@dataclass(frozen=True)
 class Detection:
     """How traces and compilers name a chip, so that adding a chip is one catalog entry.
 
@@ -173,6 +215,8 @@ class Hardware:
     detection: Detection = field(default_factory=Detection)
     # Faster memory levels in front of HBM/DRAM, smallest first; empty where none is known.
     caches: tuple[MemoryLevel, ...] = ()
+    # What good kernels reach on this chip (None: no figures, ops are judged on the roofline alone).
+    achievable: Achievable | None = None
 
     @property
     def main_memory(self) -> str:
@@ -245,6 +289,8 @@ class Hardware:
             out["caches"] = [level.to_json() for level in self.caches]
         # Keys (as in `quantities`) of the figures that are estimates; reports mark them so.
         out["estimates"] = self.estimates()
+        if self.achievable is not None:
+            out["achievable"] = self.achievable.to_json()
         return out
 
 

@@ -20,7 +20,7 @@ which has no f32 matrix unit). Operands that are not f32 are priced at their own
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .hardware import Hardware, Quantity
 
@@ -31,9 +31,32 @@ _ALGORITHM = re.compile(r"dot_(?P<a>[a-z0-9_]+?)_(?P=a)_(?P<acc>f16|bf16|f32|f64
 def matmul_peak(hw: Hardware, dtype: str, precision: str) -> Quantity:
     """Peak FLOP/s per chip of a dot on `dtype` operands asking for `precision` (an algorithm
     name or default/high/highest; "" = default); its note says which rule applied."""
-    plain = hw.peak(dtype or "bf16")
+    mode = matmul_mode(hw, dtype, precision)
+    if mode.plain:
+        return hw.peak(dtype or "bf16")
+    peak = hw.peak(mode.base)
+    if mode.passes == 1:
+        return replace(peak, note=mode.why)
+    return Quantity(peak.value / mode.passes, peak.unit, "catalog, derived",
+                    f"{mode.why}, {mode.base} peak / {mode.passes}")
+
+
+@dataclass(frozen=True)
+class MatmulMode:
+    """How a chip's matrix units run a dot: `passes` products in the `base` peak key's mode.
+    `plain`: the operands' own dtype prices it (not an f32 dot, or a CPU)."""
+
+    base: str
+    passes: int
+    why: str
+    plain: bool = False
+
+
+def matmul_mode(hw: Hardware, dtype: str, precision: str) -> MatmulMode:
+    """The matrix-unit mode of a dot on `dtype` operands asking for `precision`: the peak key it
+    runs at and how many passes make one product (see the module docstring)."""
     if dtype != "f32" or hw.kind == "cpu":
-        return plain
+        return MatmulMode(dtype or "bf16", 1, f"{dtype or 'bf16'} operands", plain=True)
     asked = (precision or "default").lower()
     found = _ALGORITHM.match(asked)
     if found is not None:
@@ -43,25 +66,22 @@ def matmul_peak(hw: Hardware, dtype: str, precision: str) -> Quantity:
         if base == "tf32" and "tf32" not in hw.peak_flops:
             base = "bf16" if hw.kind == "tpu" else "f32"
             passes = 3 if hw.kind == "tpu" else 1
-        return _passes(hw, base, passes, asked)
+        return _passes(base, passes, asked)
     if hw.kind == "tpu":
-        return _passes(hw, "bf16", _TPU_PASSES.get(asked, 1), f"precision {asked}")
+        return _passes("bf16", _TPU_PASSES.get(asked, 1), f"precision {asked}")
     if hw.kind == "gpu" and asked in ("default", "high") and "tf32" in hw.peak_flops:
-        peak = hw.peak_flops["tf32"]
-        return replace(peak, note=f"f32 dot at precision {asked} runs on TF32 tensor cores (JAX's default on GPU)")
+        return MatmulMode("tf32", 1, f"f32 dot at precision {asked} runs on TF32 tensor cores "
+                          "(JAX's default on GPU)")
     return _f32(hw, f"precision {asked}")
 
 
-def _passes(hw: Hardware, base: str, passes: int, why: str) -> Quantity:
-    peak = hw.peak(base)
+def _passes(base: str, passes: int, why: str) -> MatmulMode:
     if passes == 1:
-        return replace(peak, note=f"{why}: one {base} pass")
-    return Quantity(peak.value / passes, peak.unit, "catalog, derived",
-                    f"{why}: {passes} {base} passes, {base} peak / {passes}")
+        return MatmulMode(base, 1, f"{why}: one {base} pass")
+    return MatmulMode(base, passes, f"{why}: {passes} {base} passes")
 
 
-def _f32(hw: Hardware, why: str) -> Quantity:
+def _f32(hw: Hardware, why: str) -> MatmulMode:
     if hw.kind == "tpu":
-        return _passes(hw, "bf16", 6, f"{why}: true f32 on the MXU")
-    peak = hw.peak("f32")
-    return replace(peak, note=f"{why}: true f32")
+        return _passes("bf16", 6, f"{why}: true f32 on the MXU")
+    return MatmulMode("f32", 1, f"{why}: true f32")

@@ -38,14 +38,39 @@ def dot_flops(lhs_dims: tuple[int, ...], lhs_contracting: tuple[int, ...], out_e
     return 2 * out_elements * _product([lhs_dims[d] for d in lhs_contracting])
 
 
+def gemm_problem(lhs: tuple[int, ...], rhs: tuple[int, ...], lhs_batch: tuple[int, ...],
+                 lhs_contracting: tuple[int, ...], rhs_batch: tuple[int, ...],
+                 rhs_contracting: tuple[int, ...]) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of a dot from its operand dimensions and dimension numbers (None when
+    the numbers do not fit the shapes)."""
+    if any(d >= len(lhs) for d in lhs_batch + lhs_contracting) or \
+            any(d >= len(rhs) for d in rhs_batch + rhs_contracting):
+        return None
+    batch = _product([lhs[d] for d in lhs_batch])
+    k = _product([lhs[d] for d in lhs_contracting])
+    m = _product([n for i, n in enumerate(lhs) if i not in lhs_batch and i not in lhs_contracting])
+    n = _product([n for i, n in enumerate(rhs) if i not in rhs_batch and i not in rhs_contracting])
+    return batch, m, n, k
+
+
+def dot_problem(instr: Instruction, shapes: list[Shape]) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of an HLO dot whose operand shapes are `shapes`."""
+    if instr.dot is None or len(shapes) < 2:
+        return None
+    d = instr.dot
+    return gemm_problem(shapes[0].dims, shapes[1].dims, d.lhs_batch, d.lhs_contracting, d.rhs_batch,
+                        d.rhs_contracting)
+
+
 @handles("dot")
 def dot(instr: Instruction, ctx: CostContext) -> OpCost:
     if instr.dot is None:
         return unknown_cost("dot without dimension numbers", first_dtype(instr.shape))
-    lhs = ctx.operand_shapes(instr)[0]
+    shapes = ctx.operand_shapes(instr)
+    lhs = shapes[0]
     flops = dot_flops(lhs.dims, instr.dot.lhs_contracting, instr.shape.elements)
     out = io_cost(instr, ctx, flops=flops)
-    return replace(out, dtype=lhs.dtype, precision=asked_precision(instr))
+    return replace(out, dtype=lhs.dtype, precision=asked_precision(instr), gemm=dot_problem(instr, shapes))
 
 
 def asked_precision(instr: Instruction) -> str:

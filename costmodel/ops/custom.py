@@ -17,7 +17,7 @@ from dataclasses import replace
 from ...parsers.hlo_model import Instruction, Shape
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
                           zero_cost)
-from .compute import convolution_flops, dot_flops
+from .compute import convolution_flops, dot_flops, gemm_problem
 from ..records import OpCost
 
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__rocblas$gemm",
@@ -55,8 +55,13 @@ def gemm_cost(instr: Instruction, ctx: CostContext) -> OpCost:
         notes.append("beta != 0: also reads C; the M*N accumulate is not counted in flops")
     if config.get("epilogue", "DEFAULT") not in ("DEFAULT", ""):
         notes.append(f"epilogue {config['epilogue']} not counted in flops")
+    problem = gemm_problem(shapes[0].dims, shapes[1].dims if len(shapes) > 1 else (),
+                           _ints(dims.get("lhs_batch_dimensions", [])),
+                           _ints(dims.get("lhs_contracting_dimensions", [])),
+                           _ints(dims.get("rhs_batch_dimensions", [])),
+                           _ints(dims.get("rhs_contracting_dimensions", [])))
     return replace(cost(flops, read, nbytes(out), dtype=shapes[0].dtype, notes=tuple(notes)),
-                   precision=_gemm_precision(config.get("precision_config")))
+                   precision=_gemm_precision(config.get("precision_config")), gemm=problem)
 
 
 def _gemm_precision(config: object) -> str:

@@ -11,11 +11,14 @@ input is not read and only the update is written.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...parsers.hlo_model import Computation, Instruction, Shape
 from ...parsers.hlo_opcodes import COLLECTIVES, ELEMENTWISE
 from .base import (CostContext, computation_flops, cost, cost_instruction, first_dtype, handles,
                           nbytes, on_chip_note, unknown_cost, zero_cost)
 from ..records import OpCost
+from .compute import asked_precision, dot_problem
 
 _SLICING = ("slice", "dynamic-slice", "gather")
 _IN_PLACE = ("dynamic-update-slice", "scatter")
@@ -139,7 +142,20 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
         return unknown_cost(f"fusion {instr.name} contains an unmodeled op", first_dtype(instr.shape))
     read, written = fusion_bytes(instr, comp, ctx)
     notes = on_chip_note(ctx.operand_shapes(instr) + [instr.shape])
-    return cost(flops, read, written, transcendentals=trans, dtype=_dominant_dtype(comp, instr), notes=notes)
+    out = cost(flops, read, written, transcendentals=trans, dtype=_dominant_dtype(comp, instr), notes=notes)
+    return _as_matmul(out, comp, ctx)
+
+
+def _as_matmul(out: OpCost, comp: Computation, ctx: CostContext) -> OpCost:
+    """A fusion built around one dot (a Triton or cuBLAS GEMM fusion, a dot with its epilogue) runs
+    on the matrix units like the dot itself: the dot's precision and problem price it."""
+    dots = [i for i in comp.instructions if i.opcode == "dot"]
+    if len(dots) != 1:
+        return out
+    inner = dots[0]
+    shapes = [s for s in (comp.get(name) for name in inner.operands) if s is not None]
+    return replace(out, precision=asked_precision(inner),
+                   gemm=dot_problem(inner, [s.shape for s in shapes]) if len(shapes) == len(inner.operands) else None)
 
 
 def _dominant_dtype(comp: Computation, instr: Instruction) -> str:

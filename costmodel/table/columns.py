@@ -66,6 +66,8 @@ _ALL = (
     _c("memory_s", "Memory time", "s", "model", "Bytes / the judging memory level's bandwidth (s)"),
     _c("comm_s", "Comm", "s", "model", "Collective time on its placement (s)"),
     _c("expected_s", "Expected", "s", "model", "Roofline time per device from the cost model (s)"),
+    _c("achievable_s", "Achievable", "s", "model",
+       "Achievable time per device: what good kernels take on this chip (s)"),
     _c("exposed_s", "Exposed", "s", "model", "Time not hidden behind compute in the schedule walk (s)",
        get=lambda op: op.overlap.exposed_s if op.overlap is not None else None),
     _c("hidden_s", "Hidden", "s", "model", "Time hidden behind compute in the schedule walk (s)",
@@ -74,7 +76,9 @@ _ALL = (
     _c("memory_level", "Memory", "text", "model",
        "Memory level whose bandwidth judged this op: the smallest that holds its bytes"),
     _c("efficiency", "Roofline", "fraction", "verdict", "Expected over measured time", measured=True),
-    _c("wasted_s", "Wasted", "s", "verdict", "Measured minus expected time (s)", measured=True),
+    _c("achievable_efficiency", "Of achievable", "fraction", "verdict",
+       "Achievable over measured time: the verdict is judged on it", measured=True),
+    _c("wasted_s", "Wasted", "s", "verdict", "Self time beyond the achievable time (s)", measured=True),
     _c("share", "Share", "fraction", "trace", "Share of measured op time", measured=True),
     _c("intensity", "Intensity", "FLOP/B", "model", "Arithmetic intensity, FLOPs per byte"),
     _c("achieved_flops_per_s", "Achieved", "FLOP/s", "verdict", "Achieved FLOP/s (FLOPs / measured time)",
@@ -82,7 +86,8 @@ _ALL = (
     _c("achieved_bytes_per_s", "Bandwidth", "B/s", "verdict", "Achieved bytes/s (bytes / measured time)",
        measured=True),
     _c("verdict", "Verdict", "text", "verdict", "flagged, ok, not judged, unknown or not measured"),
-    _c("flagged", "Flag", "bool", "verdict", "Flagged: far from its roofline"),
+    _c("flagged", "Flag", "bool", "verdict", "Flagged: far from its achievable time"),
+    _c("achievable_source", "Achievable from", "text", "model", "The figures that set the achievable time"),
     _c("flops_source", "FLOPs from", "text", "verdict", "Where the FLOPs came from: model, trace, xla or unknown",
        get=lambda op: op.provenance.flops),
     _c("bytes_source", "Bytes from", "text", "verdict", "Where the bytes came from: model, trace, xla or unknown",
@@ -101,10 +106,11 @@ CSV_COLUMNS = columns(
     "program_id", "module", "name", "opcode", "category", "framework_op", "source", "devices", "occurrences",
     "measured_s", "measured_s_max", "self_s", "flops", "bytes", "comm_bytes", "dtype", "compute_s", "memory_s",
     "comm_s", "expected_s", "exposed_s", "hidden_s", "bound_by", "memory_level", "efficiency", "flagged",
-    "flops_source", "bytes_source", "reasons")
+    "flops_source", "bytes_source", "reasons", "achievable_s", "achievable_efficiency", "achievable_source")
 """Every column of the CSV, in its order (headers are the keys)."""
 TABLE_COLUMNS = columns(
-    "name", "module", "opcode", "bound_by", "memory_level", "measured_s", "expected_s", "efficiency", "wasted_s",
+    "name", "module", "opcode", "bound_by", "memory_level", "measured_s", "expected_s", "efficiency",
+    "achievable_s", "achievable_efficiency", "wasted_s",
     "share", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "occurrences",
     "framework_op", "source", "flagged")
 """The HTML op table's columns."""

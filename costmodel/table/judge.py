@@ -1,7 +1,9 @@
 """The verdict of every op: joined facts in, complete `OpRecord`s out, in one pass.
 
-An op is `flagged` when its expected time is below `min_efficiency` of its measured
-time and it takes at least `min_share` of the measured op time; `not judged` when its
+An op is `flagged` when its achievable time (what good kernels take on the chip,
+costmodel.achievable) is below `min_efficiency` of its measured time and it takes at least
+`min_share` of the measured op time; its wasted time is its self time beyond the achievable
+time. The roofline time stays `expected_s` and `efficiency`, the lower bound; `not judged` when its
 measured time is a wait (a collective between simulated CPU devices, an op that launches
 nothing), an event at the timer's resolution, or it is a container; `unknown` without an expected time; `not measured` in a
 prediction; else `ok`.
@@ -15,7 +17,9 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from ..achievable import AchievableTime, achievable_time
 from ..chips.hardware import Hardware
+from ..units import human
 from ..records import OpCost
 from ..roofline import flag_reasons, judge, launches_work
 from ..schedule import StepWalk, Window
@@ -83,18 +87,24 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     container = r.opcode in CONTAINER_OPCODES
     flops, bytes_, transcendentals, comm, prov = _quantities(r)
     expected = _times(exp.expected_s, occ) if exp else None
+    reach = achievable_time(cost, exp, hw)
+    achievable = _times(reach.seconds, occ)
     share = safe_ratio(r.self_s, total_self)
     flagged, efficiency = False, safe_ratio(expected, r.measured_s)
+    achievable_efficiency = safe_ratio(achievable, r.measured_s)
     reasons: list[str] = []
     unjudged = not_judged(cost, r.measured_s, hw, occ) if r.measured_s is not None and not container else ""
     if unjudged:
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
     elif r.measured_s is not None and not container:
-        flagged, efficiency = judge(expected, r.measured_s, share or 0.0,
-                                    min_efficiency=thresholds.min_efficiency, min_share=thresholds.min_share)
+        # Judged against what good kernels reach on this chip, not against the datasheet roofline.
+        flagged, achievable_efficiency = judge(achievable, r.measured_s, share or 0.0,
+                                               min_efficiency=thresholds.min_efficiency,
+                                               min_share=thresholds.min_share)
         if cost is not None and exp is not None:
             per_exec = r.measured_s / occ if occ else r.measured_s
-            reasons = list(flag_reasons(cost, exp, per_exec, hw))
+            roofline = list(flag_reasons(cost, exp, per_exec, hw))
+            reasons = roofline[:1] + achievable_reasons(reach, per_exec) + roofline[1:]
     elif exp is not None:
         reasons = list(exp.reasons)
     if cost is None:
@@ -123,8 +133,8 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
         verdict=verdict, flagged=flagged, efficiency=efficiency, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
         suggestion="", share=share,
-        wasted_s=(None if expected is None or r.measured_s is None or r.self_s is None or container
-                  else max(r.self_s - expected, 0.0)),
+        wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container
+                  else max(r.self_s - achievable, 0.0)),
         intensity=safe_ratio(flops, bytes_), achieved_flops_per_s=safe_ratio(flops, r.measured_s),
         achieved_bytes_per_s=safe_ratio(bytes_, r.measured_s), provenance=prov,
         collective=cost.collective if cost is not None else None,
@@ -133,8 +143,19 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ)
                  if not container and expected is not None else None),
         per_device=per_device, spread=_spread(per_device) if per_device else None,
+        achievable_s=achievable, achievable_efficiency=achievable_efficiency, achievable_source=reach.source,
     )
     return replace(record, suggestion=suggest(record, ridge, hw.kind)) if flagged else record
+
+
+def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[str]:
+    """How far one execution is from what good kernels take on this chip, and the shape effects in it."""
+    if reach.seconds is None or not measured_s or not reach.seconds:
+        return list(reach.notes)
+    ratio = measured_s / reach.seconds
+    how = "at" if abs(ratio - 1) < 0.05 else f"{ratio:.1f}x"
+    return [f"took {how} its achievable time ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
+            f"achievable from {reach.source})", *reach.notes]
 
 
 def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware, occurrences: float = 1.0) -> str:

@@ -140,6 +140,11 @@ class OpRecord:
     overlap: Overlap | None = None
     per_device: tuple[DeviceTime, ...] | None = None
     spread: Spread | None = None
+    # The second ceiling [model]: what good kernels take on this chip (costmodel.achievable), summed
+    # over occurrences; the verdict, wasted time and suggestion are judged on it.
+    achievable_s: float | None = None
+    achievable_efficiency: float | None = None  # achievable / measured
+    achievable_source: str = ""  # which figures set the achievable time
 
     @property
     def timed(self) -> bool:
@@ -191,7 +196,7 @@ _DEFAULTS: dict[str, Any] = {
     "key": "", "program_id": 0, "module": "", "name": "", "opcode": "", "category": "", "framework_op": "",
     "source": "", "shape": "", "fingerprint": "", "custom_call_target": "", "container": False, "devices": 0,
     "occurrences": 0.0, "comm_bytes": 0.0, "dtype": "", "bound_by": "unknown", "verdict": "unknown",
-    "flagged": False, "suggestion": "",
+    "flagged": False, "suggestion": "", "achievable_source": "",
 }
 
 

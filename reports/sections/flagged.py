@@ -18,8 +18,10 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     flagged = report.flagged
     if not flagged:
         return None
-    lines = [f"{len(flagged)} flagged op(s) (efficiency below threshold, share above threshold):"]
-    lines += [f"  {o.name} ({o.module}): wasted {qty.seconds(o.wasted_s)}; " + "; ".join(o.reasons[:2])
+    lines = [f"{len(flagged)} flagged op(s) (below the threshold of their achievable time, share above "
+             "threshold):"]
+    lines += [f"  {o.name} ({o.module}): wasted {qty.seconds(o.wasted_s)} beyond achievable "
+              f"{qty.seconds(o.achievable_s)} (roofline {qty.seconds(o.expected_s)}); " + "; ".join(o.reasons[:2])
               for o in flagged[:opts.top]]
     return lines
 
@@ -29,10 +31,12 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     if not flagged:
         return ["### Flagged ops", "", "No op was flagged."]
     predicted = report.predicted
-    header = ["#", "Op", "Module"] + ([] if predicted else ["Measured"]) + ["Expected", "Wasted", "Why", "Try"]
+    header = (["#", "Op", "Module"] + ([] if predicted else ["Measured"])
+              + ["Expected (roofline)", "Achievable", "Wasted", "Why", "Try"])
     rows = [[str(n), md_text(o.name), md_text(o.module, 40)]
             + ([] if predicted else [qty.seconds(o.measured_s)])
-            + [qty.seconds(o.expected_s), qty.seconds(o.wasted_s), md_text("; ".join(o.reasons[:2]), 140),
+            + [qty.seconds(o.expected_s), qty.seconds(o.achievable_s), qty.seconds(o.wasted_s),
+               md_text("; ".join(o.reasons[:2]), 140),
                md_text(o.suggestion, 160)]
             for n, o in enumerate(flagged[:MAX_FLAGGED], 1)]
     return ["### Top flagged ops", ""] + md_table(header, rows) + more(MAX_FLAGGED, len(flagged))
@@ -41,7 +45,8 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
 def _item(n: int, o: OpRecord, predicted: bool) -> str:
     reasons = "".join(f"<li>{escape(r)}</li>" for r in o.reasons)
     timing = ([] if predicted else [f"measured {qty.seconds(o.measured_s)}"]) + \
-        [f"expected {qty.seconds(o.expected_s)}", f"{o.bound_by}-bound"]
+        [f"expected {qty.seconds(o.expected_s)} (roofline)", f"achievable {qty.seconds(o.achievable_s)}",
+         f"{o.bound_by}-bound"]
     meta = " · ".join([o.module] + timing)
     return (f'<li class="flag-item" data-key="{escape(o.key)}">'
             f'<div class="flag-head"><span class="rank">{n}</span>'
@@ -58,7 +63,7 @@ def html(report: Report, _: RenderOptions) -> str:
     if not flagged:
         if report.predicted:
             return '<p class="empty">No op was flagged: flags compare measured with expected time.</p>'
-        return '<p class="empty">No op was flagged: every modeled op is close to its roofline.</p>'
+        return '<p class="empty">No op was flagged: every modeled op is close to its achievable time.</p>'
     items = [_item(n, o, report.predicted) for n, o in enumerate(flagged, 1)]
     out = f'<ol id="flagged-list" class="flagged">{"".join(items[:FLAGGED_OPEN])}</ol>'
     if len(items) > FLAGGED_OPEN:

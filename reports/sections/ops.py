@@ -12,11 +12,11 @@ from ..text import clip, md_table, md_text
 from ._base import RenderOptions
 
 TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "self_s", "share", "expected_s",
-                      "efficiency", "bound_by", "verdict")
+                      "efficiency", "achievable_s", "achievable_efficiency", "bound_by", "verdict")
 """The top-ops list of the terminal and markdown summaries (measured ones dropped in a prediction)."""
 MARKDOWN_TOP = 10
 _TERMINAL_WIDTH = {"name": 36, "module": 17, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
-                   "verdict": 12}
+                   "verdict": 12, "achievable_efficiency": 13}
 
 
 def top_ops(report: Report, n: int) -> list[OpRecord]:

@@ -80,7 +80,9 @@ def terminal(report: Report, _: RenderOptions) -> list[str]:
         lines = [f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
                  f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]",
                  f"op time per device {qty.seconds(s.measured_s)} [trace], expected {qty.seconds(s.expected_s)} "
-                 f"[model]: roofline fraction {qty.percent(s.roofline_fraction)}; idle {qty.seconds(s.idle_s)} [trace]"]
+                 f"[model]: roofline fraction {qty.percent(s.roofline_fraction)}; idle {qty.seconds(s.idle_s)} [trace]",
+                 f"achievable op time {qty.seconds(s.achievable_s)}, {qty.seconds(s.achievable_step_s)} per step "
+                 f"[model, achievable figures]: judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"]
     lines += [x for x in (_xla(report), _memory(report)) if x]
     lines.append(overlap_line(s))
     parts, total = breakdown(s)
@@ -94,10 +96,12 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     st = s.step_time_s
     predicted = report.predicted
     header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
-        ["Expected step (no overlap)", "Expected step (overlap)", "Exposed comm", "Flagged ops", "Unmodeled ops", "Devices"]
+        ["Expected step (no overlap)", "Achievable step", "Expected step (overlap)", "Exposed comm", "Flagged ops",
+         "Unmodeled ops", "Devices"]
     row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + \
         ([] if predicted else [qty.percent(s.roofline_fraction)]) + \
-        [qty.seconds(_no_overlap_step(s)), qty.seconds(s.overlap.expected_step_s), qty.seconds(s.overlap.exposed_comm_s),
+        [qty.seconds(_no_overlap_step(s)), qty.seconds(s.achievable_step_s), qty.seconds(s.overlap.expected_step_s),
+         qty.seconds(s.overlap.exposed_comm_s),
          qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
@@ -130,7 +134,10 @@ def html(report: Report, _: RenderOptions) -> str:
         _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
               f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
               f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]"),
-        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their roofline"),
+        _stat("Achievable op time", qty.seconds(s.achievable_s),
+              f"what good kernels take on this chip; {qty.seconds(s.achievable_step_s)} per step"
+              + ("" if predicted else f" · {qty.percent(s.achievable_fraction)} reached")),
+        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time"),
         _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
         _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} step(s)"),
     ]
