@@ -223,3 +223,19 @@ def test_a_hierarchical_dispatch_never_sends_more_over_the_network_than_every_co
     assert dispatch.seconds.get(slow, 0.0) <= naive.seconds.get(slow, 0.0) * (1 + 1e-9)
     if ep <= net.domain:
         assert dispatch.total_s == pytest.approx(naive.total_s)
+
+
+def test_an_nvl72_domain_keeps_more_of_data_parallelism_on_nvlink(capsys):
+    """The same layout on 8-GPU nodes and on 72-GPU NVLink domains (a figure of the hardware, not a
+    chip name): a 72-wide domain holds 9 of the DP ranks, so less is left on the inter-node network."""
+    args = ["plan", "train", "--model", "llama3-405b", "--tokens", "15e12", "--batch-tokens", "16e6", "--seq", "8192",
+            "--hardware", "b200", "--chips", "4608", "--layout", "tp=8,pp=8", "--top", "1", "--json", "-"]
+    results = []
+    for extra in ([], ["--set", "interconnect.domain_size=72"]):
+        assert main([*args, *extra]) == 0
+        results.append(json.loads(capsys.readouterr().out)["layout"])
+    eight, seventy_two = results
+    assert (eight["levels"]["domain_chips"], seventy_two["levels"]["domain_chips"]) == (8, 72)
+    slow = "inter-node network"
+    assert seventy_two["step_time_s"]["exposed_comm_by_level"][slow] < eight["step_time_s"]["exposed_comm_by_level"][slow]
+    assert seventy_two["step_time_s"]["total"] < eight["step_time_s"]["total"]

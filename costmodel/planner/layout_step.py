@@ -228,6 +228,7 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     step = compute_s + sum(exposed.values()) + bubble
     return {
         "layout": layout.to_json(), "valid": True, "problems": [],
+        "source": "model: the planner's estimate from the model's shape and the hardware's figures",
         "fits": memory["total"] <= hbm, "hbm_bytes": hbm,
         "memory_per_chip_bytes": memory,
         "microbatches": m, "tokens_per_microbatch": tokens_mb, "sequences_per_replica": per_replica,

@@ -78,6 +78,7 @@ def serve_layout(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout) 
     bound = "compute" if stage["flops_s"] > max(stage["weights_s"], stage["kv_s"]) else (
         "memory (KV cache)" if stage["kv_s"] > stage["weights_s"] else "memory (weights)")
     return {"layout": described, "valid": True, "problems": [], "fits": memory["total"] <= hbm,
+            "source": "model: the planner's estimate from the model's shape and the hardware's figures",
             "hbm_bytes": hbm, "memory_per_chip_bytes": memory, "sequences_per_microbatch": micro,
             "decode": {"step_s": step, "per_stage_microbatch_s": {**stage, **{f"{k}_comm_s": v for k, v in comm.items()}},
                        "pipeline_send_s": send if layout.pp > 1 else 0.0, "bound_by": bound,
