@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import AuditError, UsageError
 from ..parsers.dtypes import element_bytes
 from .network.collectives import CollectiveTime, collective_time
-from .units import human
+from .units import human, intensity as per_byte, ratio
 from .chips.hardware import LINK_NAMES, Hardware, Quantity
 from .chips.precision import matmul_peak
 from .records import Bound, Expectation, OpCost
@@ -180,7 +180,7 @@ def flag_reasons(cost: OpCost, expectation: Expectation, measured_s: float | Non
     elif bound in ("collective", "latency"):
         out.append(_comm_reason(expectation, measured_s, hw))
     if measured_s and expectation.expected_s and measured_s > expectation.expected_s:
-        out.append(f"took {measured_s / expectation.expected_s:.1f}x its roofline time "
+        out.append(f"took {ratio(measured_s / expectation.expected_s)} its roofline time "
                    f"({human(measured_s, 's')} measured, {human(expectation.expected_s, 's')} expected)")
     return _dedupe(out + list(expectation.reasons))
 
@@ -204,10 +204,10 @@ def _memory_reasons(cost: OpCost, measured_s: float | None, hw: Hardware) -> lis
     if intensity is not None and intensity >= _CONTRACTION_INTENSITY and size is not None:
         per_token = size / 2  # the critical-batch rule: matmul intensity ~ 2B / element bytes (book ch. 1)
         out.append(f"memory-bound: about {intensity * per_token:.0f} tokens per device (intensity "
-                   f"{intensity:.0f} FLOP/B) is below the ~{ridge * per_token:.0f} needed on this chip "
+                   f"{per_byte(intensity)}) is below the ~{ridge * per_token:.0f} needed on this chip "
                    f"for a {dtype} matmul")
     elif intensity:  # ops with no FLOPs (copies, transposes) have no intensity to speak of
-        out.append(f"memory-bound: {intensity:.2g} FLOP/B is below the chip's ridge of {ridge:.0f} FLOP/B")
+        out.append(f"memory-bound: {per_byte(intensity)} is below the chip's ridge of {per_byte(ridge)}")
     return out
 
 

@@ -93,6 +93,13 @@ def percent(value: object) -> str:
     return f"{100.0 * float(value):.1f}%"
 
 
+def share(part: object, whole: object) -> str:
+    """`part` as a percentage of `whole`; unknown when either is unknown or `whole` is 0."""
+    if not (known(part) and known(whole)) or float(whole) == 0:
+        return UNKNOWN
+    return percent(float(part) / float(whole))
+
+
 def intensity(value: object) -> str:
     """Arithmetic intensity in FLOPs per byte."""
     if not known(value):

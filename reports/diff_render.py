@@ -18,7 +18,7 @@ Diff = Mapping[str, Any]
 
 
 def _pct(change: float | None) -> str:
-    return u.UNKNOWN if change is None else f"{100 * change:+.1f}%"
+    return u.signed(change, u.percent)
 
 
 def _verdict_lines(diff: Diff) -> list[str]:
@@ -39,7 +39,7 @@ def _verdict_lines(diff: Diff) -> list[str]:
             out.append(f"unstable {x['side']}: run {x['run']} of {x['runs']} ({x['source']}) median "
                        f"{u.seconds(x['median_s'])} is {_pct(x['off_by'])} from its other runs "
                        f"({u.seconds(x['others_median_s'])}); more than ordinary run-to-run variation and its steps "
-                       f"explain ({100 * x['allowed']:.1f}%)")
+                       f"explain ({u.percent(x['allowed'])})")
     else:
         out.append(f"measured: not compared ({me.get('reason')})")
     if not ct["changed"]:

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from ..costmodel.chips.hardware import Hardware, Quantity
+from ..costmodel.units import bytes_per_s, human
 
 
 def catalog_table(entries: Sequence[Hardware], cpu: Hardware | None, files: Mapping[str, str] | None = None) -> str:
@@ -62,7 +63,7 @@ def _line(label: str, text: str) -> str:
 def _value(q: Quantity) -> str:
     if not math.isfinite(q.value):
         return "unknown"
-    return f"{q.value:.4g} {q.unit}"
+    return human(q.value, q.unit)
 
 
 def _row(hw: Hardware) -> list[str]:
@@ -78,7 +79,7 @@ def _num(value: float) -> str:
 def _interconnect(hw: Hardware) -> str:
     net = hw.interconnect
     link = net.link_bytes_per_s
-    speed = f"{link.value / 1e9:,.0f} GB/s" if link is not None and math.isfinite(link.value) else "?"
+    speed = bytes_per_s(link.value) if link is not None and math.isfinite(link.value) else "?"
     if net.kind == "ici":
         return f"ICI {net.torus_axes}D torus <= {'x'.join(map(str, net.max_torus))}, {speed}/link one-way"
     if net.kind in ("nvlink", "xgmi"):

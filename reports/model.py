@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args, overload
 
 from ..costmodel.records import BOUNDS, Bound
 from ..costmodel.table.overlap import StepOverlap
@@ -33,6 +33,11 @@ PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices"
                    "repeat", "run_source"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
 JSON = dict[str, Any]
+PartValue = list[JSON] | JSON | str
+"""A part is a list of JSON rows (hosts, devices, runs), a JSON object, or a path (run_source)."""
+_PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str,
+                                 **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
+                                                            "cpu_comparison", "repeat")}}
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,7 @@ class Report:
     collectives: Sequence[CollectiveRow]
     timeline: Sequence[Mapping[str, Any]]  # one representative step per device class
     warnings: tuple[str, ...] = ()
-    parts: Mapping[str, Any] = field(default_factory=dict)  # by PartName
+    parts: Mapping[PartName, PartValue] = field(default_factory=dict)
     device_steps: DeviceSteps | None = None  # measured reports read from a profile; not in the JSON
 
     @property
@@ -187,14 +192,32 @@ class Report:
         """Ops whose own time counts (containers left out), in report order."""
         return [o for o in self.ops if not o.container]
 
-    def part(self, name: PartName) -> Any:
-        """An optional part, or None when the report has none."""
-        return self.parts.get(name)
+    @overload
+    def part(self, name: Literal["hosts", "devices", "runs"]) -> list[JSON] | None: ...
+    @overload
+    def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat"]) -> JSON | None: ...
+    @overload
+    def part(self, name: Literal["run_source"]) -> str | None: ...
 
-    def attach(self, name: PartName, value: Any) -> Report:
+    def part(self, name: PartName) -> PartValue | None:
+        """An optional part, or None when the report has none (or a report read back holds it mistyped)."""
+        value = self.parts.get(name)
+        return value if isinstance(value, _PART_TYPES[name]) else None
+
+    @overload
+    def attach(self, name: Literal["hosts", "devices", "runs"], value: list[JSON]) -> Report: ...
+    @overload
+    def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat"],
+               value: JSON) -> Report: ...
+    @overload
+    def attach(self, name: Literal["run_source"], value: str) -> Report: ...
+
+    def attach(self, name: PartName, value: PartValue) -> Report:
         """This report with an optional part (see the module docstring for who attaches what)."""
         if name not in PARTS:
             raise ValueError(f"unknown report part {name!r}")
+        if not isinstance(value, _PART_TYPES[name]):
+            raise TypeError(f"report part {name!r} is a {_PART_TYPES[name].__name__}, not {type(value).__name__}")
         return replace(self, parts={**self.parts, name: value})
 
     def warn(self, text: str) -> Report:
@@ -214,7 +237,7 @@ class Report:
                          "efficiency": o.efficiency, "reasons": list(o.reasons), "suggestion": o.suggestion}
                         for o in self.flagged],
             "collectives": [c.to_json() for c in self.collectives], "timeline": [dict(t) for t in self.timeline],
-            "warnings": list(self.warnings), **self.parts,
+            "warnings": list(self.warnings), **{str(k): v for k, v in self.parts.items()},
         }
 
     @classmethod

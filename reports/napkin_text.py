@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import human
+from ..costmodel.units import human, intensity
 
 
 def matmul_text(result: dict[str, Any]) -> list[str]:
@@ -12,7 +12,7 @@ def matmul_text(result: dict[str, Any]) -> list[str]:
         f"matmul {result['dtype']}[{result['m']},{result['k']}] x [{result['k']},{result['n']}] on {result['hardware']}",
         f"  FLOPs            {human(result['flops'], 'FLOP')}",
         f"  bytes            {human(result['bytes'], 'B')} (read + written)",
-        f"  intensity        {result['intensity']:.4g} FLOP/B (ridge {result['ridge_intensity']:.4g} FLOP/B)",
+        f"  intensity        {intensity(result['intensity'])} (ridge {intensity(result['ridge_intensity'])})",
         f"  compute time     {human(result['compute_s'], 's')} at {human(result['peak_flops_per_s'], 'FLOP/s')}",
         f"  memory time      {human(result['memory_s'], 's')} at {human(result['memory_bytes_per_s'], 'B/s')} "
         f"({result['memory_level']}, {result['memory_source']})",

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..costmodel.units import percent, signed
+
 SCHEMA = "audit.diff/v1"
 _REL_EQ = 1e-9  # compile-time quantities are deterministic; this only absorbs float summation order
 # What says the program changed. Expected times are reported beside them but do not count: they
@@ -330,7 +332,7 @@ def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold:
         lo, hi = noise_interval(bs, hs) if min(len(bs), len(hs)) >= 2 else (ratio, ratio)
         lo, hi = min(lo, ratio) / (1 + SINGLE_RUN_FLOOR), max(hi, ratio) * (1 + SINGLE_RUN_FLOOR)
         method = (f"weak: fewer than 2 runs a side, so run-to-run variance is not measured; the per-step "
-                  f"bootstrap interval is widened by a {100 * SINGLE_RUN_FLOOR:.0f}% run-to-run floor. "
+                  f"bootstrap interval is widened by a {percent(SINGLE_RUN_FLOOR)} run-to-run floor. "
                   f"Repeat runs (audit run --repeat N) for a real interval")
     unstable = [u for u in (_instability("base", base_rows, base_runs),
                             _instability("head", head_rows, head_runs)) if u]
@@ -340,17 +342,17 @@ def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold:
         # neighbour beside one run): no verdict either way until the runs agree.
         u = unstable[0]
         verdict, why = "inconclusive", (f"the {u['side']} runs disagree: run {u['run']} of {u['runs']} "
-                                        f"({u['source']}) is {100 * u['off_by']:+.1f}% from the others, more "
+                                        f"({u['source']}) is {signed(u['off_by'], percent)} from the others, more "
                                         f"than ordinary run-to-run variation and its steps explain "
-                                        f"({100 * u['allowed']:.1f}%)")
+                                        f"({percent(u['allowed'])})")
     elif lo > limit:
-        verdict, why = "regression", f"the whole interval is above +{100 * limit:.1f}%"
+        verdict, why = "regression", f"the whole interval is above +{percent(limit)}"
     elif hi < -limit:
-        verdict, why = "improvement", f"the whole interval is below -{100 * limit:.1f}%"
+        verdict, why = "improvement", f"the whole interval is below -{percent(limit)}"
     elif -limit <= lo and hi <= limit:
-        verdict, why = "no change", f"the whole interval is within ±{100 * limit:.1f}%"
+        verdict, why = "no change", f"the whole interval is within ±{percent(limit)}"
     else:
-        verdict, why = "inconclusive", f"the interval straddles the ±{100 * limit:.1f}% threshold"
+        verdict, why = "inconclusive", f"the interval straddles the ±{percent(limit)} threshold"
     rel_mad = max(_rel_mad(bs), _rel_mad(hs))
     ops = []
     for b, h in pairs:
@@ -425,12 +427,12 @@ def diff_reports(base: dict | list[dict], head: dict | list[dict], gates: Gates 
         # One run a side cannot tell a runtime slowdown from a busy machine (a CPU hog beside one
         # run slows it severalfold); with the program unchanged there is no second witness.
         me.update(verdict="inconclusive", regression=False, verdict_reason=(
-            f"step time {100 * me['change']:+.1f}% with one run a side and the program unchanged: machine load "
+            f"step time {signed(me['change'], percent)} with one run a side and the program unchanged: machine load "
             "alone moves one run this much; repeat the runs (audit run --repeat N) to tell"))
     tripped = []
     if me.get("regression"):
-        tripped.append(f"step time {100 * me['change']:+.1f}% (interval {100 * me['interval'][0]:+.1f}% .. "
-                       f"{100 * me['interval'][1]:+.1f}%) is beyond noise and the {100 * me['threshold']:.1f}% "
+        tripped.append(f"step time {signed(me['change'], percent)} (interval {signed(me['interval'][0], percent)} .. "
+                       f"{signed(me['interval'][1], percent)}) is beyond noise and the {percent(me['threshold'])} "
                        "threshold" + ("" if me["threshold_given"] else " (default)"))
     if gates.strict and me.get("verdict") == "inconclusive":
         tripped.append(f"step time inconclusive (--strict): {me['verdict_reason']}")

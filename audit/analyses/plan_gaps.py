@@ -13,15 +13,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..costmodel.table.record import OpRecord
-from ..costmodel.units import human
+from ..costmodel.units import count, human, ratio as factor, share
 from ..reports.model import Report
 
 GAP = 2.0  # a row is explained when two of its values differ by more than this factor
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")
-
-
-def _pct(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
 def ratio(row: dict) -> tuple[float, str] | None:
@@ -30,7 +26,7 @@ def ratio(row: dict) -> tuple[float, str] | None:
     if len(known) < 2:
         return None
     hi, lo = max(known, key=known.__getitem__), min(known, key=known.__getitem__)
-    return known[hi] / known[lo], f"{hi} {known[hi] / known[lo]:.1f}x {lo}"
+    return known[hi] / known[lo], f"{hi} {factor(known[hi] / known[lo])} {lo}"
 
 
 def _is_matmul(op: OpRecord) -> bool:
@@ -45,7 +41,7 @@ def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict, main_memory: st
     out = []
     f32 = sum(o.bytes or 0.0 for o in ops if o.dtype in ("f32", "f64"))
     if f32 / total > 0.25:
-        out.append(f"f32 instead of bf16: {human(f32 / steps, 'B')} ({_pct(f32, total)}) of the model's bytes "
+        out.append(f"f32 instead of bf16: {human(f32 / steps, 'B')} ({share(f32, total)}) of the model's bytes "
                    "are in f32/f64 ops; the plan counts 2 bytes per element")
     unfused = [o for o in ops if o.opcode != "fusion" and not _is_matmul(o) and not o.comm_bytes
                and o.bytes]
@@ -53,11 +49,11 @@ def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict, main_memory: st
     moved = sum(o.bytes or 0.0 for o in unfused + fused)
     if moved / total > 0.25:
         out.append(f"activations through memory: {len(fused)} elementwise/reduction fusions and {len(unfused)} "
-                   f"unfused ops move {human(moved / steps, 'B')} ({_pct(moved, total)}); the plan counts "
+                   f"unfused ops move {human(moved / steps, 'B')} ({share(moved, total)}); the plan counts "
                    "weights, gradients and optimizer state once and activations not at all")
     cached = sum(o.bytes or 0.0 for o in ops if o.memory_level not in (None, main_memory))
     if cached / total > 0.25:
-        out.append(f"cache-resident working sets: {human(cached / steps, 'B')} ({_pct(cached, total)}) are in ops "
+        out.append(f"cache-resident working sets: {human(cached / steps, 'B')} ({share(cached, total)}) are in ops "
                    f"whose working set fits a cache, judged at its bandwidth, not {main_memory}'s")
     if row.get("plan") and row.get("model") and row["model"] > row["plan"]:
         top = sorted(ops, key=lambda o: -(o.bytes or 0.0))[:3]
@@ -70,10 +66,10 @@ def _flops_reasons(ops: list[OpRecord], steps: float, row: dict) -> list[str]:
     if not total:
         return []
     other = sum(o.flops or 0.0 for o in ops if not _is_matmul(o))
-    out = [f"{human(other / steps, 'FLOP')} ({_pct(other, total)}) of the model's FLOPs are outside matmuls "
+    out = [f"{human(other / steps, 'FLOP')} ({share(other, total)}) of the model's FLOPs are outside matmuls "
            "(elementwise, reductions, softmax); the plan counts matmuls only"]
     if row.get("plan") and row.get("model") and row["model"] > 1.3 * row["plan"]:
-        out.append(f"the program does {row['model'] / row['plan']:.2f}x the plan's FLOPs: rematerialisation "
+        out.append(f"the program does {factor(row['model'] / row['plan'])} the plan's FLOPs: rematerialisation "
                    "(recomputed activations) or work beyond 6 x params x tokens")
     return out
 
@@ -88,7 +84,7 @@ def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict) -> list[str]:
     if not total:
         return []
     planned = {c["kind"] for c in plan.get("collectives", [])}
-    parts = ", ".join(f"{k} {human(v / steps, 'B')} ({_pct(v, total)})"
+    parts = ", ".join(f"{k} {human(v / steps, 'B')} ({share(v, total)})"
                       for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1]))
     extra = sorted(k for k in by_kind if k not in planned)
     out = [f"the program's collectives: {parts}"]
@@ -109,26 +105,26 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict,
     model_total = sum(by.values())
     if model_total and row.get("model") is not None:
         out.append("expected step by bound: " + ", ".join(
-            f"{k} {human(v / steps, 's')} ({_pct(v, model_total)})" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
+            f"{k} {human(v / steps, 's')} ({share(v, model_total)})" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
         bound = plan.get("step_time_lower_bound_s") or {}
         out.append("plan step: " + ", ".join(f"{k} {human(v, 's')}" for k, v in bound.items() if k != "total" and v))
     launches = sum(o.occurrences or 0.0 for o in ops if o.launches_work and o.expected_s is not None)
     if overhead_s and launches:
-        out.append(f"per-op overhead: {launches / steps:.0f} op launches x {human(overhead_s, 's')} = "
+        out.append(f"per-op overhead: {count(launches / steps)} op launches x {human(overhead_s, 's')} = "
                    f"{human(launches * overhead_s / steps, 's')} per step, which the plan does not count")
     if row.get("measured") is not None:
         measured = row["measured"]
         unjudged = sum(o.self_s or 0.0 for o in ops if o.verdict == "not judged") / steps
         if unjudged:
-            out.append(f"not judged: {human(unjudged, 's')} per step ({_pct(unjudged, measured)} of the measured "
+            out.append(f"not judged: {human(unjudged, 's')} per step ({share(unjudged, measured)} of the measured "
                        "step) in ops whose time is a wait (collectives between simulated devices)")
         wasted = sum(o.wasted_s or 0.0 for o in ops if o.verdict != "not judged") / steps
         if wasted:
             out.append(f"slower than expected: judged ops take {human(wasted, 's')} per step beyond their "
-                       f"expected time ({_pct(wasted, measured)} of the measured step)")
+                       f"expected time ({share(wasted, measured)} of the measured step)")
         if s.idle_s:
             idle = s.idle_s / steps
-            out.append(f"idle: {human(idle, 's')} per step with no op running ({_pct(idle, measured)})")
+            out.append(f"idle: {human(idle, 's')} per step with no op running ({share(idle, measured)})")
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import seconds
+from ..costmodel.units import count, ratio, seconds, share as share_of
 from ..reports.model import Report
 
 
@@ -38,13 +38,13 @@ def explain_gap(report: Report, xla_s: float | None, overhead_per_op_s: float) -
         "units": "seconds per step per device; ours [model], XLA's [xla]",
     }
     def share(part: float) -> str:
-        return f"{100 * part / ours:.0f}%" if ours else "-"
+        return share_of(part, ours)
 
     text = (f"ours {seconds(ours)} with async overlap ({seconds(s.expected_s)} with none)"
-            + (f", XLA's optimal_seconds {seconds(xla_s)} ({ours / xla_s:.2f}x)" if xla_s else "")
+            + (f", XLA's optimal_seconds {seconds(xla_s)} ({ratio(ours / xla_s)})" if xla_s else "")
             + f". Ours is {seconds(exposed)} communication not hidden by compute ({share(exposed)}; "
             f"{seconds(hidden)} more hides behind compute; XLA's model prices all-gather, reduce-scatter and "
-            f"all-to-all at zero), {seconds(overhead)} fixed per-op overhead ({launches:.0f} compute and memory op launches x "
+            f"all-to-all at zero), {seconds(overhead)} fixed per-op overhead ({count(launches)} compute and memory op launches x "
             f"{seconds(overhead_per_op_s)}, {share(overhead)}; ops that launch nothing are free) and "
             f"{seconds(rest)} compute and memory rooflines and waits for asynchronous copies ({share(rest)}).")
     out["text"] = text

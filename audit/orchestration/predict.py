@@ -14,6 +14,7 @@ from typing import Any
 
 from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
+from ..costmodel.units import nbytes
 from ..errors import ExitCode, InputError, WorkloadError
 from ..reports.model import Report
 from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
@@ -53,10 +54,10 @@ def memory_fit(record: dict[str, Any], hbm_bytes: float | None) -> dict[str, Any
     if hbm_bytes:
         out["fits"] = total <= hbm_bytes
         out["margin_bytes"] = hbm_bytes - total
-        out["verdict"] = (f"fits: {total / 1e9:.3g} GB of {hbm_bytes / 1e9:.3g} GB HBM per device"
+        out["verdict"] = (f"fits: {nbytes(total)} of {nbytes(hbm_bytes)} HBM per device"
                           if total <= hbm_bytes else
-                          f"does not fit: needs {total / 1e9:.3g} GB, {(total - hbm_bytes) / 1e9:.3g} GB "
-                          f"more than the {hbm_bytes / 1e9:.3g} GB of HBM per device")
+                          f"does not fit: needs {nbytes(total)}, {nbytes(total - hbm_bytes)} "
+                          f"more than the {nbytes(hbm_bytes)} of HBM per device")
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..units import intensity
 from .record import OpRecord
 
 
@@ -32,7 +33,7 @@ def suggest(op: OpRecord, ridge: float | None, kind: str = "") -> str:
         return "Batch small ops or collectives together; at this size fixed latency dominates the bandwidth term."
     if bound == "memory":
         if opcode in ("dot", "convolution") or "fusion" in op.category and "dot" in reasons:
-            tip = f" (the ridge on this chip is ~{ridge:.0f} FLOPs/byte)" if ridge else ""
+            tip = f" (the ridge on this chip is ~{intensity(ridge)})" if ridge else ""
             return f"Raise arithmetic intensity: a larger per-device batch makes this matmul compute-bound{tip}."
         return "Fuse this op with its producer or consumer so its operands do not round-trip through memory."
     if bound == "compute":
