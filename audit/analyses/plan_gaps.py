@@ -132,7 +132,7 @@ def _bubble_reasons(row: dict, report: Report) -> list[str]:
     out = [row["note"]] if row.get("note") else []
     measured, step = row.get("measured"), report.summary.step_time_s.median
     if measured and step:
-        out.append(f"measured: {human(measured, 's')} per step ({_pct(measured, step)}) outside the stages' own "
+        out.append(f"measured: {human(measured, 's')} per step ({share(measured, step)}) outside the stages' own "
                    "work, idle or waiting in a collective-permute; on simulated devices this also holds the wait "
                    "for the host's cores, which the stages share")
     return out
