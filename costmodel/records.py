@@ -69,6 +69,10 @@ class OpCost:
     # Set when only part of the cost is known (an opaque kernel's operand and result bytes):
     # why the expected time is a lower bound and not the roofline of the whole op.
     lower_bound: str = ""
+    # Per cache level (name, bytes): how many of the op's bytes may be served by that level, by the
+    # data's history in the schedule (costmodel.residency). None: no history known, so the working
+    # set alone decides (an op priced on its own, as `audit calc` does).
+    resident: tuple[tuple[str, float], ...] | None = None
 
     @property
     def bytes(self) -> float | None:
@@ -99,3 +103,6 @@ class Expectation:
     overhead_s: float = 0.0
     # A collective placed on the topology: its hops, links and the terms of its time.
     collective: CollectiveTime | None = None
+    # The bytes `memory_level` moves in `memory_s` (all the op's bytes, or those that stream from
+    # main memory when the rest can be in a cache).
+    memory_bytes: float | None = None

@@ -28,13 +28,12 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
         return Expectation(None, None, None, None, "unknown", (reason,))
     peak = flops_peak(cost, hw)
     peak_s = peak.value / max(hw.devices_per_chip, 1)
-    level, _, hbm_s = memory_rate(hw, cost.bytes)
+    level, hbm_s, memory_s, level_note, level_bytes = memory_time(hw, cost)
     compute_s = None if cost.flops is None else cost.flops / peak_s
-    memory_s = None if cost.bytes is None else cost.bytes / hbm_s
     host_s, host_note = _host_link(cost, hw)
     link = hw.interconnect.pcie_bytes_per_s  # _host_link gives no time without it
     if host_s is not None and link is not None and (memory_s is None or host_s > memory_s):
-        memory_s, level, hbm_s = host_s, "host link", link.value
+        memory_s, level, hbm_s, level_note, level_bytes = host_s, "host link", link.value, "", cost.host_bytes
     reasons: list[str] = list(cost.notes) + ([host_note] if host_note else [])
     if cost.precision and cost.dtype == "f32" and hw.kind != "cpu":
         reasons.append(f"priced at {human(peak.value, 'FLOP/s')} per chip: {peak.note}")
@@ -53,12 +52,15 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     if not known or (cost.collective is not None and comm_s is None):
         why = comm_reason or cost.reason or "neither FLOPs nor bytes are known"
         return Expectation(compute_s, memory_s, comm_s, None, "unknown", tuple(_dedupe(reasons + [why])),
-                           peak_s, hbm_s, memory_level=level, overhead_s=overhead, collective=comm)
+                           peak_s, hbm_s, memory_level=level, overhead_s=overhead, collective=comm,
+                           memory_bytes=level_bytes)
     bound: Bound = max(known, key=lambda k: known[k])
     if bound == "collective" and comm is not None and comm.bound_by == "latency":
         bound = "latency"
     if overhead > known[max(known, key=lambda k: known[k])] or launches_nothing(cost):
         bound = "latency"
+    if bound == "memory" and level_note:
+        reasons.append(level_note)
     if cost.flops is None or cost.bytes is None:
         reasons.append("FLOPs or bytes unknown: expected time is a lower bound")
     reasons.extend(_mxu_reasons(cost, hw))
@@ -66,7 +68,8 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     peak_bytes = comm.bandwidth_bytes_per_s if comm is not None and bound in ("collective", "latency") \
         else hbm_s
     return Expectation(compute_s, memory_s, comm_s, expected, bound, tuple(_dedupe(reasons)),
-                       peak_s, peak_bytes, memory_level=level, overhead_s=overhead, collective=comm)
+                       peak_s, peak_bytes, memory_level=level, overhead_s=overhead, collective=comm,
+                       memory_bytes=level_bytes)
 
 
 def _host_link(cost: OpCost, hw: Hardware) -> tuple[float | None, str]:
@@ -117,6 +120,46 @@ def memory_rate(hw: Hardware, working_set: float | None) -> tuple[str, Quantity,
     one memory roof per level, so an op on cache-resident data is judged at cache speed."""
     name, bandwidth = hw.memory_level(working_set)
     return name, bandwidth, bandwidth.value / max(hw.devices_per_chip, 1)
+
+
+def memory_time(hw: Hardware, cost: OpCost) -> tuple[str, float, float | None, str, float | None]:
+    """(level, its bytes/s, seconds, how, bytes it moves) for an op's bytes on one device: the level
+    whose traffic binds the op, and a note on where the bytes come from.
+
+    Without a history (`cost.resident` None) the fastest level that holds the working set judges
+    it. With one, the bytes a level may serve (costmodel.residency) go at its rate and the rest
+    (first touches, data evicted since its last use) at main memory's, both at once: the time is
+    the larger of the two, at the level that gives the lowest such bound.
+    """
+    share = max(hw.devices_per_chip, 1)
+    total = cost.bytes
+    if cost.resident is None or total is None:
+        level, _, rate = memory_rate(hw, total)
+        return level, rate, None if total is None else total / rate, "", total
+    main = hw.hbm_bytes_per_s.value / share
+    best: tuple[str, float, float | None, str, float | None] = (hw.main_memory, main, total / main, "", total)
+    by_name = {c.name: c for c in hw.caches}
+    for name, served in cost.resident:
+        cache = by_name.get(name)
+        if cache is None or total > cache.capacity_bytes.value or served <= 0:
+            continue
+        rate = cache.bytes_per_s.value / share
+        streamed = total - min(served, total)
+        streamed_s, cached_s = streamed / main, total / rate
+        if max(streamed_s, cached_s) >= (best[2] or 0.0):
+            continue
+        if cached_s >= streamed_s:
+            best = (name, rate, cached_s, f"all {human(total, 'B')} it reads and writes can be in {name} by the "
+                    "schedule (inputs produced or read recently enough, outputs it holds)", total)
+        else:
+            best = (hw.main_memory, main, streamed_s,
+                    f"{human(streamed, 'B')} of its {human(total, 'B')} come from {hw.main_memory} (first "
+                    f"touches, or data evicted since it was last used) and bound it; the rest can be in {name}",
+                    streamed)
+    if best[0] == hw.main_memory and not best[3] and any(c.capacity_bytes.value >= total for c in hw.caches):
+        best = (*best[:3], f"judged at {hw.main_memory}: its inputs are first touches or were evicted "
+                           "since they were last used", best[4])
+    return best
 
 
 def _collective(cost: OpCost, hw: Hardware, coords: dict[int, tuple[int, ...]] | None,
@@ -176,7 +219,7 @@ def flag_reasons(cost: OpCost, expectation: Expectation, measured_s: float | Non
     if bound == "compute":
         out.append(_compute_reason(cost, measured_s, hw))
     elif bound == "memory":
-        out.extend(_memory_reasons(cost, measured_s, hw))
+        out.extend(_memory_reasons(cost, expectation, measured_s, hw))
     elif bound in ("collective", "latency"):
         out.append(_comm_reason(expectation, measured_s, hw))
     if measured_s and expectation.expected_s and measured_s > expectation.expected_s:
@@ -192,10 +235,12 @@ def _compute_reason(cost: OpCost, measured_s: float | None, hw: Hardware) -> str
             f"({cost.dtype or 'bf16'} peak)")
 
 
-def _memory_reasons(cost: OpCost, measured_s: float | None, hw: Hardware) -> list[str]:
-    level, _, bandwidth = memory_rate(hw, cost.bytes)
-    achieved = cost.bytes / measured_s if cost.bytes and measured_s else None
-    held = "" if level == hw.main_memory else f"; its {human(cost.bytes, 'B')} working set fits in {level}"
+def _memory_reasons(cost: OpCost, expectation: Expectation, measured_s: float | None, hw: Hardware) -> list[str]:
+    level, bandwidth = expectation.memory_level or hw.main_memory, expectation.peak_bytes_per_s
+    moved = expectation.memory_bytes if expectation.memory_bytes is not None else cost.bytes
+    achieved = moved / measured_s if moved and measured_s else None
+    held = ("" if level == hw.main_memory or cost.resident is not None
+            else f"; its {human(cost.bytes, 'B')} working set fits in {level}")
     out = [f"memory-bound: reached {human(achieved, 'B/s')} of {human(bandwidth, 'B/s')} {level} bandwidth{held}"]
     intensity = _intensity(cost)
     dtype = cost.dtype or "bf16"

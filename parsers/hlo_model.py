@@ -182,6 +182,10 @@ class Module:
     # instructions in `schedule` order (computation name -> instruction names); text lists them so.
     is_scheduled: bool = False
     schedule: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Entry parameter number -> the index in the entry's result tuple of the output that reuses its
+    # buffer (input_output_alias: a donated input updated in place, so one run's output is the next
+    # run's input). Only whole top-level parameters and outputs are listed.
+    aliased_outputs: dict[int, int] = field(default_factory=dict)
 
     def sequence(self, computation: str) -> list[Instruction]:
         """The computation's instructions in the order they run (schedule order when known)."""

@@ -319,7 +319,17 @@ def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
     computations = resolve_sources(computations, _frame_tables(proto.stack_frame_index))
     schedule = _schedule(proto)
     return Module(name=proto.name, computations=computations, entry=entry, id=proto.id,
-                  source="proto", is_scheduled=bool(schedule), schedule=schedule)
+                  source="proto", is_scheduled=bool(schedule), schedule=schedule,
+                  aliased_outputs=_aliased_outputs(proto))
+
+
+def _aliased_outputs(proto: DynamicMessage) -> dict[int, int]:
+    """Entry parameter number -> result tuple index, for whole parameters an output reuses."""
+    out: dict[int, int] = {}
+    for entry in proto.input_output_alias.entries:
+        if len(entry.output_shape_index) == 1 and not entry.parameter_shape_index:
+            out[int(entry.parameter_number)] = int(entry.output_shape_index[0])
+    return out
 
 
 def _schedule(proto: DynamicMessage) -> dict[str, tuple[str, ...]]:

@@ -37,7 +37,17 @@ _MESSAGES: dict[str, list[FieldSpec]] = {
         ("id", 5, "int64"),
         ("entry_computation_id", 6, "int64"),
         ("schedule", 7, "HloScheduleProto"),
+        ("input_output_alias", 8, "HloInputOutputAliasProto"),
         ("stack_frame_index", 17, "StackFrameIndexProto"),
+    ],
+    # Outputs that reuse a parameter's buffer (donated inputs updated in place).
+    "HloInputOutputAliasProto": [
+        ("entries", 1, "AliasEntryProto", "repeated"),
+    ],
+    "AliasEntryProto": [
+        ("output_shape_index", 1, "int64", "repeated"),
+        ("parameter_number", 2, "int64"),
+        ("parameter_shape_index", 3, "int64", "repeated"),
     ],
     # The order a scheduled module runs each computation's instructions in (by computation id).
     "HloScheduleProto": [

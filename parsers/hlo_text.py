@@ -18,6 +18,7 @@ from .replica_groups import parse_replica_groups, parse_source_target_pairs
 
 _HEADER = re.compile(r"^HloModule\b\s*([^\s,]*)")
 _SCHEDULED = re.compile(r"\bis_scheduled=true\b")
+_ALIAS_ENTRY = re.compile(r"\{(\d+)\}:\s*\((\d+),\s*\{\}")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _OPCODE = re.compile(r"\s*([A-Za-z][\w\-.$]*)\(")
@@ -360,4 +361,13 @@ def parse_hlo_text(text: str, origin: str = "") -> Module:
     _mark_fusions(reader.computations)
     computations = resolve_sources(reader.computations, reader.tables)
     return Module(name=header.group(1), computations=computations, entry=entry, source="text",
-                  is_scheduled=bool(_SCHEDULED.search(lines[first])))
+                  is_scheduled=bool(_SCHEDULED.search(lines[first])), aliased_outputs=_aliased_outputs(lines[first]))
+
+
+def _aliased_outputs(header: str) -> dict[int, int]:
+    """`input_output_alias={ {0}: (0, {}, may-alias), ... }` of the header: parameter -> output index,
+    for whole top-level parameters and outputs."""
+    start = header.find("input_output_alias={")
+    if start < 0:
+        return {}
+    return {int(param): int(output) for output, param in _ALIAS_ENTRY.findall(header[start:])}

@@ -69,7 +69,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     modules, names = profile.modules, profile.module_names
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
-    costs = cost_modules(modules, devices)
+    costs = cost_modules(modules, devices, hw)
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
@@ -156,7 +156,7 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
     """
     from ..costmodel.ops.module import device_count
 
-    costs = cost_modules(modules, devices)
+    costs = cost_modules(modules, devices, hw)
     expectations = expect_all(costs, hw, coords)
     if devices is None:  # the devices the program spans, as its collectives name them (1 without any)
         devices = max((device_count(m) or 1 for m in modules.values()), default=1)
@@ -171,11 +171,17 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
                     source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
 
 
-def cost_modules(modules: dict[int, Module], devices: int | None) -> dict[int, dict[str, OpCost]]:
-    """Every op's cost, per program."""
+def cost_modules(modules: dict[int, Module], devices: int | None,
+                 hw: Hardware | None = None) -> dict[int, dict[str, OpCost]]:
+    """Every op's cost, per program; with `hw`, which of its bytes its caches can serve, by the
+    data's history in each program's schedule."""
     from ..costmodel.ops.module import cost_module
+    from ..costmodel.residency import with_residency
 
-    return {pid: cost_module(module, num_partitions=devices) for pid, module in modules.items()}
+    costs = {pid: cost_module(module, num_partitions=devices) for pid, module in modules.items()}
+    if hw is None:
+        return costs
+    return {pid: with_residency(modules[pid], c, hw) for pid, c in costs.items()}
 
 
 def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,

@@ -32,12 +32,13 @@ from ...errors import AuditError
 from ...parsers import user_cache
 from .hardware import Achievable, Hardware, Interconnect, MemoryLevel, Quantity
 
-CACHE_SCHEMA = "audit.cpu-calibration/v2"
+CACHE_SCHEMA = "audit.cpu-calibration/v1"
 CACHE_FILE = "cpu-calibration.json"
 _MATMUL_N = (512, 1024, 2048)
 _COPY_ELEMENTS = 1 << 24  # 64 MiB of f32: far beyond any last-level cache
 _CHAIN = 32  # tiny dependent dots, to expose the per-op cost
 _REPEATS = 5
+_METHODS_VERSION = 2
 _LAUNCHES = 200  # independent launches of each tiny program; their minimum is robust to a busy machine
 _CACHE_BYTES_MOVED = 2e8  # per timed loop: long enough to time, ~2 ms at cache speed
 _CACHE_REPEATS = 7
@@ -53,8 +54,9 @@ def cache_dir() -> Path:
 
 
 def machine_key() -> str:
-    """What the measurement depends on: CPU model, usable cores, JAX version."""
-    return f"{cpu_model()}|cores={_usable_cores()}|jax={_jax_version()}"
+    """What the measurement depends on: CPU model, usable cores, JAX version, and the methods (figures
+    an earlier method measured, such as copies into fresh pages, are measured again)."""
+    return f"{cpu_model()}|cores={_usable_cores()}|jax={_jax_version()}|methods={_METHODS_VERSION}"
 
 
 def _jax_version() -> str:
@@ -143,7 +145,7 @@ def measure_in_process() -> dict[str, Any]:
                       f"f32[{n},{n}] @ f32[{n},{n}], 2*N^3 FLOPs / time",
             "matmul_bf16": f"best of {_REPEATS * _MATMUL_N[-1] // bf16_n}, N in {list(_MATMUL_N)}: jitted "
                            f"bf16[{bf16_n},{bf16_n}] @ bf16[{bf16_n},{bf16_n}], 2*N^3 FLOPs / time",
-            "copy": f"best of {2 * _REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}], "
+            "copy": f"best of {2 * _REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}] in place (donated), "
                     f"(read + write) {8 * _COPY_ELEMENTS} bytes / time",
             "op_overhead": f"({_CHAIN} dependent f32[8,8] dots - 1 dot) / {_CHAIN - 1}, each the minimum over "
                            f"{_LAUNCHES} independent launches taken in turn",
@@ -243,9 +245,18 @@ def _copy_bandwidth(device: Any) -> float:
     import jax
     import jax.numpy as jnp
 
-    add = jax.jit(lambda x: x + 1.0)
-    x = jax.device_put(jnp.zeros((_COPY_ELEMENTS,), jnp.float32), device)
-    return 8.0 * _COPY_ELEMENTS / _best_time(lambda: add(x), 2 * _REPEATS)
+    # In place (the input donated): a fresh 64 MiB output per call would time the OS handing out and
+    # zeroing new pages (about 1 GB/s on a busy machine), not DRAM.
+    add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    x = add(jax.device_put(jnp.zeros((_COPY_ELEMENTS,), jnp.float32), device))
+    x.block_until_ready()
+    best = math.inf
+    for _ in range(2 * _REPEATS):
+        start = time.perf_counter()
+        x = add(x)
+        x.block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 8.0 * _COPY_ELEMENTS / best
 
 
 def cache_levels() -> list[dict[str, Any]]:
@@ -337,7 +348,8 @@ def _valid(entry: dict[str, Any]) -> bool:
             isinstance(c, dict) and {"name", "capacity_source", "method"} <= set(c)
             and float(c["capacity_bytes"]) > 0 and float(c["bytes_per_s"]) > 0
             and math.isfinite(float(c["bytes_per_s"])) for c in caches)
-        return (described and levels_ok and all(k in methods for k in ("matmul", "matmul_bf16", "copy", "op_overhead"))
+        return (described and levels_ok
+                and all(k in methods for k in ("matmul", "matmul_bf16", "copy", "op_overhead"))
                 and all(float(v) > 0 and math.isfinite(float(v)) for v in numbers)
                 and 0 <= overhead < 1e-3)
     except (KeyError, TypeError, ValueError):

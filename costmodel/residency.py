@@ -1,0 +1,195 @@
+"""Which of an op's bytes can come from a cache, by the data's history in the schedule.
+
+A cache roof is only a roof where the data can be in the cache. Each computation is
+walked in the order it runs, keeping the buffers it touches in least-recently-used order.
+An input is resident in a level when the distinct bytes touched since it was produced or
+last read, plus its own size, fit in the level (its LRU stack distance). An output that fits
+a level is written into it (caches write back: the write to main memory is paid later, by
+whatever evicts it). A loop or a call counts as touching the buffers one pass of its body
+makes.
+
+The entry computation's parameters are first touches, read from main memory, with one
+exception the program states: a donated parameter that an output reuses
+(`input_output_alias`, a training step updating its state in place) was produced by the
+previous run of the program, so the walk runs the program twice and reads such a parameter
+where the previous run left it. The parameters of a loop body or a called computation have
+a history the walk cannot see, so they count as resident wherever they fit (the roof must
+stay a lower bound).
+
+The result is per op and per level: the bytes that may be served by that level
+(`OpCost.resident`); the roofline (costmodel.roofline) charges the rest to main memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping
+
+from ..parsers.hlo_model import Computation, Instruction, Module
+from .chips.hardware import Hardware, MemoryLevel
+from .ops.base import nbytes
+from .ops.module import execution_plan
+from .records import OpCost
+
+# Ops that name other buffers without making one: their readers read what they name.
+_ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "add-dependency"})
+# Ops that run other computations: their traffic is that of the ops they run.
+_RUNS_OTHERS = frozenset({"while", "call", "conditional"})
+
+
+def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) -> dict[str, OpCost]:
+    """`costs` with each op's cache-resident bytes per level of `hw` set from the schedule."""
+    out = dict(costs)
+    if not hw.caches:
+        return out
+    footprint = _footprint(module)
+    for name in execution_plan(module):
+        comp = module.computations[name]
+        for op, resident in _walk(module, comp, costs, footprint, hw.caches, comp.name == module.entry).items():
+            out[op] = replace(out[op], resident=resident)
+    return out
+
+
+def _footprint(module: Module) -> dict[str, float]:
+    """Distinct bytes each loop, call or conditional touches: the buffers one pass of the
+    computations it runs produces (XLA reuses them from one iteration to the next)."""
+    out: dict[str, float] = {}
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            if instr.opcode not in _RUNS_OTHERS:
+                continue
+            total = 0.0
+            pending = [c.lstrip("%") for c in instr.called] + [instr.attr(k).lstrip("%") for k in
+                                                                ("body", "condition", "to_apply")]
+            seen: set[str] = set()
+            while pending:
+                inner = module.computations.get(pending.pop())
+                if inner is None or inner.name in seen or inner.is_fusion:
+                    continue
+                seen.add(inner.name)
+                for op in inner.instructions:
+                    if op.opcode not in _ALIASES:
+                        total += nbytes(op.shape)
+                    pending += [x.lstrip("%") for x in op.called]
+            out[instr.name] = total
+    return out
+
+
+class _Recency:
+    """Buffers in least-recently-used order: the distinct bytes touched since a buffer's last touch
+    (a Fenwick tree over touch times, so each query is O(log n))."""
+
+    def __init__(self, touches: int):
+        self.tree = [0.0] * (touches + 2)
+        self.time = 0
+        self.last: dict[str, int] = {}
+        self.size: dict[str, float] = {}
+
+    def _add(self, at: int, value: float) -> None:
+        while at < len(self.tree):
+            self.tree[at] += value
+            at += at & -at
+
+    def _prefix(self, at: int) -> float:
+        total = 0.0
+        while at > 0:
+            total += self.tree[at]
+            at -= at & -at
+        return total
+
+    def touch(self, buffer: str, size: float) -> None:
+        if buffer in self.last:
+            self._add(self.last[buffer], -self.size[buffer])
+        self.time += 1
+        self.last[buffer], self.size[buffer] = self.time, size
+        self._add(self.time, size)
+
+    def forget(self, buffer: str) -> None:
+        if buffer in self.last:
+            self._add(self.last.pop(buffer), -self.size.pop(buffer))
+
+    def rename(self, old: str, new: str) -> None:
+        """`new` is the buffer `old` was (an output the next run reads as its parameter)."""
+        if old in self.last:
+            self.forget(new)
+            self.last[new], self.size[new] = self.last.pop(old), self.size.pop(old)
+
+    def since(self, buffer: str) -> float | None:
+        """Distinct bytes touched after `buffer` was; None when it was never touched."""
+        if buffer not in self.last:
+            return None
+        return self._prefix(self.time) - self._prefix(self.last[buffer])
+
+
+def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footprint: Mapping[str, float],
+          levels: tuple[MemoryLevel, ...], entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
+    order = module.sequence(comp.name)
+    size = {i.name: float(nbytes(i.shape)) for i in order}
+    aliases: dict[str, frozenset[str]] = {}
+    recency = _Recency(2 * sum(len(i.operands) + 2 for i in order))
+    params = {i.name: int(i.attr("parameter_number") or -1) for i in order if i.opcode == "parameter"}
+    root = comp.root_instruction
+    donated = {}  # parameter name -> the root operand whose buffer the next run reads as it
+    if entry and module.aliased_outputs and root.opcode == "tuple":
+        for name, number in params.items():
+            index = module.aliased_outputs.get(number)
+            if index is not None and index < len(root.operands):
+                donated[name] = root.operands[index]
+    out: dict[str, tuple[tuple[str, float], ...]] = {}
+    for run in range(2 if donated else 1):
+        if run:  # the next run: donated parameters are last run's outputs, the others first touches
+            for name in params:
+                recency.forget(name)
+            for name, output in donated.items():
+                for buffer in aliases.get(output, frozenset({output})):
+                    recency.rename(buffer, name)
+        out = _one_run(order, comp, size, aliases, recency, costs, footprint, levels, entry)
+    return out
+
+
+def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, float],
+             aliases: dict[str, frozenset[str]], recency: _Recency, costs: Mapping[str, OpCost],
+             footprint: Mapping[str, float], levels: tuple[MemoryLevel, ...],
+             entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
+    reads: dict[str, list[tuple[str, float | None]]] = {}  # op -> (buffer, distance; None = unknown history)
+    for instr in order:
+        names = frozenset(b for o in instr.operands for b in aliases.get(o, frozenset({o})))
+        if instr.opcode in _ALIASES:
+            aliases[instr.name] = names
+            continue
+        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in sorted(names)]
+        for b in names:
+            recency.touch(b, size.get(b, 0.0))
+        if instr.opcode in _RUNS_OTHERS:
+            recency.touch(f"{instr.name}/body", footprint.get(instr.name, 0.0))
+        if instr.opcode not in ("parameter", "constant"):
+            recency.touch(instr.name, size[instr.name])
+    out: dict[str, tuple[tuple[str, float], ...]] = {}
+    for instr in order:
+        cost = costs.get(instr.name)
+        if instr.name not in reads or cost is None or cost.bytes_read is None or cost.bytes_written is None:
+            continue
+        operands = reads[instr.name]
+        named = sum(size.get(b, 0.0) for b, _ in operands)
+        resident = []
+        for level in levels:
+            capacity = level.capacity_bytes.value
+            held = sum(size.get(b, 0.0) for b, d in operands
+                       if size.get(b, 0.0) <= capacity and (d is None or d + size.get(b, 0.0) <= capacity))
+            read = cost.bytes_read * (held / named) if named else cost.bytes_read
+            written = cost.bytes_written if size[instr.name] <= capacity else 0.0
+            resident.append((level.name, read + written))
+        out[instr.name] = tuple(resident)
+    return out
+
+
+def _distance(buffer: str, recency: _Recency, comp: Computation, entry: bool) -> float | None:
+    """Distinct bytes touched since `buffer` was last produced or read; inf for a first touch, None
+    for a parameter of a computation whose caller's history the walk cannot see."""
+    since = recency.since(buffer)
+    if since is not None:
+        return since
+    instr: Instruction | None = comp.get(buffer)
+    if instr is not None and instr.opcode == "parameter" and not entry:
+        return None
+    return float("inf")
