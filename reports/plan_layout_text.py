@@ -26,6 +26,10 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     axes = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_axis"].items()) or "none"
     lines.append(f"  step time: compute {seconds(step['compute'])}, exposed communication {levels} "
                  f"(by axis: {axes}), bubble {seconds(step['bubble'])}")
+    ach = r.get("step_time_achievable_s")
+    if ach:
+        lines.append(f"  at achievable rates (estimate: {', '.join(ach['figures'])}): step ~ "
+                     f"{seconds(ach['total'])}, MFU ~ {100 * r['mfu_at_achievable']:.0f}%")
     if sched["name"] != "none":
         lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "
                      f"{100 * sched['bubble_fraction']:.1f}% of the work")

@@ -30,6 +30,7 @@ from typing import Any
 from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout
+from .layout_achievable import achievable_step
 from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params
 from .pipeline import schedule_of, schedule_problem
 from .transformer import (SAVED_PER_LAYER_NO_REMAT, ModelConfig, attention_flops_per_token,
@@ -246,7 +247,18 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         "model_flops_per_step": model, "executed_flops_per_step": executed,
         "mfu_upper_bound": model / run.chips / peak / step,
         "tokens_per_s": run.batch_tokens / step,
+        **_at_achievable(hw, run, model, {"compute": compute_s, "bubble": bubble,
+                                          "exposed_comm_by_level": _by_level(rows, exposed)}, net),
     }
+
+
+def _at_achievable(hw: Hardware, run: RunSpec, model_flops: float, step: dict[str, Any],
+                   net: Network) -> dict[str, Any]:
+    est = achievable_step(hw, run.compute_dtype, step, net.fast, net.slow)
+    if est is None:
+        return {}
+    return {"step_time_achievable_s": est,
+            "mfu_at_achievable": model_flops / run.chips / hw.peak(run.compute_dtype).value / est["total"]}
 
 
 def _by_level(rows: list[dict[str, Any]], exposed: dict[str, float]) -> dict[str, float]:
