@@ -16,6 +16,7 @@ from .hlo_files import load_hlo_file, read_hlo_if_module
 from .hlo_model import Module
 from .input_files import is_special
 from .report_file import REPORT_SCHEMA, read_report
+from .nsys import is_nsys_input
 from .xplane import SUFFIX as XPLANE_SUFFIX
 from .xplane import refuse_xprof_cache
 
@@ -23,7 +24,7 @@ __all__ = ["REPORT_SCHEMA", "InputKind", "OpenedInput", "open_input", "read_repo
 
 InputKind = Literal["profile", "hlo", "report"]
 _HLO_SUFFIXES = (".hlo.pb", ".txt", ".hlo")
-_ACCEPTS_TEXT = {"profile": "a profile (.xplane.pb, run dir or logdir)",
+_ACCEPTS_TEXT = {"profile": "a profile (.xplane.pb, run dir or logdir, nsys-jax archive, Nsight Systems SQLite)",
                  "hlo": "an HLO dump (.hlo.pb, .txt, .hlo)",
                  "report": "an audit JSON report (.json)"}
 
@@ -77,6 +78,8 @@ def _recognise(p: Path) -> OpenedInput:
             return OpenedInput("profile", p)
         raise InputError("not a regular file, and its name does not say what it holds", path=p,
                          hint="name it *.json, *.xplane.pb, *.hlo.pb, *.txt or *.hlo")
+    if is_nsys_input(p):
+        return OpenedInput("profile", p)
     module = read_hlo_if_module(p)
     if module is not None:
         return OpenedInput("hlo", p, module=module)

@@ -13,6 +13,7 @@ optional parts and who attaches them:
 | `cpu_comparison` | `audit run --target --compare-cpu` | measured on this CPU beside predicted on the target |
 | `runs`, `repeat` | `audit run --repeat N` | every run's step times; which run the report shows |
 | `run_source` | `audit run --repeat N`, `audit diff` | which file a run's report came from |
+| `matching` | the pipeline, for measured GPU profiles | measured time matched to HLO ops, and the largest other ranges |
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
-                   "repeat", "run_source"]
+                   "repeat", "run_source", "matching"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
 JSON = dict[str, Any]
 PartValue = list[JSON] | JSON | str

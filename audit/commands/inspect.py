@@ -22,11 +22,15 @@ from ..outputs import check_outputs, emit, output_options
               help="Local Dask workers at most (default: one per core).")
 @click.option("--skip-bad-hosts", is_flag=True,
               help="Analyse the readable hosts when some host files cannot be read, with a warning (default: exit 2).")
+@click.option("--hlo", "hlo_dir", metavar="DIR",
+              help="The HLO dump folder (--xla_dump_to) of an Nsight Systems SQLite export, which holds no HLO.")
 @output_options
 def command(path: str, run_name: str | None, cache: str | None, scheduler: str | None, workers: int | None,
-            skip_bad_hosts: bool, **kwargs) -> int:
-    """Analyse PATH: a .xplane.pb, a profile run directory, a TensorBoard logdir, or an HLO dump
-    (.hlo.pb, .txt, .hlo). PATH may be a URL that fsspec reads (gs://, s3://, file://)."""
+            skip_bad_hosts: bool, hlo_dir: str | None, **kwargs) -> int:
+    """Analyse PATH: a .xplane.pb, a profile run directory, a TensorBoard logdir, an nsys-jax archive
+    (.zip or its folder; a folder of them is one multi-process profile), an Nsight Systems SQLite
+    export (with --hlo DIR), or an HLO dump (.hlo.pb, .txt, .hlo). PATH may be a URL that fsspec
+    reads (gs://, s3://, file://)."""
     from ..library import inspect
 
     check_outputs(**kwargs, inputs=[path])
@@ -34,5 +38,5 @@ def command(path: str, run_name: str | None, cache: str | None, scheduler: str |
                      min_share=kwargs["min_share"], allow_smaller=kwargs["allow_smaller"], cache=cache,
                      scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
                      progress=not kwargs.get("quiet"), command=command_line(),
-                     overrides=dict(kwargs.get("overrides") or ()))
+                     overrides=dict(kwargs.get("overrides") or ()), hlo=hlo_dir)
     return emit(report.model, **kwargs)

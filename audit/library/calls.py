@@ -23,12 +23,14 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
             min_efficiency: float = 0.5, min_share: float = 0.01, allow_smaller: bool = False,
             cache: str | None = None, scheduler: str | None = None, workers: int | None = None,
             skip_bad_hosts: bool = False, progress: bool = False, command: str | None = None,
-            overrides: Mapping[str, object] | None = None) -> Report:
+            overrides: Mapping[str, object] | None = None, hlo: str | None = None) -> Report:
     """Analyse a profile or an HLO dump, as `audit inspect` does.
 
     **Arguments:**
     - `path`: a `.xplane.pb`, a profile run dir, a TensorBoard logdir (latest run, or `run`),
-      an HLO dump (`.hlo.pb`, `.txt`, `.hlo`), or an fsspec URL (`gs://`, `s3://`).
+      an nsys-jax archive (zip or folder; a folder of them is one multi-process profile), an
+      Nsight Systems SQLite export (with `hlo`), an HLO dump (`.hlo.pb`, `.txt`, `.hlo`), or an
+      fsspec URL (`gs://`, `s3://`).
     - `hardware`: the chip to judge against, `NAME[:TOPOLOGY]` or `FILE.toml[:TOPOLOGY]` (default:
       detected from the trace).
     - `overrides`: figures of that chip changed for this analysis, as `--set` takes them, e.g.
@@ -38,6 +40,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
     - `allow_smaller`: accept a topology with fewer devices than the program spans.
     - `cache`: folder for per-host summaries (default: the user cache; "" for none).
     - `scheduler`, `workers`, `skip_bad_hosts`: how several hosts are read (see the README).
+    - `hlo`: the HLO dump folder of an Nsight Systems SQLite export, which holds no HLO.
 
     **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.
     """
@@ -48,7 +51,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
     if not is_url(str(path)) and not Path(path).exists():
         raise InputError("no such file or directory", path=path)
     settings = PodSettings(cache=cache, scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
-                           progress=progress)
+                           progress=progress, hlo=hlo)
     model = analyse_profile(path, run=run, hardware=hardware, source={"command": command},
                             options=_options(min_efficiency, min_share, allow_smaller, overrides), pod=settings)
     return Report(model)

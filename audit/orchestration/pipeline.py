@@ -11,11 +11,13 @@ from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
+from ..costmodel.table.carriers import attribute_to_carriers
 from ..costmodel.table.join import Joined, join_measured, join_static, measure
 from ..costmodel.table.judge import Thresholds, judge_table
 from ..costmodel.table.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
 from ..reports.model import Report, StepTimes
 from .assemble import assemble
 from .caveats import check_partitions, loop_caveats
@@ -67,6 +69,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
                          hint="was the program running while the profiler was on?")
     hw = _hardware(hardware, profile.platform, profile.device_stats, options.overrides)
     modules, names = profile.modules, profile.module_names
+    events = attribute_to_carriers(events, modules)
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
     costs = cost_modules(modules, devices, hw)
@@ -89,10 +92,15 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         ops=ops, hw=hw, warnings=warnings, overlap=step_overlap(ops, walks), devices=devices, hosts=len(hosts),
         steps=step_list, step_time=StepTimes(st["min"], st["median"], st["max"]), idle_s=profile.idle_seconds(),
         step_source=hosts[0].step_source, platform=profile.platform,
-        source={"kind": "xplane", "paths": profile.paths, "workload": None, "command": None,
+        source={"kind": "nsys" if hosts[0].step_source == NSYS_STEPS else "xplane", "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
         timeline=profile.timeline(kind_of, device_names), device_steps=profile.device_steps(device_names),
     )
+    if profile.platform == "gpu":
+        from ..analyses.matching import matching
+
+        found = matching(ops)
+        report = report.attach("matching", found) if found is not None else report
     if len(hosts) > 1:
         from ..pod.analyses import host_summary, pod_analyses
 

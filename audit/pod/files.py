@@ -9,6 +9,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..parsers.input_files import MAX_PROFILE_BYTES, read_input
 from ..parsers.xplane import SUFFIX, find_profile_files, refuse_xprof_cache
+from ..parsers.nsys import nsys_hosts
+from ..parsers.nsys_jax import split_host
 
 
 def is_url(path: str | Path) -> bool:
@@ -28,6 +30,9 @@ class HostFiles:
 def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
     """Resolve a file, run dir or logdir (local or a URL) to the `.xplane.pb` files of one run."""
     if not is_url(path):
+        nsys = nsys_hosts(path)
+        if nsys is not None:
+            return HostFiles(run=Path(path).name, paths=nsys)
         found = find_profile_files(path, run)
         return HostFiles(run=found.run, paths=[str(p) for p in found.paths], warnings=found.warnings)
     fs, root = _filesystem(str(path))
@@ -88,11 +93,13 @@ def read_bytes(path: str) -> bytes:
 def identity(path: str) -> str:
     """A key that changes when the file does: its path, size and modification time (or etag)."""
     if not is_url(path):
+        # One process of a combined nsys-jax archive is keyed by the archive and the process.
+        local, member = split_host(path)
         try:
-            st = Path(path).stat()
+            st = local.stat()
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
-        facts = f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        facts = f"{local.resolve()}|{member}|{st.st_size}|{st.st_mtime_ns}"
     else:
         fs, root = _filesystem(path)
         try:

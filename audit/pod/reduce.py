@@ -28,6 +28,7 @@ class PodSettings:
     workers: int | None = None
     skip_bad_hosts: bool = False
     progress: bool = True
+    hlo: str | None = None  # the HLO dump folder of a profile that carries none (an Nsight Systems export)
 
 
 @dataclass
@@ -104,24 +105,24 @@ def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettin
     in_process = files.protocol(found.paths[0]) == "memory" and not cluster.scheduler_address(settings.scheduler)
     client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers)
     try:
-        results = _map(found.paths, cache, client, settings.progress)
+        results = _map(found.paths, cache, client, settings.progress, settings.hlo)
         return _combine(found, results, settings.skip_bad_hosts)
     finally:
         cluster.release(client)
 
 
-def _map(paths: list[str], cache: str | None, client, progress: bool):
+def _map(paths: list[str], cache: str | None, client, progress: bool, hlo: str | None = None):
     """Yield (index, result) as hosts finish, so the driver holds one summary's HLO at a time."""
     bar = _Progress(len(paths)) if progress else None
     if client is None:
         for i, p in enumerate(paths):
-            yield i, summarise_host(p, cache)
+            yield i, summarise_host(p, cache, hlo)
             if bar is not None:
                 bar.step()
     else:
         from distributed import as_completed
 
-        futures = client.map(summarise_host, paths, cache_dir=cache, pure=False)
+        futures = client.map(summarise_host, paths, cache_dir=cache, hlo_dir=hlo, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures, loop=client.loop):
             result = future.result()
@@ -171,7 +172,7 @@ def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
         trace=_concat([h.trace for h in hosts], hosts),
         overlapped=_first_seen([h.overlapped for h in hosts]), modules=modules, module_names=names,
         device_stats={k: v for h in hosts for k, v in h.device_stats.items()},
-        warnings=warnings + [w for h in hosts for w in h.warnings] + mismatch)
+        warnings=list(dict.fromkeys(warnings + [w for h in hosts for w in h.warnings] + mismatch)))
 
 
 def _raise(failure: HostFailure, total: int) -> None:

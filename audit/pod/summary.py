@@ -65,15 +65,16 @@ class HostFailure:
     internal: bool = False
 
 
-def summarise_host(path: str, cache_dir: str | None = None) -> HostSummary | HostFailure:
-    """Read one host file (local or URL) and reduce it; runs on a Dask worker."""
+def summarise_host(path: str, cache_dir: str | None = None, hlo_dir: str | None = None) -> HostSummary | HostFailure:
+    """Read one host file (local or URL) and reduce it; runs on a Dask worker. `hlo_dir` is the
+    HLO dump of a profile that carries none (an Nsight Systems export)."""
     try:
-        key = files.identity(path) if cache_dir else None
+        key = files.identity(path) + (f"-{files.identity(hlo_dir)}" if hlo_dir else "") if cache_dir else None
         if cache_dir and key:
             cached = read_cached(cache_dir, key)
             if cached is not None:
                 return cached
-        summary = _summarise(path)
+        summary = _summarise(path, hlo_dir)
         if cache_dir and key:
             write_cached(cache_dir, key, summary)
         return summary
@@ -83,12 +84,17 @@ def summarise_host(path: str, cache_dir: str | None = None) -> HostSummary | Hos
         return HostFailure(path, f"{path}: {type(exc).__name__}: {exc}\n{traceback.format_exc()}", internal=True)
 
 
-def _summarise(path: str) -> HostSummary:
+def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
+    from ..parsers.nsys import read_nsys_host
     from ..parsers.profile import read_host
 
-    data = files.read_bytes(path)
-    host, protos = read_host(path, data=data, decode_hlo=False)
-    del data
+    nsys = None if files.is_url(path) else read_nsys_host(path, hlo_dir)
+    if nsys is not None:
+        host, protos = nsys
+    else:
+        data = files.read_bytes(path)
+        host, protos = read_host(path, data=data, decode_hlo=False)
+        del data
     events = host.events
     programs, hlo = {}, {}
     for pid, proto in protos.items():

@@ -27,6 +27,7 @@ from .join import PS, Joined
 from .overlap import overlap_of
 from .record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .suggest import suggest
+from .waits import collective_wait
 
 # Ops that only contain or wait for other ops: their time is their children's, not their own.
 # An async-start is not one: it carries the cost of the ops it wraps (costmodel.ops.control),
@@ -94,6 +95,8 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     achievable_efficiency = safe_ratio(achievable, r.measured_s)
     reasons: list[str] = []
     unjudged = not_judged(cost, r.measured_s, hw, occ) if r.measured_s is not None and not container else ""
+    if not unjudged and measured_report and hw.kind == "gpu" and not container:
+        unjudged = collective_wait(cost, by_key.get((r.program_id, r.name)))
     if unjudged:
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
     elif r.measured_s is not None and not container:

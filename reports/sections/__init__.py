@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..model import Report
 from ._base import RenderOptions, Section, nothing
-from . import collectives, flagged, ops, plan, pod, target, timeline, verdict, warnings
+from . import collectives, flagged, matching, ops, plan, pod, target, timeline, verdict, warnings
 
 __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
@@ -30,6 +30,8 @@ REPORT_SECTIONS: Sequence[Section[Report]] = (
             "with the main reasons wherever two of them differ by more than 2x."),
     Section("target", "Measured here vs predicted on the target", target.terminal, target.markdown, target.html,
             "Each framework op's measured time on this CPU next to its predicted time on the target chip, per step."),
+    Section("matching", "Matching", matching.terminal, matching.markdown, matching.html,
+            "How much measured GPU time the per-op table matched to HLO ops, and what the largest other ranges are."),
     Section("pod", "Pod", pod.terminal, pod.markdown, pod.html,
             "Across hosts: top hosts and ops, and distributions over every host (measured, from the trace)."),
     # A picture of one step: nothing to say in text that the sections above do not.

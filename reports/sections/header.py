@@ -120,7 +120,7 @@ def html(report: Report) -> str:
     src, hw, tool = report.source, report.hardware, report.tool
     paths = [str(p) for p in src.get("paths") or []]
     what = src.get("workload") or ", ".join(PurePath(p).name for p in paths) or "profile"
-    kind = {"run": "profiled run", "xplane": "captured profile", "hlo": "HLO dump",
+    kind = {"run": "profiled run", "xplane": "captured profile", "nsys": "Nsight Systems profile", "hlo": "HLO dump",
             "aot": "ahead-of-time prediction"}.get(str(src.get("kind")), str(src.get("kind") or "report"))
     facts = [("Input", escape(kind) + " · " + "<br>".join(f"<code>{escape(p)}</code>" for p in paths)),
              ("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(hw.get("source")))]

@@ -1,0 +1,292 @@
+"""nsys-jax archives (NVIDIA's Nsight Systems wrapper for JAX) -> one `HostProfile` per process.
+
+An archive (a `.zip`, or the folder it unpacks to) holds, per process:
+`nvtx_gpu_proj_trace/trace.parquet` (the XLA module and thunk ranges projected onto the GPU
+timeline), `device-metadata.parquet` (Nsight's `TARGET_INFO_GPU` and `TARGET_INFO_NVTX_CUDA_DEVICE`
+rows), `thread-metadata.parquet` (thread names, which tie XLA's launcher threads to devices) and
+`dump/` (xz-compressed HLO protos of every program, before and after optimization).
+`nsys-jax-combine` merges the archives of one job into one: a file that differs between
+processes becomes a folder with one member per input archive (`trace.parquet/<input stem>`).
+
+A host is named by a path: the archive, or `ARCHIVE#STEM` for one process of a combined one.
+"""
+
+from __future__ import annotations
+
+import io
+import lzma
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import InputError
+from .nvtx_xla import RANGE_COLUMNS, has_xla_ranges, read_xla_ranges
+from .profile_model import HostProfile
+
+TRACE = "nvtx_gpu_proj_trace/trace.parquet"
+DEVICES = "device-metadata.parquet"
+THREADS = "thread-metadata.parquet"
+DUMP = "dump/"
+MEMBER_MARK = "#"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+# Columns of the two layouts Nsight's nvtx_gpu_proj_trace recipe has written, mapped to RANGE_COLUMNS.
+_PROJECTED = {"Name": "name", "Projected Start": "start_ns", "Projected Duration": "dur_ns", "RangeId": "range_id",
+              "ParentId": "parent_id", "TID": "tid", "NumGPUOps": "gpu_ops"}
+_START_END = {"Text": "name", "Start": "start_ns", "End": "end_ns", "Range ID": "range_id",
+              "Parent ID": "parent_id", "TID": "tid"}
+_XLA_DEVICE = re.compile(r"#global=(\d+),local=(\d+),process=(\d+)(?:,slice=(\d+))?#")
+_GPU_FIELDS = {"name": "device_name", "totalMemory": "memory_size", "memoryBandwidth": "memory_bandwidth",
+               "smCount": "core_count", "computeMajor": "compute_cap_major", "computeMinor": "compute_cap_minor",
+               "l2CacheSize": "l2_cache_size", "chipName": "chip_name"}
+
+
+class Archive:
+    """The files of one nsys-jax output, in a zip or an unpacked folder, by their path inside it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip: zipfile.ZipFile | None = None
+        try:
+            if path.is_dir():
+                self.names = sorted(str(p.relative_to(path)).replace("\\", "/") for p in path.rglob("*") if p.is_file())
+            else:
+                self._zip = zipfile.ZipFile(path)
+                self.names = sorted(i.filename for i in self._zip.infolist() if not i.is_dir())
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise InputError(f"not a readable nsys-jax archive ({exc})", path=path) from None
+
+    def read(self, name: str) -> bytes:
+        try:
+            if self._zip is not None:
+                return self._zip.read(name)
+            return (self.path / name).read_bytes()
+        except (zipfile.BadZipFile, OSError, EOFError, KeyError, lzma.LZMAError) as exc:
+            raise InputError(f"cannot read {name} ({exc}): the archive is truncated or damaged", path=self.path) from None
+
+    def members(self, name: str) -> dict[str, str]:
+        """`name` as one file ({"": name}) or, in a combined archive, its per-process members by stem."""
+        if name in self.names:
+            return {"": name}
+        prefix = name + "/"
+        return {n[len(prefix):]: n for n in self.names if n.startswith(prefix) and "/" not in n[len(prefix):]}
+
+
+def looks_like_archive(path: Path) -> bool:
+    """A zip or folder holding nsys-jax's projected NVTX trace (as one file or per process)."""
+    if path.is_dir():
+        return (path / TRACE).exists()
+    if not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n == TRACE or n.startswith(TRACE + "/") for n in z.namelist())
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return False
+
+
+def find_hosts(path: Path) -> list[str] | None:
+    """The processes of an nsys-jax path (archive, unpacked folder, combined archive, or a folder
+    of archives), as host paths; None when `path` is none of these."""
+    if looks_like_archive(path):
+        members = Archive(path).members(TRACE)
+        if "" in members:
+            return [str(path)]
+        return [f"{path}{MEMBER_MARK}{stem}" for stem in sorted(members)]
+    if not path.is_dir():
+        return None
+    inside = sorted(p for p in path.iterdir() if (p.suffix == ".zip" or p.is_dir()) and looks_like_archive(p))
+    if not inside:
+        return None
+    hosts: list[str] = []
+    for p in inside:
+        hosts.extend(find_hosts(p) or [])
+    return hosts
+
+
+def split_host(host_path: str) -> tuple[Path, str]:
+    """(archive, member stem) of a host path; the stem is "" for a one-process archive."""
+    p = Path(host_path)
+    if not p.exists() and MEMBER_MARK in host_path:
+        archive, stem = host_path.rsplit(MEMBER_MARK, 1)
+        if Path(archive).exists():
+            return Path(archive), stem
+    return p, ""
+
+
+def is_host_path(host_path: str) -> bool:
+    archive, _ = split_host(host_path)
+    return archive.exists() and looks_like_archive(archive)
+
+
+def _member(archive: Archive, name: str, stem: str, required: bool = True) -> bytes | None:
+    members = archive.members(name)
+    chosen = members.get(stem) or members.get("")
+    if chosen is None:
+        if required:
+            raise InputError(f"no {name}{'/' + stem if stem else ''} in this nsys-jax archive", path=archive.path)
+        return None
+    return archive.read(chosen)
+
+
+def read_archive_host(host_path: str) -> tuple[HostProfile, dict[int, bytes]]:
+    """One process of an nsys-jax archive: its op events, steps, devices and programs' HLO bytes.
+
+    **Raises:** `InputError` for a truncated, damaged or foreign archive, or one without XLA ranges.
+    """
+    path, stem = split_host(host_path)
+    archive = Archive(path)
+    ranges = _ranges(archive, stem)
+    if not has_xla_ranges(ranges["name"]):
+        raise InputError("holds no XLA module or thunk ranges (TSL:XlaModule / TSL:Thunk): was XLA's NVTX "
+                         "annotation on, and is this a JAX program?", path=host_path)
+    devices = _devices(archive, stem)
+    ranges["device"] = _device_of_ranges(archive, stem, ranges, devices)
+    host = _host_name(devices, path, stem)
+    found = read_xla_ranges(ranges.drop(columns=["tid"]), host)
+    protos, missing = _programs(archive, stem, found.module_names)
+    warnings = list(found.warnings)
+    if missing:
+        warnings.append(f"no HLO dump after optimization in the archive for program(s) {', '.join(missing)}")
+    stats = {f"/device:GPU:{d['global']}": d["stats"] for d in devices}
+    profile = HostProfile(
+        host=host, path=host_path, platform="gpu", events=found.events, steps=found.steps, modules={},
+        module_names=found.module_names, step_source=found.step_source, device_stats=stats,
+        device_names={d["global"]: f"{d['stats'].get('device_name', 'GPU')} (device {d['global']})" for d in devices},
+        warnings=warnings)
+    return profile, protos
+
+
+def _ranges(archive: Archive, stem: str) -> pd.DataFrame:
+    data = _member(archive, TRACE, stem)
+    assert data is not None
+    try:
+        source = pq.ParquetFile(io.BytesIO(data))
+        columns = set(source.schema_arrow.names)
+        layout = _PROJECTED if set(_PROJECTED) - {"NumGPUOps"} <= columns else _START_END
+        if not set(layout) - {"NumGPUOps"} <= columns:
+            raise InputError(f"{TRACE} is not Nsight's NVTX GPU projection (columns: {', '.join(sorted(columns))})",
+                             path=archive.path)
+        wanted = [c for c in layout if c in columns]
+        table = source.read(columns=wanted).to_pandas()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{TRACE} cannot be read ({exc}): the archive is truncated or damaged",
+                         path=archive.path) from None
+    table = table.rename(columns=layout)
+    if "end_ns" in table.columns:
+        table["dur_ns"] = table.pop("end_ns") - table["start_ns"]
+    table = table.dropna(subset=["range_id"])
+    # A range that launched nothing has no projection (NaN start): -1, as RANGE_COLUMNS says.
+    out = pd.DataFrame({
+        "name": table["name"].fillna("").astype(str),
+        "start_ns": table["start_ns"].fillna(-1).to_numpy(np.int64),
+        "dur_ns": table["dur_ns"].fillna(0).to_numpy(np.int64),
+        "range_id": table["range_id"].to_numpy(np.int64),
+        "parent_id": table["parent_id"].fillna(-1).to_numpy(np.int64),
+        "tid": table["tid"].fillna(-1).to_numpy(np.int64),
+        "gpu_ops": table["gpu_ops"].fillna(-1).to_numpy(np.int64) if "gpu_ops" in table else -1,
+    })
+    assert set(out.columns) >= set(RANGE_COLUMNS) - {"device"}
+    return out
+
+
+def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:
+    """Each GPU the process drove: its global XLA device id, process index and trace stats."""
+    data = _member(archive, DEVICES, stem, required=False)
+    if data is None:
+        return [{"global": 0, "process": None, "local": 0, "stats": {}}]
+    try:
+        frame = pq.read_table(io.BytesIO(data)).to_pandas()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{DEVICES} cannot be read ({exc})", path=archive.path) from None
+    return device_rows(frame)
+
+
+def device_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Nsight's TARGET_INFO_GPU (and TARGET_INFO_NVTX_CUDA_DEVICE) columns -> device facts, with
+    the stats named as XPlane device planes name them, so hardware detection reads both alike."""
+    columns: dict[tuple[str, str], Any] = {}
+    for col in frame.columns:
+        table, name = (col if isinstance(col, tuple) else ("TARGET_INFO_GPU", str(col)))[:2]
+        match = re.match(r"^\('(\w+)', '(\w+)'\)$", str(col))
+        if match:
+            table, name = match.group(1), match.group(2)
+        columns[(str(table), str(name))] = col
+    rows = []
+    for i in range(len(frame)):
+        record = {key: frame[col].iloc[i] for key, col in columns.items()}
+
+        def get(table: str, name: str, record: dict[tuple[str, str], Any] = record) -> Any:
+            return record.get((table, name))
+        stats: dict[str, Any] = {"device_vendor": "NVIDIA"}
+        for field, stat in _GPU_FIELDS.items():
+            value = get("TARGET_INFO_GPU", field)
+            if value is not None and not (isinstance(value, float) and np.isnan(value)):
+                stats[stat] = value.item() if hasattr(value, "item") else value
+        clock = get("TARGET_INFO_GPU", "clockRate")
+        if clock is not None:
+            stats["clock_rate"] = float(clock) / 1e3  # Nsight states Hz; XPlane planes state kHz
+        label = str(get("TARGET_INFO_NVTX_CUDA_DEVICE", "name") or "")
+        match = _XLA_DEVICE.search(label)
+        cu = get("TARGET_INFO_NVTX_CUDA_DEVICE", "deviceId")
+        fallback = int(cu) if cu is not None else int(frame.index[i]) if str(frame.index[i]).isdigit() else i
+        rows.append({"global": int(match.group(1)) if match else fallback,
+                     "local": int(match.group(2)) if match else i,
+                     "process": int(match.group(3)) if match else None, "stats": stats})
+    return rows or [{"global": 0, "process": None, "local": 0, "stats": {}}]
+
+
+def _device_of_ranges(archive: Archive, stem: str, ranges: pd.DataFrame, devices: list[dict[str, Any]]) -> np.ndarray:
+    """The device of each range: the process's only GPU, or, with several, the one whose XLA
+    launcher thread (`XlaLauncher:#global=N,...#`) pushed it; other threads count as the first."""
+    first = devices[0]["global"]
+    if len(devices) == 1:
+        return np.full(len(ranges), first, dtype=np.int64)
+    data = _member(archive, THREADS, stem, required=False)
+    if data is None:
+        return np.full(len(ranges), first, dtype=np.int64)
+    threads = pq.read_table(io.BytesIO(data)).to_pandas().reset_index()
+    by_tid: dict[int, int] = {}
+    for tid, name in zip(threads["TID"], threads["Name"].astype(str)):
+        match = _XLA_DEVICE.search(name) if name.startswith("XlaLauncher") else None
+        if match:
+            by_tid[int(tid)] = int(match.group(1))
+    return ranges["tid"].map(by_tid).fillna(first).to_numpy(np.int64)
+
+
+def _host_name(devices: list[dict[str, Any]], path: Path, stem: str) -> str:
+    processes = {d["process"] for d in devices}
+    if len(processes) == 1 and None not in processes:
+        return f"process {processes.pop()}"
+    return stem or path.name.removesuffix(".zip")
+
+
+def _programs(archive: Archive, stem: str, names: dict[int, str]) -> tuple[dict[int, bytes], list[str]]:
+    """HloProto bytes of each program, from `dump/module_NNNN.NAME.*after_optimizations.hlo.pb[.xz]`."""
+    dumps = [n for n in archive.names if n.startswith(DUMP)]
+    protos: dict[int, bytes] = {}
+    missing = []
+    for program, module in names.items():
+        pattern = re.compile(rf"^dump/module_0*{program}\.{re.escape(module)}\.(?:[^/]*[._])?after_optimizations"
+                             r"\.hlo\.pb(?:\.xz)?(?:/(.+))?$")
+        matches = [(m.group(1) or "", n) for n in dumps if (m := pattern.match(n))]
+        chosen = next((n for s, n in matches if s == stem), None) or next((n for s, n in matches if not s), None) \
+            or (matches[0][1] if matches else None)
+        if chosen is None:
+            missing.append(f"{module} ({program})")
+            continue
+        data = archive.read(chosen)
+        if data[:6] == _XZ_MAGIC:
+            try:
+                data = lzma.decompress(data)
+            except lzma.LZMAError as exc:
+                raise InputError(f"{chosen} is not valid xz ({exc}): the archive is truncated or damaged",
+                                 path=archive.path) from None
+        protos[program] = data
+    return protos, missing
+

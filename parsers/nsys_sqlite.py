@@ -1,0 +1,230 @@
+"""Nsight Systems SQLite exports (`nsys export --type sqlite`) of a JAX program -> one `HostProfile`.
+
+The export keeps NVTX push/pop ranges on CPU threads (`NVTX_EVENTS`, eventType 59, text inline
+or through `StringIds`), the CUDA API calls that launched GPU work (`CUPTI_ACTIVITY_KIND_RUNTIME`)
+and the GPU work itself (`CUPTI_ACTIVITY_KIND_KERNEL`, `_MEMCPY`, `_MEMSET`), tied by
+`correlationId`; `TARGET_INFO_GPU` describes the GPUs. A range is projected onto the GPU as
+nsys-jax's recipe does: from the first GPU operation launched inside it (or inside a range it
+contains) to the end of the last. The HLO is not in the export: it comes from the dump folder
+given beside it (`--hlo DIR`, what `--xla_dump_to` wrote, as `.hlo.pb` protos).
+"""
+
+from __future__ import annotations
+
+import lzma
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .nsys_jax import device_rows
+from .nvtx_xla import has_xla_ranges, read_xla_ranges
+from .profile_model import HostProfile
+
+HEADER = b"SQLite format 3\x00"
+PUSH_POP = 59  # NVTX_EVENTS.eventType of a push/pop range
+_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+_NEEDED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME")
+
+
+def looks_like_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(HEADER)) == HEADER
+    except OSError:
+        return False
+
+
+def read_sqlite_host(path: str, hlo_dir: str | None) -> tuple[HostProfile, dict[int, bytes]]:
+    """One Nsight Systems SQLite export: op events, steps, devices, and the programs' HLO from `hlo_dir`.
+
+    **Raises:** `InputError` when the file is not an Nsight export, lacks the XLA ranges or the
+    CUDA activity, or no HLO dump is given for the programs it ran.
+    """
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(f"not a readable SQLite file ({exc})", path=path) from None
+    try:
+        tables = _tables(db, path)
+        missing = [t for t in _NEEDED if t not in tables]
+        if missing:
+            raise InputError(f"an SQLite file without {' and '.join(missing)}: not an Nsight Systems export "
+                             "with NVTX and CUDA traced (nsys profile --trace=cuda,nvtx; nsys export --type sqlite)",
+                             path=path)
+        ranges = _ranges(db, tables)
+        if ranges.empty or not has_xla_ranges(ranges["name"]):
+            raise InputError("no XLA module or thunk ranges (TSL:XlaModule / TSL:Thunk) in NVTX_EVENTS: profile a "
+                             "JAX program with NVTX tracing on (nsys profile --trace=cuda,nvtx)", path=path)
+        gpu = [t for t in _GPU_TABLES if t in tables]
+        if not gpu:
+            raise InputError("no GPU activity (CUPTI_ACTIVITY_KIND_KERNEL) in this export: the XLA ranges cannot "
+                             "be placed on the GPU timeline (nsys profile --trace=cuda)", path=path)
+        ranges = _project(db, ranges, gpu)
+        devices = device_rows(_device_frame(db, tables))
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"cannot read the SQLite export ({exc}): truncated or damaged", path=path) from None
+    finally:
+        db.close()
+    by_cuda = {d["local"]: d["global"] for d in devices}
+    ranges["device"] = ranges.pop("cuda_device").map(lambda d: by_cuda.get(int(d), int(d))).astype(np.int64)
+    host = Path(path).name.removesuffix(".sqlite")
+    found = read_xla_ranges(ranges, host)
+    protos = programs_from_dump(hlo_dir, found.module_names, path)
+    stats = {f"/device:GPU:{d['global']}": d["stats"] for d in devices}
+    profile = HostProfile(
+        host=host, path=path, platform="gpu", events=found.events, steps=found.steps, modules={},
+        module_names=found.module_names, step_source=found.step_source, device_stats=stats,
+        device_names={d["global"]: f"{d['stats'].get('device_name', 'GPU')} (device {d['global']})" for d in devices},
+        warnings=list(found.warnings))
+    return profile, protos
+
+
+def _tables(db: sqlite3.Connection, path: str) -> set[str]:
+    try:
+        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"not a readable SQLite file ({exc})", path=path) from None
+
+
+def _ranges(db: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+    """Push/pop ranges with a parent (the innermost range containing each on its thread)."""
+    text = "COALESCE(n.text, s.value)" if "StringIds" in tables else "n.text"
+    join = "LEFT JOIN StringIds AS s ON n.textId = s.id" if "StringIds" in tables else ""
+    frame = pd.read_sql_query(
+        f"SELECT n.start AS start, n.end AS end, {text} AS name, n.globalTid AS tid FROM NVTX_EVENTS AS n {join} "
+        f"WHERE n.eventType = {PUSH_POP} AND n.end IS NOT NULL", db)
+    frame["name"] = frame["name"].fillna("").astype(str)
+    frame = frame.sort_values(["tid", "start", "end"], ascending=[True, True, False], kind="stable")
+    frame = frame.reset_index(drop=True)
+    frame["range_id"] = np.arange(len(frame), dtype=np.int64)
+    frame["parent_id"] = _parents(frame["tid"].to_numpy(), frame["start"].to_numpy(), frame["end"].to_numpy())
+    return frame
+
+
+def _parents(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Innermost enclosing range per range, for ranges sorted by (thread, start, -end)."""
+    parent = np.full(len(start), -1, dtype=np.int64)
+    stack: list[int] = []
+    for i, (t, s, e) in enumerate(zip(tid.tolist(), start.tolist(), end.tolist())):
+        while stack and (tid[stack[-1]] != t or end[stack[-1]] < e or end[stack[-1]] <= s):
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def _project(db: sqlite3.Connection, ranges: pd.DataFrame, gpu_tables: list[str]) -> pd.DataFrame:
+    """Each range's projection onto the GPU: first start and last end of the GPU work launched in it."""
+    union = " UNION ALL ".join(f"SELECT start, end, deviceId, correlationId FROM {t}" for t in gpu_tables)
+    work = pd.read_sql_query(
+        f"SELECT r.globalTid AS tid, r.start AS launch, g.start AS gstart, g.end AS gend, g.deviceId AS device "
+        f"FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN ({union}) AS g ON g.correlationId = r.correlationId", db)
+    n = len(ranges)
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    device = np.full(n, -1, dtype=np.int64)
+    innermost = _innermost(ranges, work)
+    hit = innermost >= 0
+    np.minimum.at(lo, innermost[hit], work["gstart"].to_numpy(np.int64)[hit])
+    np.maximum.at(hi, innermost[hit], work["gend"].to_numpy(np.int64)[hit])
+    np.add.at(count, innermost[hit], 1)
+    device[innermost[hit]] = work["device"].to_numpy(np.int64)[hit]
+    parent = ranges["parent_id"].to_numpy()
+    depth = _depth(parent)
+    for i in np.argsort(-depth, kind="stable"):  # children before parents
+        p = parent[i]
+        if p >= 0 and count[i]:
+            lo[p], hi[p] = min(lo[p], lo[i]), max(hi[p], hi[i])
+            count[p] += count[i]
+            if device[p] < 0:
+                device[p] = device[i]
+    launched = count > 0
+    first_device = int(device[launched][0]) if launched.any() else 0
+    return pd.DataFrame({
+        "name": ranges["name"], "start_ns": np.where(launched, lo, -1), "dur_ns": np.where(launched, hi - lo, 0),
+        "range_id": ranges["range_id"], "parent_id": parent, "gpu_ops": count,
+        "cuda_device": np.where(device >= 0, device, first_device),
+    })
+
+
+def _innermost(ranges: pd.DataFrame, work: pd.DataFrame) -> np.ndarray:
+    """For each launch, the innermost range on its thread containing its CPU time (-1: none)."""
+    out = np.full(len(work), -1, dtype=np.int64)
+    for tid, calls in work.groupby("tid", sort=False):
+        mine = ranges[ranges["tid"] == tid]
+        if mine.empty:
+            continue
+        starts, ends = mine["start"].to_numpy(), mine["end"].to_numpy()
+        ids, parents = mine["range_id"].to_numpy(), mine["parent_id"].to_numpy()
+        index = {int(r): k for k, r in enumerate(ids)}
+        # The last range starting at or before the call, then up its parents until one contains it.
+        pos = np.searchsorted(starts, calls["launch"].to_numpy(), side="right") - 1
+        for row, (k, t) in enumerate(zip(pos.tolist(), calls["launch"].tolist())):
+            while k >= 0 and ends[k] < t:
+                p = parents[k]
+                k = index.get(int(p), -1) if p >= 0 else -1
+            if k >= 0:
+                out[calls.index[row]] = ids[k]
+    return out
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), dtype=np.int64)
+    current = parent.copy()
+    for _ in range(64):
+        has = current >= 0
+        if not has.any():
+            break
+        depth[has] += 1
+        current = np.where(has, parent[np.where(has, current, 0)], -1)
+    return depth
+
+
+def _device_frame(db: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+    """TARGET_INFO_GPU (and the XLA device names of TARGET_INFO_NVTX_CUDA_DEVICE) as nsys-jax's
+    device metadata lays them out: (table, column) pairs."""
+    if "TARGET_INFO_GPU" not in tables:
+        return pd.DataFrame()
+    gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", db)
+    frame = pd.DataFrame({("TARGET_INFO_GPU", c): gpus[c] for c in gpus.columns})
+    if "TARGET_INFO_NVTX_CUDA_DEVICE" in tables and "id" in gpus.columns:
+        names = pd.read_sql_query("SELECT name, deviceId FROM TARGET_INFO_NVTX_CUDA_DEVICE", db)
+        by_id = dict(zip(names["deviceId"], names["name"]))
+        frame[("TARGET_INFO_NVTX_CUDA_DEVICE", "name")] = gpus["id"].map(by_id)
+        frame[("TARGET_INFO_NVTX_CUDA_DEVICE", "deviceId")] = gpus["id"]
+    return frame
+
+
+def programs_from_dump(hlo_dir: str | None, names: dict[int, str], path: str) -> dict[int, bytes]:
+    """HloProto bytes of each program from an `--xla_dump_to` folder: `module_NNNN.NAME.*after_optimizations
+    .hlo.pb` (or `.pb.xz`). **Raises:** `InputError` when no folder is given or it lacks them all."""
+    if not names:
+        return {}
+    wanted = ", ".join(f"{n} (program {p})" for p, n in sorted(names.items()))
+    if hlo_dir is None:
+        raise InputError(f"an Nsight Systems export holds no HLO: pass the dump folder of {wanted} with --hlo DIR "
+                         "(what XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_proto wrote)", path=path)
+    root = Path(hlo_dir)
+    if not root.is_dir():
+        raise InputError("--hlo must be the folder XLA dumped the HLO to", path=hlo_dir)
+    files = [p for p in root.iterdir() if p.is_file()]
+    protos: dict[int, bytes] = {}
+    for program, module in names.items():
+        pattern = re.compile(rf"^module_0*{program}\.{re.escape(module)}\.(?:.*[._])?after_optimizations"
+                             r"\.hlo\.pb(?:\.xz)?$")
+        match = next((p for p in sorted(files) if pattern.match(p.name)), None)
+        if match is None:
+            continue
+        data = match.read_bytes()
+        protos[program] = lzma.decompress(data) if match.name.endswith(".xz") else data
+    if not protos:
+        text = any(p.name.endswith("after_optimizations.txt") for p in files)
+        raise InputError(f"no HLO proto after optimization for {wanted} in this folder"
+                         + (" (only text dumps: add --xla_dump_hlo_as_proto)" if text else ""), path=hlo_dir)
+    return protos

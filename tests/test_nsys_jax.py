@@ -1,0 +1,184 @@
+"""nsys-jax archives from a real 4-process A100 training step: steps, per-op times matched to the
+HLO, the chip from the device metadata, every report format, the pod, diff, and bad archives."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from audit.cli import main
+from audit.orchestration.pipeline import analyse_profile
+from audit.pod.reduce import PodSettings
+from conftest import shared_fixture
+
+FOLDER = "gpu-a100-pax-nsys-jax"
+QUIET = PodSettings(progress=False, cache="")
+
+
+def archive(rank: int) -> Path:
+    return shared_fixture(f"{FOLDER}/pax_fsdp4_4proc_proc{rank}.zip")
+
+
+@pytest.fixture(scope="module")
+def one() -> dict:
+    return analyse_profile(archive(0), pod=QUIET).to_json()
+
+
+@pytest.fixture(scope="module")
+def four() -> dict:
+    return analyse_profile(shared_fixture(FOLDER), pod=QUIET).to_json()
+
+
+def _timed(report: dict) -> list[dict]:
+    return [o for o in report["ops"] if o["measured_s"] is not None]
+
+
+def test_steps_are_the_training_step_executions_without_the_first(one):
+    # Five executions of pjit__wrapped_step_fn in the capture; the first carries autotuning and setup.
+    assert one["summary"]["steps"] == 4
+    assert one["source"]["kind"] == "nsys"
+    times = [s["time_s"] for s in one["steps"]]
+    assert all(0.12 < t < 0.15 for t in times)
+    assert {o["module"] for o in _timed(one)} == {"pjit__wrapped_step_fn"}
+    assert any("compilation and autotuning" in w for w in one["warnings"])
+
+
+def test_a100_detected_from_the_device_metadata(one):
+    hw = one["hardware"]
+    assert hw["name"] == "a100" and hw["source"] == "trace"
+    # The 40 GB A100 moves 1.555 TB/s, as Nsight's TARGET_INFO_GPU states; the catalog's is the 80 GB part's.
+    assert hw["hbm_bytes_per_s"] == pytest.approx(1.5552e12)
+
+
+def test_per_op_times_are_matched_to_the_step_hlo(one):
+    matching = one["matching"]
+    assert matching["covered_share"] >= 0.9 and matching["matched_share"] >= 0.9
+    ops = _timed(one)
+    assert len(ops) > 1000
+    gemms = [o for o in ops if o["opcode"] == "custom-call" and o["flops"]]
+    assert len(gemms) >= 50 and all(o["expected_s"] for o in gemms)
+    # Thunks named after an op inside a fusion or an async computation count for their carrier.
+    names = {o["name"] for o in ops}
+    assert "reduce-scatter-start" in names and "reduce-scatter.131" not in names
+    assert not any(n.startswith("reduce.") for n in names)
+
+
+def test_gemms_and_collectives_never_beat_their_roofline(four):
+    for op in _timed(four):
+        if op["expected_s"] and (op["comm_bytes"] or op["custom_call_target"].startswith("__cublas")):
+            assert op["measured_s"] >= op["expected_s"], op["name"]
+
+
+def test_few_timed_ops_beat_their_roofline_by_much(four):
+    timed = [o for o in _timed(four) if o["expected_s"] and o["verdict"] != "not judged"]
+    beating = [o for o in timed if o["expected_s"] > 1.25 * o["measured_s"]]
+    assert len(beating) <= 0.05 * len(timed), [o["name"] for o in beating[:10]]
+
+
+def test_four_processes_are_one_pod_that_names_the_slowest(four):
+    assert four["summary"]["hosts"] == 4 and four["summary"]["devices"] == 4
+    slowest = four["pod"]["slowest_hosts"][0]["host"]
+    assert slowest in {f"process {i}" for i in range(4)}
+    # Clocks of separate processes are aligned at their first steady step: one step is one step's time.
+    assert 0.12 < four["summary"]["step_time_s"]["median"] < 0.15
+
+
+def test_collective_waits_on_other_ranks_are_not_judged(one, four):
+    def verdicts(report: dict) -> dict[str, str]:
+        return {o["name"]: o["verdict"] for o in _timed(report) if o["comm_bytes"]}
+
+    # One process alone cannot tell its collectives' transfer from its wait for the other three.
+    assert set(verdicts(one).values()) == {"not judged"}
+    # With all four, the rank that arrived last shows the transfer; all-gather-start.2 is mostly waiting.
+    both = verdicts(four)
+    assert both["all-gather-start.2"] == "not judged"
+    assert any(v != "not judged" for v in both.values())
+
+
+def test_every_format_is_written(tmp_path, capsys):
+    paths = {fmt: tmp_path / f"r.{fmt}" for fmt in ("json", "csv", "md", "html")}
+    code = main(["inspect", str(archive(1)), "--quiet", "--json", str(paths["json"]), "--csv", str(paths["csv"]),
+                 "--markdown", str(paths["md"]), "--html", str(paths["html"])])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(paths["json"].read_text())["hardware"]["name"] == "a100"
+    assert "custom-call" in paths["csv"].read_text()
+    assert "### Matching" in paths["md"].read_text()
+    assert "Matching" in paths["html"].read_text()
+    code = main(["inspect", str(archive(1))])
+    out = capsys.readouterr().out
+    assert code == 0 and "matching: " in out and "a100" in out
+
+
+def test_unpacked_and_combined_archives_read_like_the_zips(tmp_path, four):
+    unpacked = tmp_path / "proc2"
+    with zipfile.ZipFile(archive(2)) as z:
+        z.extractall(unpacked)
+    single = analyse_profile(unpacked, pod=QUIET).to_json()
+    assert single["summary"]["steps"] == 4 and single["hardware"]["name"] == "a100"
+    combined = _combine(tmp_path / "combined.zip", [archive(i) for i in range(4)])
+    report = analyse_profile(combined, pod=QUIET).to_json()
+    assert report["summary"]["hosts"] == 4
+    assert report["summary"]["measured_s"] == pytest.approx(four["summary"]["measured_s"], rel=1e-6)
+
+
+def _combine(out: Path, inputs: list[Path]) -> Path:
+    """nsys-jax-combine's layout: a file the same in every input is kept once; a file that
+    differs becomes a folder with one member per input, named by the input's stem."""
+    contents: dict[str, dict[str, bytes]] = {}
+    for path in inputs:
+        with zipfile.ZipFile(path) as z:
+            for name in z.namelist():
+                if name.startswith("sources/") or name.startswith("protos/"):
+                    continue
+                contents.setdefault(name, {})[path.stem] = z.read(name)
+    with zipfile.ZipFile(out, "w") as z:
+        for name, by_input in contents.items():
+            if len(set(by_input.values())) == 1 and len(by_input) == len(inputs):
+                z.writestr(name, next(iter(by_input.values())))
+            else:
+                for stem, data in by_input.items():
+                    z.writestr(f"{name}/{stem}", data)
+    return out
+
+
+def test_diff_between_two_nsys_jax_runs(tmp_path, capsys):
+    code = main(["diff", str(archive(0)), str(archive(1)), "--json", str(tmp_path / "d.json")])
+    err = capsys.readouterr().err
+    assert code in (0, 1), err
+    diff = json.loads((tmp_path / "d.json").read_text())
+    assert diff["verdict"] in ("no change", "regression", "improvement", "inconclusive")
+
+
+def test_truncated_archive_exits_2_with_one_line(tmp_path, capsys):
+    data = archive(0).read_bytes()
+    bad = tmp_path / "truncated.zip"
+    bad.write_bytes(data[: len(data) // 2])
+    assert main(["inspect", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "truncated or damaged" in err
+
+
+def test_foreign_zip_exits_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "photos.zip"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("cat.txt", "meow")
+    assert main(["inspect", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not an nsys-jax output" in err
+
+
+def test_archive_without_xla_ranges_says_what_is_missing(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"Name": ["my range"], "Projected Start": [1], "Projected Duration": [2], "RangeId": [1.0],
+                      "ParentId": [None], "TID": [1], "NumGPUOps": [1]})
+    folder = tmp_path / "no_xla"
+    (folder / "nvtx_gpu_proj_trace").mkdir(parents=True)
+    pq.write_table(table, folder / "nvtx_gpu_proj_trace" / "trace.parquet")
+    assert main(["inspect", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no XLA module or thunk ranges" in err
