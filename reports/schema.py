@@ -154,6 +154,15 @@ def _collective() -> JSON:
     return schema
 
 
+def _matching() -> JSON:
+    """The `matching` part (audit.analyses.matching): measured time matched to HLO ops, and the rest."""
+    shares = {k: _nullable(_number()) for k in ("matched_share", "covered_share")}
+    times = {k: _number() for k in ("measured_s", "matched_s", "explained_s", "unmatched_s")}
+    largest = _open({"name": {"type": "string"}, "module": {"type": "string"}, "measured_s": _number(),
+                     "status": {"type": "string"}, "what": {"type": "string"}})
+    return _open({**times, **shares, "ops": _integer(), "largest": _array(largest)})
+
+
 def report_schema() -> JSON:
     """The schema of `audit.report/v1`, from the types the writer serialises."""
     steps = _open({"index": _integer(), "time_s": _number("time_s"),
@@ -176,6 +185,7 @@ def report_schema() -> JSON:
         "warnings": _array({"type": "string"}),
         "runs": _array(run, MAX_RUNS),
         "run_source": {"type": "string"},
+        "matching": _matching(),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",

@@ -11,6 +11,7 @@ import pytest
 
 from audit.cli import main
 from audit.orchestration.pipeline import analyse_profile
+from audit.parsers.report_file import read_report
 from audit.pod.reduce import PodSettings
 from conftest import shared_fixture
 
@@ -104,6 +105,7 @@ def test_every_format_is_written(tmp_path, capsys):
                  "--markdown", str(paths["md"]), "--html", str(paths["html"])])
     assert code == 0, capsys.readouterr().err
     assert json.loads(paths["json"].read_text())["hardware"]["name"] == "a100"
+    assert read_report(paths["json"])["matching"]["matched_share"] > 0.9  # valid against the report schema
     assert "custom-call" in paths["csv"].read_text()
     assert "### Matching" in paths["md"].read_text()
     assert "Matching" in paths["html"].read_text()
