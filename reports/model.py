@@ -38,7 +38,7 @@ PartValue = list[JSON] | JSON | str
 """A part is a list of JSON rows (hosts, devices, runs), a JSON object, or a path (run_source)."""
 _PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str,
                                  **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
-                                                            "cpu_comparison", "repeat")}}
+                                                            "cpu_comparison", "repeat", "matching")}}
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,8 @@ class Report:
     @overload
     def part(self, name: Literal["hosts", "devices", "runs"]) -> list[JSON] | None: ...
     @overload
-    def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat"]) -> JSON | None: ...
+    def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
+                                 "matching"]) -> JSON | None: ...
     @overload
     def part(self, name: Literal["run_source"]) -> str | None: ...
 
@@ -208,8 +209,8 @@ class Report:
     @overload
     def attach(self, name: Literal["hosts", "devices", "runs"], value: list[JSON]) -> Report: ...
     @overload
-    def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat"],
-               value: JSON) -> Report: ...
+    def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
+                                   "matching"], value: JSON) -> Report: ...
     @overload
     def attach(self, name: Literal["run_source"], value: str) -> Report: ...
 
