@@ -3,10 +3,10 @@
 A cache roof is only a roof where the data can be in the cache. Each computation is
 walked in the order it runs, keeping the buffers it touches in least-recently-used order.
 An input is resident in a level when the distinct bytes touched since it was produced or
-last read, plus its own size, fit in the level (its LRU stack distance). An output that fits
-a level is written into it (caches write back: the write to main memory is paid later, by
-whatever evicts it). A loop or a call counts as touching the buffers one pass of its body
-makes.
+last read, plus its own size, fit in the level (its LRU stack distance); an output stays in
+the level when its first reader comes that soon, else it streams out to main memory (the
+program's result included, unless the next run reads it as a donated parameter). A loop or
+a call counts as touching the buffers one pass of its body makes.
 
 The entry computation's parameters are first touches, read from main memory, with one
 exception the program states: a donated parameter that an output reuses
@@ -135,23 +135,31 @@ def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footpr
             index = module.aliased_outputs.get(number)
             if index is not None and index < len(root.operands):
                 donated[name] = root.operands[index]
-    out: dict[str, tuple[tuple[str, float], ...]] = {}
-    for run in range(2 if donated else 1):
-        if run:  # the next run: donated parameters are last run's outputs, the others first touches
-            for name in params:
-                recency.forget(name)
-            for name, output in donated.items():
-                for buffer in aliases.get(output, frozenset({output})):
-                    recency.rename(buffer, name)
-        out = _one_run(order, comp, size, aliases, recency, costs, footprint, levels, entry)
-    return out
+    reads, first_read = _one_run(order, comp, size, aliases, recency, footprint, entry)
+    if donated:  # the next run: donated parameters are last run's outputs, the others first touches
+        for name in params:
+            recency.forget(name)
+        for name, output in donated.items():
+            for buffer in aliases.get(output, frozenset({output})):
+                recency.rename(buffer, name)
+        reads, first_read = _one_run(order, comp, size, aliases, recency, footprint, entry)
+        # An output the next run reads as a donated parameter is read when that parameter first is.
+        for name, output in donated.items():
+            gap = next((d for op in reads.values() for b, d in op if b == name), None)
+            for buffer in aliases.get(output, frozenset({output})):
+                if gap is not None and buffer not in first_read:
+                    first_read[buffer] = gap
+    return _resident(order, size, reads, first_read, comp, aliases, costs, levels, entry)
 
 
 def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, float],
-             aliases: dict[str, frozenset[str]], recency: _Recency, costs: Mapping[str, OpCost],
-             footprint: Mapping[str, float], levels: tuple[MemoryLevel, ...],
-             entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
-    reads: dict[str, list[tuple[str, float | None]]] = {}  # op -> (buffer, distance; None = unknown history)
+             aliases: dict[str, frozenset[str]], recency: _Recency, footprint: Mapping[str, float],
+             entry: bool) -> tuple[dict[str, list[tuple[str, float | None]]], dict[str, float]]:
+    """One run of the computation: each op's operand buffers with their distances (None: a history
+    the walk cannot see), and each produced buffer's distance at its first reader."""
+    reads: dict[str, list[tuple[str, float | None]]] = {}
+    first_read: dict[str, float] = {}
+    produced: set[str] = set()
     for instr in order:
         names = frozenset(b for o in instr.operands for b in aliases.get(o, frozenset({o})))
         if instr.opcode in _ALIASES:
@@ -159,11 +167,23 @@ def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, flo
             continue
         reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in sorted(names)]
         for b in names:
+            if b in produced and b not in first_read:
+                first_read[b] = recency.since(b) or 0.0
             recency.touch(b, size.get(b, 0.0))
         if instr.opcode in _RUNS_OTHERS:
             recency.touch(f"{instr.name}/body", footprint.get(instr.name, 0.0))
         if instr.opcode not in ("parameter", "constant"):
             recency.touch(instr.name, size[instr.name])
+            produced.add(instr.name)
+    return reads, first_read
+
+
+def _resident(order: list[Instruction], size: Mapping[str, float],
+              reads: Mapping[str, list[tuple[str, float | None]]], first_read: Mapping[str, float],
+              comp: Computation, aliases: Mapping[str, frozenset[str]], costs: Mapping[str, OpCost],
+              levels: tuple[MemoryLevel, ...], entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Per op and level, the bytes that level may serve: the reads of resident inputs, and the writes
+    of an output read again while still resident (an output nobody reads soon streams out)."""
     out: dict[str, tuple[tuple[str, float], ...]] = {}
     for instr in order:
         cost = costs.get(instr.name)
@@ -171,14 +191,17 @@ def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, flo
             continue
         operands = reads[instr.name]
         named = sum(size.get(b, 0.0) for b, _ in operands)
+        gap = first_read.get(instr.name)
+        # A loop body's or a call's result goes back to a caller whose history the walk cannot see.
+        unseen = gap is None and not entry and _is_result(instr, comp.root, aliases)
         resident = []
         for level in levels:
             capacity = level.capacity_bytes.value
             held = sum(size.get(b, 0.0) for b, d in operands
                        if size.get(b, 0.0) <= capacity and (d is None or d + size.get(b, 0.0) <= capacity))
             read = cost.bytes_read * (held / named) if named else cost.bytes_read
-            written = cost.bytes_written if size[instr.name] <= capacity else 0.0
-            resident.append((level.name, read + written))
+            kept = size[instr.name] <= capacity and (unseen or (gap is not None and gap + size[instr.name] <= capacity))
+            resident.append((level.name, read + (cost.bytes_written if kept else 0.0)))
         out[instr.name] = tuple(resident)
     return out
 
@@ -193,3 +216,7 @@ def _distance(buffer: str, recency: _Recency, comp: Computation, entry: bool) ->
     if instr is not None and instr.opcode == "parameter" and not entry:
         return None
     return float("inf")
+
+
+def _is_result(instr: Instruction, root: str, aliases: Mapping[str, frozenset[str]]) -> bool:
+    return instr.name == root or instr.name in aliases.get(root, frozenset())

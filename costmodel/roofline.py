@@ -153,12 +153,14 @@ def memory_time(hw: Hardware, cost: OpCost) -> tuple[str, float, float | None, s
                     "schedule (inputs produced or read recently enough, outputs it holds)", total)
         else:
             best = (hw.main_memory, main, streamed_s,
-                    f"{human(streamed, 'B')} of its {human(total, 'B')} come from {hw.main_memory} (first "
-                    f"touches, or data evicted since it was last used) and bound it; the rest can be in {name}",
+                    f"{human(streamed, 'B')} of its {human(total, 'B')} go through {hw.main_memory} (first "
+                    f"touches, data evicted since it was last used, outputs not read again soon) and bound it; "
+                    f"the rest can be in {name}",
                     streamed)
     if best[0] == hw.main_memory and not best[3] and any(c.capacity_bytes.value >= total for c in hw.caches):
-        best = (*best[:3], f"judged at {hw.main_memory}: its inputs are first touches or were evicted "
-                           "since they were last used", best[4])
+        best = (*best[:3], f"judged at {hw.main_memory} though it would fit a cache: its inputs are first "
+                           "touches or were evicted since they were last used, and its output is not read "
+                           "again while a cache could hold it", best[4])
     return best
 
 
