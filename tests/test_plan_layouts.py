@@ -110,7 +110,7 @@ def test_each_axis_is_priced_on_the_level_it_spans():
     assert set(net.price("all-reduce", 1e9, ("cp", "ep", "dp")).seconds) == {"inter-node network"}
     nvl72 = dataclasses.replace(h100, interconnect=dataclasses.replace(h100.interconnect, domain_size=72))
     wide = network_for(nvl72, parse_layout("dp=128,tp=8", 1024))
-    assert wide.split(("cp", "ep", "dp")) == (9, 14)
+    assert wide.split(("cp", "ep", "dp")) == (9, 15)  # 128 ranks, 9 to a 72-GPU domain
     assert wide.price("all-reduce", 1e9, ("cp", "ep", "dp")).seconds["NVLink"] > 0
 
 
@@ -239,3 +239,19 @@ def test_an_nvl72_domain_keeps_more_of_data_parallelism_on_nvlink(capsys):
     slow = "inter-node network"
     assert seventy_two["step_time_s"]["exposed_comm_by_level"][slow] < eight["step_time_s"]["exposed_comm_by_level"][slow]
     assert seventy_two["step_time_s"]["total"] < eight["step_time_s"]["total"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4, 8, 16]),
+       st.sampled_from([1, 2, 8, 64, 128]), st.sampled_from([4, 8, 72]),
+       st.sampled_from([("tp",), ("cp",), ("pp",), ("cp", "ep", "dp"), ("cp", "dp")]))
+def test_a_group_splits_into_members_per_domain_and_domains(tp, cp, pp, dp, domain, names):
+    h100 = lookup("h100")
+    hw = dataclasses.replace(h100, interconnect=dataclasses.replace(h100.interconnect, domain_size=domain))
+    net = network_for(hw, Layout(dp=dp, tp=tp, pp=pp, cp=cp))
+    n_in, n_out = net.split(names)
+    group = net.size(names)
+    assert 1 <= n_in <= min(group, net.domain) and n_in * n_out >= group
+    priced = net.price("all-gather", 1e8, names)
+    assert set(priced.seconds) <= {"NVLink", "inter-node network"}
+    assert ("inter-node network" in priced.seconds) == (n_out > 1)

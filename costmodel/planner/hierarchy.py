@@ -84,7 +84,7 @@ class Network:
         group = self.size(names)
         n_in = math.prod(self.inside(n) for n in names if dict(self.dims)[n] > 1)
         n_in = max(1, min(n_in, group))
-        return n_in, max(1, group // n_in)
+        return n_in, max(1, -(-group // n_in))  # a domain that does not divide the group: round up
 
     def price(self, kind: str, volume: float, names: tuple[str, ...]) -> Priced:
         """Seconds per level for collective `kind` of volume V over the axes `names`."""
