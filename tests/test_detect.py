@@ -90,14 +90,14 @@ def test_tpu_v3_planes_are_cores_with_half_a_chip():
 
 
 def test_unknown_tpu_keeps_what_the_trace_states():
-    hw = hardware_from_trace("tpu", {"/device:TPU:0": {"device_type_string": "TPU7x",
+    hw = hardware_from_trace("tpu", {"/device:TPU:0": {"device_type_string": "TPU v9x",
                                                        "peak_teraflops_per_second": 2307}})
     assert hw.name == "unknown-tpu" and hw.source == "trace"
     assert hw.peak("bf16").value == pytest.approx(2.307e15)
     assert math.isnan(hw.hbm_bytes_per_s.value)
     out = hw.to_json()
     assert out["hbm_bytes_per_s"] is None
-    assert any("'TPU7x' is not in the catalog" in n for n in hw.notes)
+    assert any("'TPU v9x' is not in the catalog" in n for n in hw.notes)
     json.dumps(out, allow_nan=False)
 
 

@@ -65,7 +65,7 @@ def test_the_platform_comes_from_the_name_or_the_contents(text, name, kind, vend
 
 
 @pytest.mark.parametrize("dump, kind, suggests", [
-    (H100_DUMP, "NVIDIA GPU", "h100"), (H100_BEFORE, "NVIDIA GPU", "h100"), (TPU_DUMP, "TPU", "tpu-v6e"),
+    (H100_DUMP, "NVIDIA GPU", "h100"), (H100_BEFORE, "NVIDIA GPU", "h100"), (TPU_DUMP, "TPU", "tpu-v7"),
 ])
 def test_a_real_accelerator_dump_without_hardware_exits_2_naming_it(capsys, dump, kind, suggests):
     assert main(["inspect", str(shared_fixture(dump)), "--quiet"]) == 2

@@ -89,14 +89,14 @@ def names() -> list[str]:
 
 def candidates(kind: str, vendor: str = "", arch: tuple[int, int] | None = None) -> list[str]:
     """Catalog names of the `kind` ("gpu" or "tpu") chips a compiled program could be for: those
-    whose compute capability (NVIDIA) or gfx target (AMD) is `arch` when it is known."""
+    whose compute capability (NVIDIA) or gfx target (AMD) is `arch` when it is known (a chip whose
+    entry states none is then left out: nothing says it could be)."""
     out = []
     for hw in chips():
         if hw.kind != kind or (vendor and hw.vendor.lower() != vendor):
             continue
         prints = hw.detection.fingerprints
-        if arch is not None and prints and not any((v, major, minor) == (vendor or v, *arch)
-                                                   for v, major, minor, _ in prints):
+        if arch is not None and not any((v, major, minor) == (vendor or v, *arch) for v, major, minor, _ in prints):
             continue
         out.append(hw.name)
     return out

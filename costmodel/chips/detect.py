@@ -21,15 +21,16 @@ from .hardware import Hardware, Interconnect, Quantity
 _GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
 # Dense bf16 FLOPs per SM or CU per clock of GPU families with no chip in the catalog (datasheet
 # peak / (units x boost clock)); every other family's figure is derived from its catalog chips.
-_UNLISTED_FAMILIES: dict[tuple[str | int, ...], tuple[int, str]] = {
+_UNLISTED_FAMILIES: dict[tuple[str | int, ...], tuple[float, str]] = {
     ("nvidia", 7): (1024, "V100: 125e12 / (80 SMs x 1.53 GHz)"),
     ("amd", 9, 0): (1024, "MI250X: 383e12 / (220 CUs x 1.7 GHz)"),
 }
 
 
-def _per_unit_clock(hw: Hardware) -> tuple[int, str] | None:
+def _per_unit_clock(hw: Hardware, family: bool = False) -> tuple[float, str] | None:
     """A catalog GPU's dense bf16 FLOPs per SM/CU per clock: its datasheet peak over its units and
-    boost clock, to the power of two tensor units run at (the datasheet peaks are rounded)."""
+    boost clock; for its `family`, to the power of two full tensor units run at (the datasheet
+    peaks are rounded, and a cut-down variant is no guide to an unlisted sibling)."""
     clock, prints = hw.detection.boost_clock_hz, hw.detection.fingerprints
     if clock is None or not prints or "bf16" not in hw.peak_flops or clock.value <= 0:
         return None
@@ -38,17 +39,17 @@ def _per_unit_clock(hw: Hardware) -> tuple[int, str] | None:
     exact = peak / (units * clock.value)
     if not math.isfinite(exact) or exact <= 0:
         return None
-    rate = 2 ** round(math.log2(exact))
+    rate = float(2 ** round(math.log2(exact))) if family else exact
     label = "SMs" if hw.vendor.lower() == "nvidia" else "CUs"
     return rate, f"{hw.name}: {peak:.4g} / ({units} {label} x {clock.value / 1e9:.3g} GHz)"
 
 
-def _family_rates() -> dict[tuple[str | int, ...], tuple[int, str]]:
+def _family_rates() -> dict[tuple[str | int, ...], tuple[float, str]]:
     """(vendor, major[, minor]) -> (bf16 FLOPs per unit per clock, how), highest of each family's
     catalog chips: a roof is an upper bound, so a cut-down variant does not lower it."""
     out = dict(_UNLISTED_FAMILIES)
     for hw in chips():
-        rate = _per_unit_clock(hw)
+        rate = _per_unit_clock(hw, family=True)
         if rate is None:
             continue
         vendor, major, minor, _ = hw.detection.fingerprints[0]
@@ -265,7 +266,7 @@ def _clock_peak(stats: dict[str, Any], vendor: str, chip: Hardware | None = None
     if rate is None or cores is None or khz is None:
         return None
     per_clock, basis = rate
-    how = (f"clock_rate {khz / 1e6:g} GHz x core_count {int(cores)} x {per_clock} bf16 FLOPs per unit "
+    how = (f"clock_rate {khz / 1e6:g} GHz x core_count {int(cores)} x {per_clock:.4g} bf16 FLOPs per unit "
            f"per clock ({basis})")
     return khz * 1e3 * cores * per_clock, how
 
