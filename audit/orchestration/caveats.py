@@ -9,7 +9,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ..costmodel import units as qty
 from ..costmodel.chips.hardware import Hardware
+from ..costmodel.table.join import Joined
 from ..costmodel.table.record import OpRecord
 from ..errors import UsageError
 from ..parsers.hlo_model import Module
@@ -108,3 +110,26 @@ def peaks_used(ops: Sequence[OpRecord], hw: Hardware) -> list[dict[str, Any]]:
                     "source": hw.peak_flops[key].source if key else "catalog, derived",
                     "ops": entry["ops"], "flops": entry["flops"], "dtypes": sorted(entry["dtypes"])})
     return out
+
+
+# Beyond this relative difference, the trace's and the HLO's FLOP counts disagree.
+_FLOPS_TOLERANCE = 0.1
+
+
+def trace_flops_warning(rows: Sequence[Joined]) -> str | None:
+    """Ops whose FLOPs the trace states differently from the program's HLO (the HLO's count is used)."""
+    off = []
+    for r in rows:
+        cost = r.cost
+        if r.trace_flops is None or cost is None or not cost.modeled or cost.lower_bound or not cost.flops:
+            continue
+        ratio = r.trace_flops / cost.flops
+        if abs(ratio - 1) > _FLOPS_TOLERANCE:
+            off.append((abs(math.log(ratio)) if ratio > 0 else math.inf, r, ratio))
+    if not off:
+        return None
+    off.sort(key=lambda x: -x[0])
+    worst = "; ".join(f"{r.name} ({r.module}): trace {qty.flops(r.trace_flops)}, HLO {qty.flops(r.cost.flops)}"
+                      f" ({qty.ratio(ratio)})" for _, r, ratio in off[:3] if r.cost is not None)
+    return (f"{len(off)} op(s) whose FLOPs the trace states differently from the program's HLO (by more than "
+            f"{qty.percent(_FLOPS_TOLERANCE)}): the HLO count is used; {worst}")

@@ -20,7 +20,7 @@ from ..parsers.hlo_model import Module
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
 from ..reports.model import Report, StepTimes
 from .assemble import assemble
-from .caveats import check_partitions, loop_caveats
+from .caveats import check_partitions, loop_caveats, trace_flops_warning
 
 if TYPE_CHECKING:
     from ..pod.reduce import PodSettings
@@ -76,6 +76,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
+    if (disagree := trace_flops_warning(joined)) is not None:
+        warnings.append(disagree)
     missing = sorted({names.get(r.program_id, str(r.program_id)) for r in joined if r.program_id not in modules})
     if missing:
         warnings.append(f"no HLO in the profile for program(s) {', '.join(missing)}: their ops are "

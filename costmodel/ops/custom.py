@@ -3,7 +3,8 @@
 XLA's HloCostAnalysis gives every custom call -1 (unknown). Here a cuBLAS GEMM
 is costed from its operands and the dot dimensions in its backend_config, a
 cuDNN convolution from its convolution dimensions, cuDNN fused attention from
-its two batched matmuls, and a Mosaic `tpu_custom_call` from the cost estimate
+its two batched matmuls (TransformerEngine's fused attention from its Q, K, V operands),
+and a Mosaic `tpu_custom_call` from the cost estimate
 the kernel author attached (provenance `xla`: stated in the program, not derived
 here). Annotation targets cost nothing. Any other kernel is opaque, but it still has to
 read its operands and write its results: it gets that memory time as a lower bound (FLOPs
@@ -131,6 +132,44 @@ def attention_cost(instr: Instruction, ctx: CostContext) -> OpCost:
     return cost(flops, read, written, transcendentals=batch * s * t, dtype=q.dtype, notes=tuple(notes))
 
 
+# TransformerEngine's fused attention (NVIDIA cuDNN, AMD AOTriton/CK backends), typed FFI or not.
+TE_ATTENTION_PREFIX = "te_fused_attn_"
+
+
+def te_attention_cost(instr: Instruction, ctx: CostContext) -> OpCost:
+    """TransformerEngine fused attention from its Q, K, V operands in BSHD layout ([batch, sequence,
+    heads, head dim], each its own operand): 2*B*H*S*T*(D+Dv) FLOPs for Q.K^T and P.V forward,
+    2.5x that backward. The mask type is read from the config; when it says nothing, the causal half
+    is counted, which keeps the expected time a lower bound either way."""
+    shapes = ctx.operand_shapes(instr)
+    target = instr.custom_call_target
+    if len(shapes) < 3 or any(len(x.dims) != 4 for x in shapes[:3]):
+        return opaque_bound(instr, ctx, f"opaque custom call {target}: Q, K, V are not separate "
+                                        "[batch, sequence, heads, head dim] operands")
+    q, k, v = shapes[:3]
+    batch, s, heads, depth = q.dims
+    t, dv = k.dims[1], v.dims[3]
+    if k.dims[0] != batch or v.dims[:2] != k.dims[:2] or k.dims[3] != depth:
+        return opaque_bound(instr, ctx, f"opaque custom call {target}: Q, K, V shapes do not agree")
+    flops = 2.0 * batch * heads * s * t * (depth + dv)
+    config = instr.backend_config.lower()
+    notes = [f"{target}: Q.K^T and P.V from Q {list(q.dims)}, K {list(k.dims)}, V {list(v.dims)} "
+             "(BSHD): 2*B*H*S*T*(D+Dv) FLOPs"]
+    if "no_mask" in config or "nvte_no_mask" in config:
+        notes.append("no mask: the whole score matrix is computed")
+    else:
+        flops /= 2
+        notes.append("causal mask (or a mask the config does not name): half the score matrix is counted, "
+                     "a lower bound")
+    if "backward" in target:
+        flops *= 2.5
+        notes.append("backward: 2.5x forward (recomputes P, then 4 gradient matmuls)")
+    read = sum(nbytes(x) for x in shapes)
+    outputs = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    written = sum(nbytes(x) for x in outputs)
+    return cost(flops, read, written, transcendentals=batch * heads * s * t / 2, dtype=q.dtype, notes=tuple(notes))
+
+
 def opaque_bound(instr: Instruction, ctx: CostContext, why: str) -> OpCost:
     """A kernel without a cost model: the bytes of its operands and results, FLOPs unknown."""
     read = sum(nbytes(s) for s in ctx.operand_shapes(instr))
@@ -182,6 +221,8 @@ def custom_call(instr: Instruction, ctx: CostContext) -> OpCost:
         return attention_cost(instr, ctx)
     if target == "tpu_custom_call":
         return mosaic_cost(instr, ctx)
+    if target.startswith(TE_ATTENTION_PREFIX):
+        return te_attention_cost(instr, ctx)
     if target in ANNOTATIONS:
         return zero_cost(f"custom call {target}: annotation or buffer bookkeeping, no work",
                          first_dtype(instr.shape))

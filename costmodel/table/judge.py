@@ -5,8 +5,9 @@ costmodel.achievable) is below `min_efficiency` of its measured time and it take
 `min_share` of the measured op time; its wasted time is its self time beyond the achievable
 time. The roofline time stays `expected_s` and `efficiency`, the lower bound; `not judged` when its
 measured time is a wait (a collective between simulated CPU devices, an op that launches
-nothing), an event at the timer's resolution, or it is a container; `unknown` without an expected time; `not measured` in a
-prediction; else `ok`.
+nothing), an event at the timer's resolution, or it is a container; `bound only` when it is an
+opaque kernel whose only bound is its bytes (a lower bound cannot show it slow); `unknown`
+without an expected time; `not measured` in a prediction; else `ok`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pandas as pd
 from ..achievable import AchievableTime, achievable_time
 from ..chips.hardware import Hardware
 from ..units import human
-from ..records import OpCost
+from ..records import Expectation, OpCost
 from ..roofline import flag_reasons, judge, launches_work
 from ..schedule import StepWalk, Window
 from .join import PS, Joined
@@ -94,6 +95,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     flagged, efficiency = False, safe_ratio(expected, r.measured_s)
     achievable_efficiency = safe_ratio(achievable, r.measured_s)
     reasons: list[str] = []
+    bound_only = bytes_only_bound(cost, exp)
     unjudged = not_judged(cost, r.measured_s, hw, occ) if r.measured_s is not None and not container else ""
     if not unjudged and measured_report and hw.kind == "gpu" and not container:
         unjudged = collective_wait(cost, by_key.get((r.program_id, r.name)))
@@ -104,6 +106,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         flagged, achievable_efficiency = judge(achievable, r.measured_s, share or 0.0,
                                                min_efficiency=thresholds.min_efficiency,
                                                min_share=thresholds.min_share)
+        flagged = flagged and not bound_only
         if cost is not None and exp is not None:
             per_exec = r.measured_s / occ if occ else r.measured_s
             roofline = list(flag_reasons(cost, exp, per_exec, hw))
@@ -117,6 +120,9 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         reasons.append(cost.reason)
     flagged = bool(flagged and not container)
     verdict = _verdict(flagged, unjudged, expected, r.measured_s, container)
+    if bound_only and verdict in ("ok", "not measured"):
+        verdict = "bound only"
+        reasons = [bound_only] + [x for x in reasons if x != bound_only]
     per_device = by_key.get((r.program_id, r.name), ()) if measured_report else None
     record = OpRecord(
         key=r.key, program_id=r.program_id, module=r.module, name=r.name, opcode=r.opcode,
@@ -136,7 +142,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
         verdict=verdict, flagged=flagged, efficiency=efficiency, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
         suggestion="", share=share,
-        wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container
+        wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container or bound_only
                   else max(r.self_s - achievable, 0.0)),
         intensity=safe_ratio(flops, bytes_), achieved_flops_per_s=safe_ratio(flops, r.measured_s),
         achieved_bytes_per_s=safe_ratio(bytes_, r.measured_s), provenance=prov,
@@ -159,6 +165,19 @@ def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[
     how = "at" if abs(ratio - 1) < 0.05 else f"{ratio:.1f}x"
     return [f"took {how} its achievable time ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
             f"achievable from {reach.source})", *reach.notes]
+
+
+def bytes_only_bound(cost: OpCost | None, exp: Expectation | None) -> str:
+    """For an opaque kernel whose only bound is its bytes at the memory roof, what that bound is
+    and what is missing ("" for any other op): such a bound cannot show the kernel slow."""
+    if cost is None or exp is None or not cost.lower_bound or exp.expected_s is None:
+        return ""
+    if exp.bound_by == "compute" and cost.flops is not None:
+        return ""  # its FLOPs are stated (by the trace or its config) and bound it
+    what = cost.lower_bound.split(":")[0] or "opaque kernel"
+    missing = "no stated FLOPs" if cost.flops is None else "FLOPs that do not bound it"
+    return (f"bound only: {what} with {missing}; its operand and result bytes at the memory roof are a lower "
+            "bound, which cannot show it slow, so it is not flagged")
 
 
 def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware, occurrences: float = 1.0) -> str:
@@ -202,7 +221,9 @@ def _quantities(r: Joined) -> tuple[float | None, float | None, float | None, fl
         comm = cost.comm_bytes * occ
         prov_flops = cost.provenance if flops is not None else "unknown"
         prov_bytes = cost.provenance if bytes_ is not None else "unknown"
-    if r.trace_flops is not None:
+    # The HLO's count wins where both exist (a disagreement is a report warning); the trace's is
+    # used where the HLO states none (an opaque kernel, whose cost took it in join).
+    if r.trace_flops is not None and (flops is None or (cost is not None and cost.lower_bound)):
         flops, prov_flops = r.trace_flops * occ, "trace"
     if r.trace_bytes is not None:
         bytes_, prov_bytes = r.trace_bytes * occ, "trace"

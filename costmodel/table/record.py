@@ -19,8 +19,9 @@ from ..records import Bound, CollectiveInfo, Origin
 
 __all__ = ["CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
            "collective_row"]
-Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured"]
-"""flagged | ok | not judged (a wait, a container) | unknown (no expected time) | not measured (a prediction)"""
+Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured", "bound only"]
+"""flagged | ok | not judged (a wait, a container) | unknown (no expected time) | not measured (a prediction)
+| bound only (an opaque kernel judged on its bytes alone: a lower bound cannot show it slow)"""
 TimeOrigin = Literal["measured", "predicted"]
 
 
