@@ -42,18 +42,24 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
 
 
 def search_lines(found: dict[str, Any]) -> list[str]:
-    """The ranked layouts of the search, the winner's breakdown and why it wins."""
+    """The ranked layouts of the search, each with its step and memory parts, the winner's full
+    breakdown and why it wins."""
     lines = [f"layout search: {found['candidates']} layouts, {found['valid']} runnable, {found['fitting']} fit "
              "(step times are model estimates at peak FLOP/s: lower bounds)"]
     if not found["layouts"]:
         return lines + [f"  {found['why']}"]
-    lines.append(f"  {'#':>2} {'layout':<50}{'step':>10}{'MFU<=':>7}{'mem/chip':>11}{'bubble':>10}{'exposed comm':>14}")
+    levels = found["best"]["levels"]
+    fast, slow = levels["fast"][:8], levels["slow"][:10]
+    lines.append(f"  {'#':>2} {'layout':<50}{'step':>9}{'compute':>9}{fast:>9}{slow:>11}{'bubble':>9}{'MFU<=':>6}"
+                 f"{'weights+opt':>12}{'activ.':>9}")
     for i, r in enumerate(found["layouts"], 1):
-        s = r["step_time_s"]
-        comm = sum(s["exposed_comm_by_axis"].values())
-        lines.append(f"  {i:>2} {r['layout']['label']:<50}{seconds(s['total']):>10}"
-                     f"{100 * r['mfu_upper_bound']:>6.0f}%{nbytes(r['memory_per_chip_bytes']['total']):>11}"
-                     f"{seconds(s['bubble']):>10}{seconds(comm):>14}")
+        s, m = r["step_time_s"], r["memory_per_chip_bytes"]
+        by_level = s["exposed_comm_by_level"]
+        state = m["params"] + m["grads"] + m["optimizer"]
+        lines.append(f"  {i:>2} {r['layout']['label']:<50}{seconds(s['total']):>9}{seconds(s['compute']):>9}"
+                     f"{seconds(by_level.get(levels['fast'], 0.0)):>9}{seconds(by_level.get(levels['slow'], 0.0)):>11}"
+                     f"{seconds(s['bubble']):>9}{100 * r['mfu_upper_bound']:>5.0f}%"
+                     f"{nbytes(state):>12}{nbytes(m['activations'] + m['working']):>9}")
     lines += layout_lines(found["best"], "best layout")
     lines.append(f"  why: {found['why']}")
     return lines
