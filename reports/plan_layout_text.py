@@ -20,11 +20,11 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
              f"step >= {seconds(step['total'])} (model estimate at peak FLOP/s), MFU <= "
              f"{100 * r['mfu_upper_bound']:.0f}%, <= {r['tokens_per_s']:.3g} tokens/s"]
     parts = ", ".join(f"{k} {nbytes(mem[k])}" for k in _MEMORY_PARTS)
-    lines.append(f"  memory per chip: {parts} ({sched['in_flight_microbatches']:g} microbatch(es) of "
+    lines.append(f"  memory per chip [model]: {parts} ({sched['in_flight_microbatches']:g} microbatch(es) of "
                  f"{r['tokens_per_microbatch']:.0f} tokens in flight; working = one layer's intermediates + logits)")
     levels = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_level"].items()) or "none"
     axes = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_axis"].items()) or "none"
-    lines.append(f"  step time: compute {seconds(step['compute'])}, exposed communication {levels} "
+    lines.append(f"  step time [model]: compute {seconds(step['compute'])}, exposed communication {levels} "
                  f"(by axis: {axes}), bubble {seconds(step['bubble'])}")
     ach = r.get("step_time_achievable_s")
     if ach:

@@ -89,7 +89,9 @@ def problems(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network) -> li
         out.append(f"tp={tp} fits no axis of the {'x'.join(map(str, net.shape))} slice")
     if net.problem:
         out.append(net.problem)
-    if ep > 1 and (not cfg.experts or cfg.experts % ep or layout.dp % ep):
+    if ep > 1 and not cfg.experts:
+        out.append(f"ep={ep}: expert parallelism needs a mixture-of-experts model ({cfg.name} is dense)")
+    elif ep > 1 and (cfg.experts % ep or layout.dp % ep):
         out.append(f"ep={ep} must divide the experts ({cfg.experts}) and dp ({layout.dp})")
     if cp > 1 and run.seq % (2 * cp):
         out.append(f"cp={cp}: sequence {run.seq} must split into 2 x cp balanced chunks")
