@@ -196,3 +196,30 @@ def test_every_listed_key_can_be_set():
         assert changed != hw, key
     with pytest.raises(UsageError, match="no such hardware figure"):
         apply(hw, [("caches.L9.bytes_per_s", "1")])
+
+
+def test_the_issues_cross_node_all_to_all_names_the_estimate_and_the_fix(capsys):
+    args = ["calc", "collective", "--op", "all-to-all", "--shape", "c64[4096,4096]", "--mesh", "X=16", "--axes", "X",
+            "--hardware", "a100:2x8", "--json", "-"]
+    assert main(args) == 0
+    guessed = json.loads(capsys.readouterr().out)
+    assert guessed["link"] == "dcn" and guessed["bound_by"] == "collective"
+    assert any("priced on an estimate" in n and "--set scale_out_bytes_per_s=" in n for n in guessed["notes"])
+    assert main(args + ["--set", "scale_out_bytes_per_s=12.5e9"]) == 0
+    stated = json.loads(capsys.readouterr().out)
+    assert not any("estimate" in n for n in stated["notes"])
+    assert stated["bandwidth_s"] == pytest.approx(guessed["bandwidth_s"] * 2.5e10 / 12.5e9)
+
+
+def test_diff_takes_a_hardware_file_and_set_for_its_dump_sides(tmp_path, capsys):
+    from audit.library.calls import side_reports
+
+    path = tmp_path / "mine.toml"
+    assert main(["hardware", "show", "h100", "--toml", str(path)]) == 0
+    dump = str(shared_fixture(H100_HLO))
+    assert main(["diff", dump, dump, "--hardware", f"{path}:4", "--set", "peak_flops.bf16=5e14", "--json", "-",
+                 "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["base"]["hardware"] == "h100"
+    (side,) = side_reports(dump, f"{path}:4", {"peak_flops.bf16": 5e14})
+    assert side["hardware"]["peak_flops_per_s"]["bf16"] == 5e14 and side["hardware"]["source"] == "user"
+    assert side["hardware"]["peak_flops_source"]["bf16"] == "user"
