@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from audit.cli import main
-from audit.costmodel.chips.catalog import lookup
+from audit.costmodel.chips.catalog import CATALOG, lookup
 from audit.costmodel.chips.hardware import Quantity
 from audit.costmodel.planner.layout import SCHEDULES, Layout, parse_layout
 from audit.costmodel.planner.layout_memory import TrainBytes, memory_per_chip
@@ -255,3 +255,17 @@ def test_a_group_splits_into_members_per_domain_and_domains(tp, cp, pp, dp, doma
     priced = net.price("all-gather", 1e8, names)
     assert set(priced.seconds) <= {"NVLink", "inter-node network"}
     assert ("inter-node network" in priced.seconds) == (n_out > 1)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, hw in CATALOG.items() if hw.kind != "cpu"))
+def test_every_catalog_chip_plans_from_its_interconnect_fields(name):
+    """No chip names in the planner: every accelerator of the catalog (NVL72 racks, TPU v7, ...) is
+    placed from its Interconnect figures, and Llama 3 70B finds a layout on 1,024 of them."""
+    hw = lookup(name)
+    found = search(MODELS["llama3-70b"], RunSpec(2**22, 8192, 1024), hw)
+    best = found["best"]
+    assert best is not None and best["fits"]
+    assert best["levels"]["fast"] == hw.interconnect.link_name
+    assert best["levels"]["slow"] == hw.interconnect.scale_out_name
+    if hw.kind == "gpu":
+        assert best["levels"]["domain_chips"] == hw.interconnect.domain_size

@@ -9,12 +9,11 @@ A roofline lower bound above a step time that was achieved would be a planner bu
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..chips.catalog import lookup
-from ..chips.hardware import Hardware, Quantity
+from ..chips.hardware import Hardware
 from .layout import parse_layout
 from .layout_step import RunSpec, evaluate_layout
 from .search import search
@@ -35,16 +34,9 @@ class PublishedRun:
     step_s: float | None  # published step time, or derived from published throughput
     step_note: str
     source: str
-    link_bytes_per_s: float | None = None  # a chip variant's scale-up link, one way
-    link_note: str = ""
 
     def hw(self) -> Hardware:
-        hw = lookup(self.hardware)
-        if self.link_bytes_per_s is None:
-            return hw
-        link = Quantity(self.link_bytes_per_s, "B/s", "user", self.link_note)
-        return dataclasses.replace(hw, name=f"{hw.name} ({self.link_note})",
-                                   interconnect=dataclasses.replace(hw.interconnect, link_bytes_per_s=link))
+        return lookup(self.hardware)
 
     def setup(self) -> TrainSetup:
         return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq)
@@ -63,12 +55,11 @@ RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Llama 3 405B, 128k context", "llama3-405b", "h100", 16384,
                  "dp=8,tp=8,cp=16,pp=16,schedule=interleaved,v=2", 128 * 131072, 131072, 0.38, None,
                  "380 TFLOP/s per GPU (38% MFU)", _LLAMA3),
-    PublishedRun("DeepSeek-V3 (MoE, 671B/37B active)", "deepseek-v3-like", "h100", 2048,
+    PublishedRun("DeepSeek-V3 (MoE, 671B/37B active)", "deepseek-v3-like", "h800", 2048,
                  "dp=128,pp=16,ep=64,zero=1,schedule=dualpipe", 15360 * 4096, 4096, None,
                  180e3 * 3600 / 1e12 * 15360 * 4096 / 2048,
                  "180K H800 GPU-hours per trillion tokens",
-                 "DeepSeek-V3 report (arXiv:2412.19437), sec. 3.2 and 4.2",
-                 link_bytes_per_s=2e11, link_note="H800: NVLink 400 GB/s bidirectional"),
+                 "DeepSeek-V3 report (arXiv:2412.19437), sec. 3.2 and 4.2"),
     PublishedRun("GPT-3 175B (Megatron-LM)", "gpt3-175b", "a100", 1024, "dp=8,tp=8,pp=16",
                  1536 * 2048, 2048, None, 34 * 86400 / (300e9 / (1536 * 2048)),
                  "300B tokens in 34 days (140 TFLOP/s per GPU)", _MEGATRON + ", sec. 5.1"),
