@@ -66,6 +66,9 @@ class OpCost:
     # Dots, GEMM calls and fusions around one: the matmul problem (batch, M, N, K) its FLOPs
     # come from, which sets tile and wave quantization (costmodel.achievable). None elsewhere.
     gemm: tuple[int, int, int, int] | None = None
+    # Convolutions (HLO, cuDNN/MIOpen calls, a fusion around one): (batch, output spatial sizes, input
+    # channels, output channels, kernel spatial sizes), so reasons speak of the convolution itself.
+    convolution: tuple[int, tuple[int, ...], int, int, tuple[int, ...]] | None = None
     # Set when only part of the cost is known (an opaque kernel's operand and result bytes):
     # why the expected time is a lower bound and not the roofline of the whole op.
     lower_bound: str = ""

@@ -9,7 +9,6 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 from __future__ import annotations
 
 from ..errors import AuditError, UsageError
-from ..parsers.dtypes import element_bytes
 from .network.collectives import CollectiveTime, collective_time
 from .units import human, intensity as per_byte, ratio
 from .chips.hardware import LINK_NAMES, Hardware, Quantity
@@ -247,15 +246,32 @@ def _memory_reasons(cost: OpCost, expectation: Expectation, measured_s: float | 
     intensity = _intensity(cost)
     dtype = cost.dtype or "bf16"
     ridge = hw.ridge(dtype)
-    size = element_bytes(dtype)
-    if intensity is not None and intensity >= _CONTRACTION_INTENSITY and size is not None:
-        per_token = size / 2  # the critical-batch rule: matmul intensity ~ 2B / element bytes (book ch. 1)
-        out.append(f"memory-bound: about {intensity * per_token:.0f} tokens per device (intensity "
-                   f"{per_byte(intensity)}) is below the ~{ridge * per_token:.0f} needed on this chip "
-                   f"for a {dtype} matmul")
+    problem = describe_problem(cost)
+    if intensity and problem:
+        out.append(f"memory-bound: {problem[0]} does {per_byte(intensity)}, below the {per_byte(ridge)} where "
+                   f"{hw.name}'s {dtype} peak binds; {problem[1]}")
     elif intensity:  # ops with no FLOPs (copies, transposes) have no intensity to speak of
         out.append(f"memory-bound: {per_byte(intensity)} is below the chip's ridge of {per_byte(ridge)}")
     return out
+
+
+def describe_problem(cost: OpCost) -> tuple[str, str] | None:
+    """(what the op computes, what sets its intensity), in the op's own terms: a matmul's M, N and K,
+    a convolution's batch, positions, channels and kernel; None for any other op."""
+    if cost.gemm is not None:
+        batch, m, n, k = cost.gemm
+        dims = {"M": m, "N": n, "K": k}
+        smallest = min(dims, key=lambda d: dims[d])
+        what = f"a matmul M={m:,} N={n:,} K={k:,}" + (f" (batch {batch:,})" if batch > 1 else "")
+        return what, f"its smallest dimension, {smallest}={dims[smallest]:,}, limits it"
+    if cost.convolution is not None:
+        batch, spatial, cin, cout, kernel = cost.convolution
+        where = "x".join(str(x) for x in spatial) or "1"
+        window = "x".join(str(x) for x in kernel) or "1"
+        what = (f"a convolution over batch {batch:,} and {where} output positions, {cin:,} -> {cout:,} channels, "
+                f"kernel {window}")
+        return what, "its channels and kernel window set how often each loaded value is reused"
+    return None
 
 
 def _comm_reason(expectation: Expectation, measured_s: float | None, hw: Hardware) -> str:

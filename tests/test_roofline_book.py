@@ -93,14 +93,15 @@ def test_all_gather_measured_at_680us_is_not_flagged_but_a_slow_one_is():
 
 
 def test_small_batch_matmul_reason_names_the_critical_batch():
-    # Ch. 1.1.2 takeaway: a bf16 matmul needs > 240 tokens per device to be compute-bound.
+    # Ch. 1.1.2 takeaway: a bf16 matmul needs > 240 tokens (its M) per device to be compute-bound.
     d = f = 32768
     cost = OpCost(flops=2 * 64 * d * f, bytes_read=2 * (64 * d + d * f), bytes_written=2 * 64 * f,
-                  dtype="bf16")
+                  dtype="bf16", gemm=(1, 64, f, d))
     exp = expect(cost, V5E_CH1)
     assert exp.bound_by == "memory"
     reasons = flag_reasons(cost, exp, 4 * exp.expected_s, V5E_CH1)
-    assert any("about 64 tokens per device (intensity 63.8 FLOP/B) is below the ~240 needed on this chip" in r for r in reasons)
+    assert any("a matmul M=64 N=32,768 K=32,768 does 63.8 FLOP/B, below the 240 FLOP/B" in r
+               and "its smallest dimension, M=64, limits it" in r for r in reasons)
 
 
 def test_opaque_custom_call_has_no_expectation():

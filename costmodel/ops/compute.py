@@ -110,11 +110,27 @@ def convolution_flops(instr: Instruction, lhs: Shape, rhs: Shape, out: Shape) ->
     return 2 * fma
 
 
+def convolution_problem(instr: Instruction, rhs: Shape,
+                        out: Shape) -> tuple[int, tuple[int, ...], int, int, tuple[int, ...]] | None:
+    """(batch, output spatial sizes, input channels, output channels, kernel spatial sizes) of a
+    convolution whose forward filter and output are `rhs` and `out` (None when the dimension numbers
+    do not fit the shapes)."""
+    conv = instr.conv
+    dims = (conv.output_batch, conv.output_feature, *conv.output_spatial) if conv is not None else ()
+    if conv is None or any(d >= len(out.dims) for d in dims) or \
+            any(d >= len(rhs.dims) for d in (conv.kernel_input_feature, *conv.kernel_spatial)):
+        return None
+    return (out.dims[conv.output_batch], tuple(out.dims[d] for d in conv.output_spatial),
+            rhs.dims[conv.kernel_input_feature], out.dims[conv.output_feature],
+            tuple(rhs.dims[d] for d in conv.kernel_spatial))
+
+
 @handles("convolution")
 def convolution(instr: Instruction, ctx: CostContext) -> OpCost:
     lhs, rhs = ctx.operand_shapes(instr)[:2]
     out = io_cost(instr, ctx, flops=convolution_flops(instr, lhs, rhs, instr.shape))
-    return replace(out, dtype=lhs.dtype, precision=asked_precision(instr))
+    return replace(out, dtype=lhs.dtype, precision=asked_precision(instr),
+                   convolution=convolution_problem(instr, rhs, instr.shape))
 
 
 def _applied(instr: Instruction, ctx: CostContext) -> tuple[float | None, float | None]:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from ...parsers.hlo_model import Instruction, Shape
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
                           zero_cost)
-from .compute import convolution_flops, dot_flops, gemm_problem
+from .compute import convolution_flops, convolution_problem, dot_flops, gemm_problem
 from ..records import OpCost
 
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__rocblas$gemm",
@@ -93,8 +93,9 @@ def conv_custom_cost(instr: Instruction, ctx: CostContext) -> OpCost:
         fwd = (shapes[0], shapes[1], out)
     flops = convolution_flops(instr, fwd[0], fwd[1], fwd[2])
     read = sum(nbytes(x) for x in shapes)
-    return cost(flops, read, nbytes(out), dtype=shapes[0].dtype,
-                notes=(f"{target}: flops of the forward convolution its dimension numbers describe",))
+    return replace(cost(flops, read, nbytes(out), dtype=shapes[0].dtype,
+                        notes=(f"{target}: flops of the forward convolution its dimension numbers describe",)),
+                   convolution=convolution_problem(instr, fwd[1], fwd[2]))
 
 
 # Q.K^T dimensions: stated as bmm1 on the forward call, as bmm2_grad_gemm2 (dO.V^T, same

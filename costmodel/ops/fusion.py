@@ -18,7 +18,7 @@ from ...parsers.hlo_opcodes import COLLECTIVES, ELEMENTWISE
 from .base import (CostContext, computation_flops, cost, cost_instruction, first_dtype, handles,
                           nbytes, on_chip_note, unknown_cost, zero_cost)
 from ..records import OpCost
-from .compute import asked_precision, dot_problem
+from .compute import asked_precision, convolution_problem, dot_problem
 
 _SLICING = ("slice", "dynamic-slice", "gather")
 _IN_PLACE = ("dynamic-update-slice", "scatter")
@@ -149,6 +149,9 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
 def _as_matmul(out: OpCost, comp: Computation, ctx: CostContext) -> OpCost:
     """A fusion built around one dot (a Triton or cuBLAS GEMM fusion, a dot with its epilogue) runs
     on the matrix units like the dot itself: the dot's precision and problem price it."""
+    convs = [i for i in comp.instructions if i.opcode == "convolution"]
+    if len(convs) == 1 and len(convs[0].operands) >= 2 and (kernel := comp.get(convs[0].operands[1])) is not None:
+        out = replace(out, convolution=convolution_problem(convs[0], kernel.shape, convs[0].shape))
     dots = [i for i in comp.instructions if i.opcode == "dot"]
     if len(dots) != 1:
         return out
