@@ -31,7 +31,7 @@ from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout
 from .layout_achievable import achievable_step
-from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params
+from .layout_memory import TrainBytes, kv_heads_per_chip, memory_per_chip, stage_params
 from .pipeline import schedule_of, schedule_problem
 from .transformer import (SAVED_PER_LAYER_NO_REMAT, ModelConfig, attention_flops_per_token,
                           forward_flops_per_token, training_flops_per_token)
@@ -165,17 +165,18 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     if cfg.experts and dispatch.seconds:
         rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
     add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
-    g_dense, g_exp = dp_groups(layout)
+    # Dense weights are replicated over the DP and CP ranks, routed experts over the DP ranks
+    # outside their EP group; their gradients (and, under ZeRO 3, weights) move there.
     for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, ("cp", "dp"))):
-        grads = count_params * run.sizes.param
+        shard = count_params * run.sizes.param  # this chip's weights, or their gradients, in bytes
         if layout.zero <= 1:
-            add(axis, "all-reduce", grads, 1, names)
+            add(axis, "all-reduce", shard, 1, names)
         elif layout.zero == 2:
-            add(axis, "reduce-scatter", grads, m, names)
-            add(axis, "all-gather", grads, 1, names)
+            add(axis, "reduce-scatter", shard, m, names)
+            add(axis, "all-gather", shard, 1, names)
         else:
-            add(axis, "all-gather", grads, 2 * m, names)
-            add(axis, "reduce-scatter", grads, m, names)
+            add(axis, "all-gather", shard, 2 * m, names)
+            add(axis, "reduce-scatter", shard, m, names)
     return rows
 
 
