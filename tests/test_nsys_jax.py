@@ -93,7 +93,7 @@ def test_collective_waits_on_other_ranks_are_not_judged(one, four):
 
     # One process alone cannot tell its collectives' transfer from its wait for the other three.
     assert set(verdicts(one).values()) == {"not judged"}
-    # With all four, the rank that arrived last shows the transfer; all-gather-start.2 is mostly waiting.
+    # With all four, the device that waited least shows the transfer; all-gather-start.2 is mostly waiting.
     both = verdicts(four)
     assert both["all-gather-start.2"] == "not judged"
     assert any(v != "not judged" for v in both.values())

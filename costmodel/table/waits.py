@@ -37,5 +37,6 @@ def collective_wait(cost: OpCost | None, per_device: Sequence[DeviceTime] | None
     fastest, mean = min(times), sum(times) / len(times)
     if mean <= 0 or (mean - fastest) / mean <= WAIT_SHARE:
         return ""
-    return (f"{(mean - fastest) / mean:.0%} of its time is a wait on other ranks: the device that arrived last "
-            f"spent {seconds(fastest)}, the mean device {seconds(mean)} [trace], so it is not judged")
+    return (f"{(mean - fastest) / mean:.0%} of its time is a wait on other ranks: the device that waited least "
+            f"spent {seconds(fastest)}, the mean device {seconds(mean)} over the analysed steps [trace], so it is "
+            "not judged")
