@@ -29,6 +29,7 @@ def test_parse_layout_fills_dp_and_reads_every_axis():
     full = parse_layout("dp=64,tp=1,pp=16,ep=64,zero=1,microbatches=32,schedule=dualpipe")
     assert (full.ep, full.zero, full.microbatches, full.schedule) == (64, 1, 32, "dualpipe")
     assert parse_layout("tp=8,pp=4,v=2", 64).schedule == "interleaved"
+    assert (parse_layout("fsdp=256,tp=4", 1024).dp, parse_layout("fsdp=256,tp=4", 1024).zero) == (256, 3)
 
 
 @pytest.mark.parametrize("text", ["dp=128,tp=8", "tp=8,pp=3", "tp=8,nope=2", "tp=8,schedule=magic", "tp=x",

@@ -15,8 +15,7 @@ from ...errors import UsageError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero-bubble", "dualpipe")
 _INT_KEYS = ("dp", "tp", "pp", "ep", "cp", "zero", "microbatches", "virtual_stages")
-_ALIASES = {"fsdp": "dp", "mbs": "microbatches", "m": "microbatches", "vpp": "virtual_stages",
-            "v": "virtual_stages", "sp": "cp"}
+_ALIASES = {"mbs": "microbatches", "m": "microbatches", "vpp": "virtual_stages", "v": "virtual_stages"}
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,15 @@ def parse_layout(text: str, chips: int | None = None) -> Layout:
     """`dp=128,tp=8,pp=16[,ep=..,cp=..,zero=..,microbatches=..,schedule=..]` -> Layout.
 
     An axis left out is 1, except `dp`, which fills the remaining chips when `chips` is given.
+    `fsdp=N` is `dp=N` with ZeRO stage 3; `m` and `v` abbreviate microbatches and virtual_stages.
     """
     values: dict[str, Any] = {}
+    fsdp = False
     for part in (p.strip() for p in text.split(",")):
         key, sep, raw = part.partition("=")
         key = _ALIASES.get(key.strip().lower(), key.strip().lower())
+        if key == "fsdp":  # FSDP is data parallelism with ZeRO stage 3
+            key, fsdp = "dp", True
         raw = raw.strip().lower()
         if not sep or not key or not raw:
             raise UsageError(f"cannot read layout {text!r}", hint="write it as dp=128,tp=8,pp=16")
@@ -89,6 +92,8 @@ def parse_layout(text: str, chips: int | None = None) -> Layout:
         else:
             raise UsageError(f"unknown layout axis {key!r}",
                              hint="dp, tp, pp, ep, cp, zero, microbatches, schedule, virtual_stages")
+    if fsdp:
+        values.setdefault("zero", 3)
     if values.get("zero", 1) > 3:
         raise UsageError(f"ZeRO stage {values['zero']} does not exist", hint="0, 1, 2 or 3")
     if values.get("virtual_stages", 1) > 1 and "schedule" not in values:
