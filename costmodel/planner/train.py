@@ -122,7 +122,7 @@ def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: 
         sequences = setup.batch_tokens / setup.seq
         data_degree = v.degrees.get("dp", v.degrees.get("fsdp", 1)) * p.pods
         if cfg.experts:
-            v.notes.append("MoE: expert parallelism is not modelled; the closed forms use the dense d_ff")
+            v.notes.append("MoE: the closed forms use the dense d_ff; the layout search models expert parallelism")
         if data_degree > sequences:
             v.notes.append(f"{data_degree}-way data sharding of {sequences:.0f} sequences needs sequence parallelism")
         row = asdict(v)
