@@ -71,6 +71,8 @@ def test_set_changes_one_figure_for_one_run_and_marks_it_user(capsys):
     terminal, markdown, html = (render(report, f) for f in ("terminal", "markdown", "html"))
     assert "bf16 800 TFLOP/s [user" in terminal
     assert "bf16 800 TFLOP/s (user" in markdown
+    assert "inter-node network 12.5 GB/s per device [user]" in terminal
+    assert "inter-node network 12.5 GB/s per device \\[user\\]" in markdown
     assert re.search(r"12\.5 GB/s per device <span class=\"src\">user</span>", html)
     assert lookup("h100").peak("bf16").value == pytest.approx(9.894e14)  # the catalog is untouched
 

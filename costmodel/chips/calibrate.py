@@ -214,7 +214,8 @@ def cpu_model() -> str:
 
 
 def _cal(value: float, unit: str, note: str) -> Quantity:
-    return Quantity(float(value), unit, "calibrated", note)
+    """A figure measured on (or read from) this machine."""
+    return Quantity(float(value), unit, "calibrated", note, "measured")
 
 
 def _best_time(fn: Callable[[], Any], repeats: int = _REPEATS) -> float:

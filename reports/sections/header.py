@@ -47,8 +47,14 @@ def _memories(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _link(hw: Mapping[str, Any]) -> str | None:
+    """The scale-up link's name, with any link figure the user stated (a file of theirs, --set) and its value."""
     ic = hw.get("interconnect") or {}
-    return str(ic["name"]) if ic.get("name") and ic.get("kind") not in ("none", "host-memory") else None
+    if not ic.get("name") or ic.get("kind") in ("none", "host-memory"):
+        return None
+    stated = [f"{label} {qty.bytes_per_s(q.get('value'))} per device [user]"
+              for key, label in (("link_bytes_per_s", str(ic["name"])), ("dcn_bytes_per_s", str(ic.get("scale_out"))))
+              if isinstance(q := ic.get(key), Mapping) and q.get("source") == "user"]
+    return ", ".join(stated) if stated else str(ic["name"])
 
 
 def terminal(report: Report) -> list[str]:
