@@ -33,7 +33,7 @@ def test_parse_layout_fills_dp_and_reads_every_axis():
 
 
 @pytest.mark.parametrize("text", ["dp=128,tp=8", "tp=8,pp=3", "tp=8,nope=2", "tp=8,schedule=magic", "tp=x",
-                                  "zero=4", "tp=8,tp=4", "pp"])
+                                  "zero=4", "tp=8,tp=4", "pp", "tp=" + "9" * 5000])
 def test_bad_layouts_are_usage_errors(text):
     with pytest.raises(UsageError):
         parse_layout(text, 16384)

@@ -86,8 +86,8 @@ def parse_layout(text: str, chips: int | None = None) -> Layout:
                 raise UsageError(f"unknown pipeline schedule {raw!r}", hint=f"one of {', '.join(SCHEDULES)}")
             values[key] = raw
         elif key in _INT_KEYS:
-            if not raw.isdigit() or (int(raw) < 1 and key != "zero"):
-                raise UsageError(f"layout {key}={raw}: expected a positive whole number")
+            if not raw.isdigit() or len(raw) > 9 or (int(raw) < 1 and key != "zero"):
+                raise UsageError(f"layout {key}={raw[:20]}: expected a positive whole number below 10^9")
             values[key] = int(raw)
         else:
             raise UsageError(f"unknown layout axis {key!r}",
