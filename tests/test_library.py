@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT, shared_fixture
 
 import audit
+from audit.cli import main
 from audit.costmodel.table.columns import COLUMNS
 from audit.reports.text import md_text
 from audit.errors import InputError, UsageError
@@ -84,14 +85,19 @@ def test_load_refuses_what_is_not_a_report(tmp_path: Path) -> None:
         audit.load(tmp_path / "missing.json")
 
 
-def test_diff_of_one_run_a_side_is_never_a_regression_on_timing_alone(report: audit.Report) -> None:
+def test_diff_of_one_run_a_side_is_never_a_regression_on_timing_alone(report: audit.Report, tmp_path: Path) -> None:
     doc = report.to_json()
     slower = json.loads(json.dumps(doc))
     for step in slower["steps"]:
         step["time_s"] = step["time_s"] * 2 if step.get("time_s") else step.get("time_s")
     slower["summary"]["step_time_s"] = {k: (v * 2 if v else v) for k, v in doc["summary"]["step_time_s"].items()}
     result = audit.diff(report, slower)
-    assert result.verdict in ("inconclusive", "no change") and not result.regression
+    assert result.verdict == "inconclusive" and not result.regression
+    # The CLI says the same, as the README's verdict table does: exit 0, never a timing-only regression.
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(doc))
+    head.write_text(json.dumps(slower))
+    assert main(["diff", str(base), str(head), "--quiet"]) == 0
     assert "Verdict" in result.to_markdown() or result.verdict in result.to_markdown()
     with pytest.raises(UsageError):
         audit.diff(report, report, fail_on=-1)

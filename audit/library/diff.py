@@ -6,16 +6,22 @@ from collections.abc import Mapping
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from .rendered import Rendered
+
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..reports.render import Renderer
 
-class Diff:
-    """The comparison of two sides (schema audit.diff/v1 as `data`).
+
+class Diff(Rendered):
+    """The comparison of two sides (schema audit.diff/v1 as `data`), in every format but CSV.
 
     `verdict` is the step-time verdict (regression, improvement, no change, inconclusive);
     `regression` is True when a gate tripped (the CLI then exits 1).
     """
+
+    _top = 10  # rows of the text summary, as `audit diff` shows
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.data = dict(data)
@@ -40,25 +46,10 @@ class Diff:
 
         return pd.json_normalize(list((self.data.get("compile_time") or {}).get("changed_ops") or []))
 
-    def to_json(self) -> dict[str, Any]:
-        import json
+    def _renderer(self) -> Renderer:
+        from ..reports.render import DiffRenderer
 
-        return dict(json.loads(self._render("json")))
-
-    def to_html(self) -> str:
-        return self._render("html")
-
-    def to_markdown(self, html_path: str | None = None) -> str:
-        return self._render("markdown", html_path=html_path)
-
-    def to_text(self, top: int = 10) -> str:
-        return self._render("terminal", top=top)
-
-    def _render(self, fmt: str, *, top: int = 10, html_path: str | None = None) -> str:
-        from ..reports.render import DiffRenderer, Format
-        from ..reports.sections import RenderOptions
-
-        return DiffRenderer(self.data).render(Format(fmt), RenderOptions(top=top, html_path=html_path))
+        return DiffRenderer(self.data)
 
     def __repr__(self) -> str:
         return f"<audit diff: {self.verdict}{', gate tripped' if self.regression else ''}>"

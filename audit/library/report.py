@@ -12,16 +12,20 @@ from functools import cached_property
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from .rendered import Rendered
+
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..reports.render import Renderer
     from ..reports.model import Report as ReportModel, Summary
 
 _REPR_COLUMNS = ("name", "opcode", "bound_by", "measured_s", "expected_s", "efficiency", "wasted_s")
 
 
-class Report:
-    """An analysed profile or a prediction.
+class Report(Rendered):
+    """An analysed profile or a prediction, in every format (`to_json`, `to_html`, `to_markdown`,
+    `to_text`, `to_csv`, `to_trace`) as the CLI writes it.
 
     **Attributes:**
     - `ops`: one row per op (index: op key), the declared report columns, values in SI base
@@ -69,27 +73,9 @@ class Report:
         flagged = ops[ops["flagged"].fillna(False).astype(bool)]
         return flagged.sort_values("wasted_s", ascending=False, na_position="last")
 
-    def to_json(self) -> dict[str, Any]:
-        """The report as the JSON document `audit --json` writes (schema audit.report/v1)."""
-        import json
-
-        return dict(json.loads(self._render("json")))
-
-    def to_html(self) -> str:
-        """The self-contained HTML page `audit --html` writes."""
-        return self._render("html")
-
-    def to_markdown(self, html_path: str | None = None) -> str:
-        """The markdown summary `audit --markdown` writes (for a PR comment); `html_path`: link to the page."""
-        return self._render("markdown", html_path=html_path)
-
     def to_csv(self) -> str:
         """The per-op table `audit --csv` writes."""
         return self._render("csv")
-
-    def to_text(self, top: int = 15) -> str:
-        """The terminal summary, `top` ops."""
-        return self._render("terminal", top=top)
 
     def to_trace(self) -> dict[str, Any]:
         """The trace-viewer document `--trace` writes (Chrome trace-event JSON for Perfetto and
@@ -111,11 +97,10 @@ class Report:
 
         write_text(path, self._render("json"))
 
-    def _render(self, fmt: str, *, top: int = 15, html_path: str | None = None) -> str:
-        from ..reports.render import Format, ReportRenderer
-        from ..reports.sections import RenderOptions
+    def _renderer(self) -> Renderer:
+        from ..reports.render import ReportRenderer
 
-        return ReportRenderer(self.model).render(Format(fmt), RenderOptions(top=top, html_path=html_path))
+        return ReportRenderer(self.model)
 
     def __repr__(self) -> str:
         s = self.summary
