@@ -21,6 +21,8 @@ from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
 from ..reports.model import Report, StepTimes
 from .assemble import assemble
 from .caveats import check_partitions, loop_caveats, trace_flops_warning
+from .misleading import (hardware_mismatch_warning, platform_mismatch_warning, pre_optimization_warning,
+                         refuse_mixed_chips)
 
 if TYPE_CHECKING:
     from ..pod.reduce import PodSettings
@@ -67,11 +69,14 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     if events.empty:
         raise InputError("the profile holds no executed XLA ops", path=path,
                          hint="was the program running while the profiler was on?")
+    refuse_mixed_chips([(h.path, h.platform, h.device_stats) for h in hosts])
     hw = _hardware(hardware, profile.platform, profile.device_stats, options.overrides)
     modules, names = profile.modules, profile.module_names
     events = attribute_to_carriers(events, modules)
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
+    if hardware and (mismatch := _traced_chip_mismatch(hw, profile.platform, profile.device_stats)) is not None:
+        warnings.append(mismatch)
     costs = cost_modules(modules, devices, hw)
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
@@ -125,12 +130,18 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     from ..costmodel.ops.module import device_count
     from ..parsers.hlo_files import load_hlo_file
 
+    from ..parsers.hlo_platform import platform_of
+
     module = module if module is not None else load_hlo_file(path)
     warnings: list[str] = []
+    if (before := pre_optimization_warning(module, str(path))) is not None:
+        warnings.append(before)
     if hardware is None:
         _refuse_accelerator_without_hardware(module, str(path))
         warnings.append("no --hardware given: expected times are for this machine's CPU")
     hw = _hardware(hardware, "cpu", {}, options.overrides)
+    if hardware and (mismatch := platform_mismatch_warning(hw, platform_of(module, str(path)))) is not None:
+        warnings.append(mismatch)
     warnings += check_partitions(hw, hardware, device_count(module), options.allow_smaller)
     return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
                            warnings=warnings, options=options)
@@ -200,6 +211,19 @@ def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
     from ..costmodel.roofline import expect
 
     return {(pid, name): expect(cost, hw, coords=coords) for pid, ops in costs.items() for name, cost in ops.items()}
+
+
+def _traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, Any]) -> str | None:
+    """The --hardware chip against the one the trace's device planes describe."""
+    if platform not in ("gpu", "tpu", "cpu"):
+        return None
+    vendor = ""
+    if platform == "gpu":
+        from ..costmodel.chips.detect import hardware_from_trace
+
+        vendor = hardware_from_trace(platform, device_stats, calibrate=False).vendor.lower()
+    return hardware_mismatch_warning(hw, platform, vendor if vendor in ("nvidia", "amd") else "",
+                                     "the trace's device planes", "the profile ran on")
 
 
 def _hardware(spec: str | None, platform: str, device_stats: dict[str, Any],

@@ -43,6 +43,7 @@ class HostFacts:
     device_names: dict[int, str]
     programs: dict[int, str]  # program id -> fingerprint
     warnings: list[str] = field(default_factory=list)
+    device_stats: dict = field(default_factory=dict)  # this host's device planes' stats
 
 
 @dataclass
@@ -165,7 +166,7 @@ def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
     return Pod(
         paths=[h.path for h in hosts], run=found.run,
         hosts=[HostFacts(h.host, h.path, h.platform, h.step_source, h.versions, h.device_names, h.programs,
-                         h.warnings) for h in hosts],
+                         h.warnings, h.device_stats) for h in hosts],
         ops=_concat([h.ops for h in hosts], hosts), steps=_concat([h.steps for h in hosts], hosts),
         idle_ps=_concat([h.idle for h in hosts], hosts),
         strips=[(h.host, h.strip_step, h.strip) for h in hosts],

@@ -1,0 +1,96 @@
+"""Inputs that would mislead silently: an HLO dump from before optimization, a `--hardware` of
+another vendor or platform than the program's, a folder of profiles from different chips.
+Each check returns a warning line (or None), or raises for what cannot be analysed as one run."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..costmodel.chips.hardware import Hardware
+from ..errors import InputError
+from ..parsers.hlo_model import Module
+from ..parsers.hlo_platform import Platform
+
+_BEFORE = "before_optimizations"
+_AFTER = "after_optimizations"
+_VENDORS = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+
+def pre_optimization_warning(module: Module, path: str) -> str | None:
+    """A dump taken before XLA optimized the program (unfused, unsharded): not what runs."""
+    name = Path(path).name
+    if _BEFORE not in name.lower():
+        fused = any(i.opcode == "fusion" for _, i in module.instructions())
+        if fused or module.is_scheduled or module.instruction_count < 50:
+            return None
+        evidence = "it has no fusions and no schedule"
+    else:
+        evidence = "its file name says so"
+    sibling = after_optimization_sibling(path)
+    where = (f"; the dump after optimization is beside it: {sibling.name}" if sibling is not None
+             else "; dump the program after optimization (XLA_FLAGS=--xla_dump_to=DIR) and inspect the "
+                  "*after_optimizations* file")
+    return (f"this HLO is from before optimization ({evidence}): it is not the program that runs (unfused, "
+            f"unsharded, unscheduled), so its prediction can be far off{where}")
+
+
+def after_optimization_sibling(path: str) -> Path | None:
+    """The after-optimization dump XLA wrote for the same module beside `path`, if there is one."""
+    file = Path(path)
+    prefix = re.match(r"(module_\d+\.)", file.name)
+    if prefix is None:
+        return None
+    try:
+        found = sorted(p for p in file.parent.iterdir()
+                       if p.name.startswith(prefix[1]) and _AFTER in p.name and p.name != file.name)
+    except OSError:
+        return None
+    return found[0] if found else None
+
+
+def hardware_mismatch_warning(hw: Hardware, kind: str, vendor: str, evidence: str,
+                              program: str = "the program was compiled for") -> str | None:
+    """`--hardware` naming another platform (GPU, TPU, CPU) or GPU vendor than the program's."""
+    if not kind or hw.source != "user":
+        return None
+    theirs = _a(f"{_VENDORS.get(vendor, '')} {kind.upper()}".strip())
+    ours = _a(f"{hw.vendor} {hw.kind.upper()}" if hw.kind == "gpu" and hw.vendor else hw.kind.upper())
+    if kind != hw.kind:
+        return (f"--hardware {hw.name} is {ours} but {program} {theirs} ({evidence}): the expected times "
+                "describe that other chip, not this program")
+    if vendor and hw.vendor and _VENDORS.get(vendor, vendor).lower() != hw.vendor.lower():
+        return (f"--hardware {hw.name} is {ours} but {program} {theirs} ({evidence}): its kernels, "
+                "libraries and fusions are another vendor's")
+    return None
+
+
+def _a(noun: str) -> str:
+    """The noun with its article, as said aloud: an NVIDIA GPU, an AMD GPU, a TPU."""
+    return f"{'an' if noun[:1] in 'AEFHILMNORSX' and not noun.startswith('U') else 'a'} {noun}"
+
+
+def platform_mismatch_warning(hw: Hardware, platform: Platform) -> str | None:
+    """`hardware_mismatch_warning` for an HLO dump, from what its name and contents say."""
+    return hardware_mismatch_warning(hw, platform.kind, platform.vendor, platform.evidence)
+
+
+def refuse_mixed_chips(hosts: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
+    """Refuse a folder whose host files come from different chips: they are not hosts of one run.
+
+    `hosts`: (file, platform, device plane stats) per host file.
+    """
+    from ..costmodel.chips.detect import hardware_from_trace
+
+    chips: dict[str, list[str]] = {}
+    for path, platform, stats in hosts:
+        chip = platform if platform in ("cpu", "") else hardware_from_trace(platform, dict(stats), calibrate=False).name
+        chips.setdefault(chip or "unknown", []).append(Path(path).name)
+    if len(chips) > 1:
+        listed = "; ".join(f"{chip}: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}"
+                           for chip, files in chips.items())
+        raise InputError(f"the folder holds profiles from different chips ({listed}), not hosts of one run",
+                         path=str(Path(hosts[0][0]).parent),
+                         hint="inspect each chip's profiles on their own")
