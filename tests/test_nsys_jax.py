@@ -184,3 +184,63 @@ def test_archive_without_xla_ranges_says_what_is_missing(tmp_path, capsys):
     assert main(["inspect", str(folder)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no XLA module or thunk ranges" in err
+
+
+def _edited_archive(folder: Path, edit) -> Path:
+    """Proc 0's archive unpacked to `folder` (trace, devices, the step's HLO) with its ranges edited."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with zipfile.ZipFile(archive(0)) as z:
+        for name in z.namelist():
+            if name in ("nvtx_gpu_proj_trace/trace.parquet", "device-metadata.parquet") or (
+                    name.startswith("dump/module_0040.") and "after_optimizations.hlo.pb" in name):
+                z.extract(name, folder)
+    path = folder / "nvtx_gpu_proj_trace" / "trace.parquet"
+    frame: pd.DataFrame = edit(pq.read_table(path).to_pandas())
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return folder
+
+
+def test_unmatched_ranges_are_listed_with_what_they_are(tmp_path, one):
+    def rename(frame):
+        names = frame["Name"].fillna("")
+        names = names.str.replace("hlo_op=loop_convert_fusion.20#", "hlo_op=memcpy_d2d.1#", regex=False)
+        frame["Name"] = names.str.replace("hlo_op=loop_convert_fusion.14#", "hlo_op=mystery.7#", regex=False)
+        return frame
+
+    report = analyse_profile(_edited_archive(tmp_path / "renamed", rename), pod=QUIET).to_json()
+    matching = report["matching"]
+    rows = {r["name"]: r for r in matching["largest"]}
+    assert rows["memcpy_d2d.1"]["status"] == "explained" and "copy" in rows["memcpy_d2d.1"]["what"]
+    assert rows["mystery.7"]["status"] == "unmatched" and "not an instruction" in rows["mystery.7"]["what"]
+    assert matching["unmatched_s"] == pytest.approx(rows["mystery.7"]["measured_s"])
+    assert matching["matched_share"] < matching["covered_share"] < 1.0
+    assert matching["measured_s"] == pytest.approx(one["matching"]["measured_s"], rel=1e-9)
+
+
+def test_a_thunk_that_contains_thunks_counts_through_its_children(tmp_path, one):
+    import pandas as pd
+
+    def wrap(frame):
+        # A while-loop thunk around the first three thunks of every step execution.
+        names = frame["Name"].fillna("")
+        steps = frame[names.str.startswith("TSL:XlaModule:") & names.str.contains("program_id=40#")]
+        rows = []
+        next_id = frame["RangeId"].max() + 1
+        for module_id in steps["RangeId"]:
+            kids = frame.index[frame["ParentId"] == module_id][:3]
+            start = frame.loc[kids, "Projected Start"].min()
+            end = (frame.loc[kids, "Projected Start"] + frame.loc[kids, "Projected Duration"]).max()
+            rows.append({"Name": "TSL:Thunk:#hlo_op=while.99#", "Projected Start": start,
+                         "Projected Duration": end - start, "RangeId": next_id, "ParentId": module_id,
+                         "TID": frame.loc[kids[0], "TID"], "PID": frame.loc[kids[0], "PID"], "NumGPUOps": 3})
+            frame.loc[kids, "ParentId"] = next_id
+            next_id += 1
+        return pd.concat([frame, pd.DataFrame(rows)], ignore_index=True)
+
+    report = analyse_profile(_edited_archive(tmp_path / "nested", wrap), pod=QUIET).to_json()
+    names = {o["name"] for o in report["ops"] if o["measured_s"] is not None}
+    assert "while.99" not in names
+    assert report["summary"]["measured_s"] == pytest.approx(one["summary"]["measured_s"], rel=1e-9)
