@@ -150,3 +150,50 @@ def test_the_readme_example_is_a_valid_file():
     hw = hwfile.loads(text, "README.md")
     assert hw.name == "lab-a100" and hw.interconnect.domain_size == 4 and hw.caches[0].name == "L2"
     assert hw.hbm_bytes_per_s.kind == "measured" and hw.source == "user"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Level:
+    name: str
+    bytes_per_s: Quantity
+
+
+@dataclasses.dataclass(frozen=True)
+class _Future:
+    """Field shapes a later Hardware field might take: nested tables of numbers, lists of them."""
+
+    by_precision: dict[str, dict[str, Quantity]]
+    levels: tuple[_Level, ...] = ()
+    samples: tuple[Quantity, ...] = ()
+    shared: Quantity | None = None
+    count: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _HardwareWithMore(Hardware):
+    future: _Future | None = None
+
+
+def test_a_new_field_of_any_supported_shape_loads_and_writes_with_no_loader_change():
+    q = lambda v, src: Quantity(v, "FLOP/s", "catalog", src, "measured")  # noqa: E731
+    future = _Future(by_precision={"bf16": {"default": q(7e14, "bench a"), "highest": q(1e14, "bench b")}},
+                     levels=(_Level("L2", q(9e12, "stream")), _Level("LLC", q(1.4e13, "stream"))),
+                     samples=(q(1.0, "run 1"), q(2.0, "run 2")), shared=q(3.0, "x"), count=4)
+    base = CATALOG["mi300x"]
+    hw = _HardwareWithMore(**{f.name: getattr(base, f.name) for f in dataclasses.fields(Hardware)}, future=future)
+    text = hwfile.dumps(hw)
+    assert "[future.by_precision.bf16]" in text and "[[future.levels]]" in text
+    back = hwfile.loads_as(_HardwareWithMore, text, "x.toml", "catalog")
+    assert back == hw
+    assert back.quantities()["future.by_precision.bf16.default"].value == 7e14  # reports list it too
+    bad = text.replace('name = "LLC"', 'name = "LLC"\nsize = 2')
+    with pytest.raises(InputError, match=r"key 'future.levels\[1\].size' \(line \d+\): unknown key"):
+        hwfile.loads_as(_HardwareWithMore, bad, "x.toml")
+    from audit.costmodel.chips.overrides import apply
+
+    changed = apply(hw, [("future.by_precision.bf16.highest", "2e14"), ("future.samples.1", "5"),
+                         ("future.levels.LLC.bytes_per_s", "1e13"), ("future.count", "8")])
+    assert changed.future.by_precision["bf16"]["highest"].value == 2e14
+    assert changed.future.by_precision["bf16"]["highest"].source == "user"
+    assert changed.future.samples[1].value == 5 and changed.future.levels[1].bytes_per_s.value == 1e13
+    assert changed.future.count == 8 and changed.future.samples[0] == hw.future.samples[0]

@@ -299,18 +299,22 @@ _QUANTITY_NAMES = {"peak_flops": "peak_flops_per_s"}  # the JSON names of fields
 
 def _walk_quantities(obj: object, prefix: str) -> Iterator[tuple[str, Quantity]]:
     for f in fields(obj):  # type: ignore[arg-type]
-        value = getattr(obj, f.name)
-        key = prefix + _QUANTITY_NAMES.get(f.name, f.name)
-        if isinstance(value, Quantity):
-            yield key, value
-        elif isinstance(value, dict):
-            yield from ((f"{key}.{k}", q) for k, q in value.items() if isinstance(q, Quantity))
-        elif is_dataclass(value):
-            yield from _walk_quantities(value, f"{key}.")
-        elif isinstance(value, tuple):
-            for item in value:
-                if is_dataclass(item) and not isinstance(item, type):
-                    yield from _walk_quantities(item, f"{key}.{getattr(item, 'name', '')}.")
+        yield from _walk_value(getattr(obj, f.name), prefix + _QUANTITY_NAMES.get(f.name, f.name))
+
+
+def _walk_value(value: object, key: str) -> Iterator[tuple[str, Quantity]]:
+    """Quantities in a field's value: itself, a dict's (by key), a dataclass's, a tuple's (by item
+    name where items have one, else by position)."""
+    if isinstance(value, Quantity):
+        yield key, value
+    elif isinstance(value, dict):
+        for k, item in value.items():
+            yield from _walk_value(item, f"{key}.{k}")
+    elif is_dataclass(value) and not isinstance(value, type):
+        yield from _walk_quantities(value, f"{key}.")
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            yield from _walk_value(item, f"{key}.{getattr(item, 'name', i)}")
 
 
 def _finite(value: float) -> float | None:

@@ -21,6 +21,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ FORMAT = 1
 KINDS = ("datasheet", "measured", "estimate")
 _NOT_IN_FILES = frozenset({"topology", "source"})  # named on the command line, or set by where the file lives
 _QUANTITY_KEYS = ("value", "unit", "kind", "source")
+H = typing.TypeVar("H", bound=Hardware)
 
 
 class _Context:
@@ -54,7 +56,13 @@ class _Context:
 
 
 def loads(text: str, origin: str, provenance: str = "user") -> Hardware:
-    """The Hardware a file's text describes; every number's source becomes `provenance`.
+    """The Hardware a file's text describes; every number's source becomes `provenance` (see `loads_as`)."""
+    return loads_as(Hardware, text, origin, provenance)
+
+
+def loads_as(cls: type[H], text: str, origin: str, provenance: str = "user") -> H:
+    """The `cls` (Hardware or a subclass with more fields) a file's text describes; every number's
+    source becomes `provenance`.
 
     **Raises:** `InputError` naming `origin`, the key and its line for anything the format
     does not allow: bad TOML, a missing or unknown key, a value of the wrong type or kind.
@@ -67,8 +75,8 @@ def loads(text: str, origin: str, provenance: str = "user") -> Hardware:
     version = raw.pop("format", FORMAT)
     if version != FORMAT:
         raise ctx.error("format", f"format {version!r} is not one this version reads", hint=f"format = {FORMAT}")
-    hw = _build(Hardware, raw, "", ctx, provenance)
-    assert isinstance(hw, Hardware)
+    hw = _build(cls, raw, "", ctx, provenance)
+    assert isinstance(hw, cls)
     return dataclasses.replace(hw, source=provenance)
 
 
@@ -85,7 +93,7 @@ def dumps(hw: Hardware, header: str = "") -> str:
     """`hw` as a hardware file that `loads` reads back to the same value (less topology and source)."""
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
     lines.append(f"format = {FORMAT}")
-    _emit(hw, Hardware, "", lines, skip=_NOT_IN_FILES)
+    _emit(hw, type(hw), "", lines, skip=_NOT_IN_FILES)
     return "\n".join(lines) + "\n"
 
 
@@ -120,7 +128,7 @@ def _build(tp: Any, raw: Any, key: str, ctx: _Context, provenance: str) -> Any:
         return _quantity(raw, key, ctx, provenance)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _dataclass(tp, raw, key, ctx, provenance)
-    if origin is dict:
+    if origin in (dict, Mapping):
         value_type = typing.get_args(tp)[1]
         table = _expect(raw, dict, key, ctx)
         return {str(k): _build(value_type, v, _join(key, str(k)), ctx, provenance) for k, v in table.items()}
@@ -165,7 +173,7 @@ def _unknown(table: dict[str, Any], allowed: list[str], key: str, ctx: _Context)
 
 def _dataclass(cls: type, raw: Any, key: str, ctx: _Context, provenance: str) -> Any:
     table = _expect(raw, dict, key, ctx)
-    skip = _NOT_IN_FILES if cls is Hardware else frozenset()
+    skip = _NOT_IN_FILES if issubclass(cls, Hardware) else frozenset()
     fields = _fields(cls, skip)
     _unknown(table, [f.name for f in fields], key, ctx)
     hints = _hints(cls)
@@ -199,37 +207,36 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
 # --- writing ----------------------------------------------------------------------------------
 
 
-def _emit(obj: Any, cls: type, prefix: str, lines: list[str], skip: frozenset[str] = frozenset()) -> None:
-    """Append `obj`'s table: its own keys first (TOML puts them before any sub-table), then sub-tables."""
-    hints = _hints(cls)
-    later: list[tuple[str, Any, Any]] = []
-    for f in _fields(cls, skip):
-        value, tp = getattr(obj, f.name), _strip_optional(hints[f.name])
+def _emit(obj: Any, tp: Any, prefix: str, lines: list[str], skip: frozenset[str] = frozenset()) -> None:
+    """Append the table of `obj` (a dataclass or a dict, of type `tp`): its own keys first (TOML puts
+    them before any sub-table), then its sub-tables and arrays of tables."""
+    if _is_mapping(tp):
+        value_type = _strip_optional(typing.get_args(tp)[1])
+        entries = [(str(k), v, value_type) for k, v in obj.items()]
+    else:
+        hints = _hints(tp)
+        entries = [(f.name, getattr(obj, f.name), _strip_optional(hints[f.name])) for f in _fields(tp, skip)]
+    later = []
+    for name, value, value_tp in entries:
         if value is None:
             continue
-        if _is_table(tp):
-            later.append((f.name, value, tp))
+        if _is_table(value_tp):
+            later.append((name, value, value_tp))
         else:
-            lines.append(f"{_key(f.name)} = {_value(value)}")
-    for name, value, tp in later:
+            lines.append(f"{_key(name)} = {_value(value)}")
+    for name, value, value_tp in later:
         path = _join(prefix, _key(name))
-        if typing.get_origin(tp) is tuple:  # a tuple of dataclasses: an array of tables
+        if typing.get_origin(value_tp) is tuple:  # a tuple of dataclasses: an array of tables
             for item in value:
                 lines += ["", f"[[{path}]]"]
-                _emit(item, typing.get_args(tp)[0], path, lines)
+                _emit(item, typing.get_args(value_tp)[0], path, lines)
             continue
         lines += ["", f"[{path}]"]
-        if typing.get_origin(tp) is dict:
-            value_type = _strip_optional(typing.get_args(tp)[1])
-            nested = [(k, v) for k, v in value.items()]
-            if _is_table(value_type) and value_type is not Quantity:
-                for k, v in nested:
-                    lines += ["", f"[{_join(path, _key(k))}]"]
-                    _emit(v, value_type, _join(path, _key(k)), lines)
-            else:
-                lines += [f"{_key(k)} = {_value(v)}" for k, v in nested]
-        else:
-            _emit(value, tp, path, lines)
+        _emit(value, value_tp, path, lines)
+
+
+def _is_mapping(tp: Any) -> bool:
+    return typing.get_origin(tp) in (dict, Mapping)
 
 
 def _strip_optional(tp: Any) -> Any:
@@ -243,7 +250,7 @@ def _is_table(tp: Any) -> bool:
     """Whether a field is written as its own [table] rather than a `key = value` line."""
     if tp is Quantity:
         return False
-    if dataclasses.is_dataclass(tp) or typing.get_origin(tp) is dict:
+    if dataclasses.is_dataclass(tp) or _is_mapping(tp):
         return True
     args = typing.get_args(tp)
     return typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis and (

@@ -36,13 +36,23 @@ FRIENDLY: dict[str, tuple[str, str]] = {
     "hop_latency_s": ("interconnect.hop_latency_s", "time per ICI hop"),
 }
 _QUANTITIES_PREFIX = {"peak_flops_per_s": "peak_flops"}  # the JSON `quantities` names
+_FILE_NAMES = _QUANTITIES_PREFIX
 _UNITS = (("flops", "FLOP/s"), ("bytes_per_s", "B/s"), ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s"))
 _NIC_KEYS = ("interconnect.nics_per_node", "interconnect.nic_bytes_per_s", "interconnect.node_size")
 
 
 def settable_keys(hw: Hardware) -> list[str]:
     """Every dotted key `apply` accepts for `hw` (friendly names aside)."""
-    return sorted(k for k, _ in _paths(hw, Hardware, ""))
+    return sorted(_known(hw))
+
+
+def _known(hw: Hardware) -> dict[str, Any]:
+    """Dotted key -> leaf type (Quantity, int or float) of every settable figure of `hw`."""
+    known = dict(_paths(hw, type(hw), ""))
+    for key in hw.quantities():  # any Quantity at any depth, also in field shapes `_paths` does not walk
+        head, _, rest = key.partition(".")
+        known.setdefault(f"{_FILE_NAMES.get(head, head)}.{rest}" if rest else _FILE_NAMES.get(head, head), Quantity)
+    return known
 
 
 def parse_pairs(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -66,7 +76,7 @@ def apply(hw: Hardware, pairs: Iterable[tuple[str, str]] | Mapping[str, object])
     items = list(pairs.items()) if isinstance(pairs, Mapping) else list(pairs)
     if not items:
         return hw
-    known = dict(_paths(hw, Hardware, ""))
+    known = _known(hw)
     resolved = [(_resolve(key, known), key, str(value)) for key, value in items]
     notes = []
     for path, key, text in resolved:
@@ -169,7 +179,7 @@ def _get(obj: Any, parts: list[str]) -> Any:
         if isinstance(obj, dict):
             obj = obj.get(part)
         elif isinstance(obj, tuple):
-            obj = next(item for item in obj if getattr(item, "name", None) == part)
+            obj = obj[_index(obj, part)]
         else:
             obj = getattr(obj, part)
     return obj
@@ -180,8 +190,17 @@ def _put(obj: Any, parts: list[str], value: Any) -> Any:
     if isinstance(obj, dict):
         return {**obj, head: value if not rest else _put(obj[head], rest, value)}
     if isinstance(obj, tuple):
-        return tuple(_put(item, rest, value) if getattr(item, "name", None) == head else item for item in obj)
+        at = _index(obj, head)
+        return tuple((value if not rest else _put(item, rest, value)) if i == at else item for i, item in enumerate(obj))
     return dataclasses.replace(obj, **{head: value if not rest else _put(getattr(obj, head), rest, value)})
+
+
+def _index(items: tuple[Any, ...], part: str) -> int:
+    """A tuple item by its `name` (memory levels), else by position."""
+    for i, item in enumerate(items):
+        if getattr(item, "name", None) == part:
+            return i
+    return int(part)
 
 
 def _derive_scale_out(hw: Hardware) -> tuple[Hardware, str]:
