@@ -23,6 +23,8 @@ from .transformer import MODELS
 
 @dataclass(frozen=True)
 class PublishedRun:
+    """One run as its report states it; `step_s` or `mfu` is what it achieved, `source` where it says so."""
+
     name: str
     model: str
     hardware: str
@@ -39,6 +41,7 @@ class PublishedRun:
         return lookup(self.hardware)
 
     def setup(self) -> TrainSetup:
+        # The run's total tokens do not change a step; 1e12 stands in for them.
         return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq)
 
 
