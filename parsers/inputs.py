@@ -86,5 +86,5 @@ def _recognise(p: Path) -> OpenedInput:
     if name.endswith(".pb"):
         return OpenedInput("profile", p)
     raise InputError("not a profile, an HLO dump or a report", path=p,
-                     hint="expected a .xplane.pb, a profile directory, an HLO dump (.hlo.pb, .txt, .hlo) "
-                          "or an audit JSON report")
+                     hint="expected a .xplane.pb, a profile directory, an nsys-jax .zip, an Nsight Systems .sqlite "
+                          "export, an HLO dump (.hlo.pb, .txt, .hlo) or an audit JSON report")

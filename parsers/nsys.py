@@ -15,7 +15,7 @@ from .profile_model import HostProfile
 def is_nsys_input(path: Path) -> bool:
     """An nsys-jax archive or folder of archives, or an SQLite file."""
     if path.is_file():
-        return looks_like_sqlite(path) or looks_like_archive(path) or _is_zip(path)
+        return path.suffix.lower() in (".zip", ".sqlite") or looks_like_sqlite(path) or _is_zip(path)
     return path.is_dir() and find_hosts(path) is not None
 
 
@@ -25,7 +25,7 @@ def nsys_hosts(path: str | Path) -> list[str] | None:
     **Raises:** `InputError` for a zip that is not an nsys-jax archive, or an empty selection.
     """
     p = Path(path)
-    if p.is_file() and looks_like_sqlite(p):
+    if p.is_file() and (looks_like_sqlite(p) or p.suffix.lower() == ".sqlite"):
         return [str(p)]
     if p.is_file() and (_is_zip(p) or p.suffix == ".zip"):
         if not zipfile.is_zipfile(p):
@@ -39,7 +39,7 @@ def nsys_hosts(path: str | Path) -> list[str] | None:
 def read_nsys_host(host_path: str, hlo_dir: str | None = None) -> tuple[HostProfile, dict[int, bytes]] | None:
     """One process of an Nsight Systems input and its programs' HloProto bytes; None if the path is not one."""
     p = Path(host_path)
-    if p.is_file() and looks_like_sqlite(p):
+    if p.is_file() and (looks_like_sqlite(p) or p.suffix.lower() == ".sqlite"):
         return read_sqlite_host(host_path, hlo_dir)
     if is_host_path(host_path):
         return read_archive_host(host_path)

@@ -44,6 +44,8 @@ def read_sqlite_host(path: str, hlo_dir: str | None) -> tuple[HostProfile, dict[
     **Raises:** `InputError` when the file is not an Nsight export, lacks the XLA ranges or the
     CUDA activity, or no HLO dump is given for the programs it ran.
     """
+    if not looks_like_sqlite(Path(path)):
+        raise InputError("not an SQLite file (no SQLite header): truncated, or not an nsys export", path=path)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:

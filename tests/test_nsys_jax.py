@@ -244,3 +244,36 @@ def test_a_thunk_that_contains_thunks_counts_through_its_children(tmp_path, one)
     names = {o["name"] for o in report["ops"] if o["measured_s"] is not None}
     assert "while.99" not in names
     assert report["summary"]["measured_s"] == pytest.approx(one["summary"]["measured_s"], rel=1e-9)
+
+
+def _corrupt_member(tmp_path: Path) -> Path:
+    """Proc 0's zip with bytes of its trace flipped: the member's CRC no longer holds."""
+    data = bytearray(archive(0).read_bytes())
+    with zipfile.ZipFile(archive(0)) as z:
+        info = z.getinfo("nvtx_gpu_proj_trace/trace.parquet")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 1000
+    data[start:start + 64] = bytes(b ^ 0xFF for b in data[start:start + 64])
+    bad = tmp_path / "corrupt.zip"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+def _truncated_trace_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "unpacked"
+    with zipfile.ZipFile(archive(0)) as z:
+        z.extract("nvtx_gpu_proj_trace/trace.parquet", folder)
+    trace = folder / "nvtx_gpu_proj_trace" / "trace.parquet"
+    trace.write_bytes(trace.read_bytes()[:5000])
+    return folder
+
+
+@pytest.mark.parametrize("make", [_corrupt_member, _truncated_trace_folder, lambda p: p / "empty.zip",
+                                  lambda p: p / "empty.sqlite"])
+def test_damaged_inputs_exit_2_with_one_line(tmp_path, capsys, make):
+    bad = make(tmp_path)
+    if not bad.exists():
+        bad.write_bytes(b"")
+    assert main(["inspect", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"audit: error: {bad}: ") and "Traceback" not in err
+    assert "truncated" in err or "damaged" in err

@@ -10,6 +10,7 @@ from ..errors import InputError
 from ..parsers.input_files import MAX_PROFILE_BYTES, read_input
 from ..parsers.xplane import SUFFIX, find_profile_files, refuse_xprof_cache
 from ..parsers.nsys import nsys_hosts
+from ..parsers.nsys_jax import TRACE as NSYS_TRACE
 from ..parsers.nsys_jax import split_host
 
 
@@ -95,8 +96,10 @@ def identity(path: str) -> str:
     if not is_url(path):
         # One process of a combined nsys-jax archive is keyed by the archive and the process.
         local, member = split_host(path)
+        # An unpacked archive changes in its files, not in its folder's entry.
+        trace = local / NSYS_TRACE
         try:
-            st = local.stat()
+            st = trace.stat() if local.is_dir() and trace.exists() else local.stat()
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
         facts = f"{local.resolve()}|{member}|{st.st_size}|{st.st_mtime_ns}"
