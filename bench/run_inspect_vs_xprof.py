@@ -3,7 +3,11 @@
     python bench/run_inspect_vs_xprof.py [PROFILE.xplane.pb] [--repeats 3]
 
 Each tool runs in its own fresh process, `--repeats` times; the best wall time and the
-peak memory are printed with their ratios. Memory is the peak summed PSS of the whole
+peak memory are printed with their ratios. Every process gets a fresh, empty home directory
+(no user cache: no CPU calibration, no profile summaries), as on a CI runner, and `audit
+inspect` is also timed on its first run there, against its warm runs (first-run target: at
+most 1.3x warm; what `make install` prepared ahead, `python -m audit.prepare`, is kept). The
+load average is printed before and after, since the machine may be shared. Memory is the peak summed PSS of the whole
 process tree, sampled every 50 ms from /proc/PID/smaps_rollup of the process and all its
 descendants: `audit inspect` forks workers, so the largest single process (`ru_maxrss`)
 would miss them, and summed RSS would count the pages they share with the parent many
@@ -65,10 +69,10 @@ def tree_pss_mb(root: int) -> float:
     return total / 1024
 
 
-def measure(cmd: list[str], interval: float = 0.05) -> tuple[float, float]:
+def measure(cmd: list[str], interval: float = 0.05, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds and peak summed PSS (MB) of one child process and all of its descendants."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = 0.0
     while proc.poll() is None:
         peak = max(peak, tree_pss_mb(proc.pid))
@@ -77,6 +81,18 @@ def measure(cmd: list[str], interval: float = 0.05) -> tuple[float, float]:
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read().decode()[-2000:]}")
     return wall, peak
+
+
+def fresh_home(root: Path) -> dict[str, str]:
+    """An environment whose home and cache directories are new and empty."""
+    home = root / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "AUDIT_CACHE", "AUDIT_CACHE_DIR")}
+    return {**env, "HOME": str(home)}
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def newest_big_profile() -> Path:
@@ -93,33 +109,52 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("profile", nargs="?", type=Path)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--unprepared", action="store_true",
+                        help="Also time a first run without what the install prepared (the decoder compiles "
+                             "and the CPU is calibrated during the run), as after a bare `pip install`.")
     args = parser.parse_args()
     if importlib.util.find_spec("xprof") is None:
         raise SystemExit("XProf is not installed: pip install -e '.[xprof]' (or `make install`, which installs it "
                          "with the test extra), then run this again.")
     path = args.profile or newest_big_profile()
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as tmp:
+        env = fresh_home(Path(tmp))
         tools = {
             "audit inspect (table + cost model + JSON)": [sys.executable, "-m", "audit", "inspect", str(path),
                                                           "--quiet", "--json", str(Path(tmp) / "r.json")],
             "xprof hlo_stats": [sys.executable, "-c", XPROF, str(path)],
         }
+        audit_cmd = tools["audit inspect (table + cost model + JSON)"]
+        bare = None
+        if args.unprepared:  # empty decoder and calibration caches in their own folders
+            bare_root = Path(tmp) / "bare"
+            bare_root.mkdir()
+            bare_env = {**fresh_home(bare_root), "NUMBA_CACHE_DIR": str(bare_root / "numba"),
+                        "AUDIT_CACHE_DIR": str(bare_root / "calibration")}
+            bare = measure(audit_cmd, env=bare_env)
+        first = measure(audit_cmd, env=env)
         results = {}
         for name, cmd in tools.items():
             runs = []
             for _ in range(args.repeats):
                 for cache in path.parent.glob("ALL_HOSTS.op_stats*.pb"):
                     cache.unlink()
-                runs.append(measure(cmd))
+                runs.append(measure(cmd, env=env))
             results[name] = (min(r[0] for r in runs), max(r[1] for r in runs))
     (aw, am), (xw, xm) = results.values()
     print(f"profile: {path.name}, {path.stat().st_size / 1e6:.1f} MB, {count_events(path)} events")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
           f"{platform.python_version()}; jax {version('jax')}; xprof {version('xprof')}; "
           f"roofline-audit {version('roofline-audit')}")
+    print(f"load average (1, 5, 15 min): {load_before} before, {load_average()} after")
     print(f"{'tool':<45} {'wall s':>8} {'peak PSS MB':>12}")
+    if bare is not None:
+        print(f"{'audit inspect, first run, install unprepared':<45} {bare[0]:>8.2f} {bare[1]:>12.0f}")
+    print(f"{'audit inspect, first run in a fresh home':<45} {first[0]:>8.2f} {first[1]:>12.0f}")
     for name, (w, m) in results.items():
         print(f"{name:<45} {w:>8.2f} {m:>12.0f}")
+    print(f"{'ratio audit first run / warm':<45} {first[0] / aw:>8.2f}")
     print(f"{'ratio xprof / audit':<45} {xw / aw:>8.2f} {xm / am:>12.2f}")
     return 0
 

@@ -7,16 +7,20 @@ per kind, so a user finds and clears them in one place:
 |---|---|---|
 | `summaries` | per-host profile summaries (Parquet) for fast re-analysis | `AUDIT_CACHE` (empty: off), `--cache DIR` |
 | `calibration` | this machine's measured CPU ceilings (JSON) | `AUDIT_CACHE_DIR` |
-| `numba` | the compiled trace decoder's machine code | `NUMBA_CACHE_DIR` |
+
+What an install prepares ahead (`python -m audit.prepare`, run by `make install`) goes to the
+install's own folder instead (`install_dir`, under `sys.prefix`), so a fresh home directory,
+as on a CI runner, finds it: the CPU calibration there, the compiled decoder beside its module.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Literal
 
-CacheKind = Literal["summaries", "calibration", "numba"]
+CacheKind = Literal["summaries", "calibration"]
 SUMMARIES_ENV = "AUDIT_CACHE"
 
 
@@ -38,3 +42,8 @@ def summaries_dir() -> str | None:
     if SUMMARIES_ENV in os.environ:
         return os.environ[SUMMARIES_ENV] or None
     return str(cache_dir("summaries"))
+
+
+def install_dir(kind: CacheKind) -> Path:
+    """The install's own folder for what it prepared ahead: `<sys.prefix>/share/audit/<kind>`."""
+    return Path(sys.prefix) / "share" / "audit" / kind

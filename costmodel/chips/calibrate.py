@@ -83,6 +83,14 @@ def cpu_hardware(refresh: bool = False) -> Hardware:
     return hardware_from_record(record)
 
 
+def calibrate_install() -> Path:
+    """Measure this machine now and keep the record with the install, where every user and a
+    fresh home directory find it; the path written."""
+    directory = user_cache.install_dir("calibration")
+    _store(machine_key(), measure(), directory)
+    return directory / CACHE_FILE
+
+
 def cached_cpu_hardware() -> Hardware | None:
     """The cached calibration for this machine, or None without measuring."""
     record = cached_record(machine_key())
@@ -90,9 +98,14 @@ def cached_cpu_hardware() -> Hardware | None:
 
 
 def cached_record(key: str) -> dict[str, Any] | None:
-    data = _read_cache()
-    entry = data.get("entries", {}).get(key)
-    return entry if isinstance(entry, dict) and _valid(entry) else None
+    """This machine's record from the user's cache, else (unless $AUDIT_CACHE_DIR names the one
+    place to look) from the calibration its install made ahead (`python -m audit.prepare`)."""
+    places = [cache_dir()] + ([] if os.environ.get("AUDIT_CACHE_DIR") else [user_cache.install_dir("calibration")])
+    for directory in places:
+        entry = _read_cache(directory).get("entries", {}).get(key)
+        if isinstance(entry, dict) and _valid(entry):
+            return entry
+    return None
 
 
 def measure() -> dict[str, Any]:
@@ -357,19 +370,20 @@ def _valid(entry: dict[str, Any]) -> bool:
         return False
 
 
-def _read_cache() -> dict[str, Any]:
+def _read_cache(directory: Path | None = None) -> dict[str, Any]:
     try:
-        data = json.loads((cache_dir() / CACHE_FILE).read_text())
+        data = json.loads(((directory or cache_dir()) / CACHE_FILE).read_text())
     except (OSError, ValueError):
         return {}  # missing or corrupt: measure again and rewrite it
     return data if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else {}
 
 
-def _store(key: str, record: dict[str, Any]) -> None:
-    """Write the cache atomically; a read-only home only costs a re-measurement next time."""
-    data = _read_cache() or {"schema": CACHE_SCHEMA, "entries": {}}
+def _store(key: str, record: dict[str, Any], directory: Path | None = None) -> None:
+    """Write the cache (in `directory`, default the user's) atomically; a read-only home only costs
+    a re-measurement next time."""
+    directory = directory or cache_dir()
+    data = _read_cache(directory) or {"schema": CACHE_SCHEMA, "entries": {}}
     data.setdefault("entries", {})[key] = record
-    directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", dir=directory)
