@@ -101,21 +101,31 @@ def stats(pairs: list[tuple[float, float]]) -> dict:
     }
 
 
-def tightness(data: dict) -> float | None:
-    """Time-weighted median of measured / achievable over the timed ops (None in a report
-    without achievable times): half of the measured op time is in ops at most this far off."""
-    pairs = sorted((float(op["measured_s"]) / float(op["achievable_s"]), float(op["measured_s"]))
-                   for op in data.get("ops", [])
-                   if not op.get("container") and (op.get("measured_s") or 0) > 0
-                   and (op.get("achievable_s") or 0) > 0 and (op.get("expected_s") or 0) > 0)
+def achievable_pairs(data: dict) -> list[tuple[float, float]]:
+    """(measured / achievable, measured_s) of every timed op with an achievable time."""
+    return [(float(op["measured_s"]) / float(op["achievable_s"]), float(op["measured_s"]))
+            for op in data.get("ops", [])
+            if not op.get("container") and (op.get("measured_s") or 0) > 0
+            and (op.get("achievable_s") or 0) > 0 and (op.get("expected_s") or 0) > 0]
+
+
+def weighted_median(pairs: list[tuple[float, float]]) -> float | None:
+    """The ratio at which half of the measured time is in ops at or below it (None without ops)."""
     if not pairs:
         return None
+    pairs = sorted(pairs)
     half, seen = sum(t for _, t in pairs) / 2, 0.0
     for ratio, t in pairs:
         seen += t
         if seen >= half:
             return ratio
     return pairs[-1][0]
+
+
+def tightness(data: dict) -> float | None:
+    """Time-weighted median of measured / achievable over the timed ops (None in a report
+    without achievable times): half of the measured op time is in ops at most this far off."""
+    return weighted_median(achievable_pairs(data))
 
 
 def flagged(data: dict) -> list[dict]:
@@ -168,6 +178,10 @@ def flag_markdown(label: str, results: list[dict]) -> str:
              "|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['input']} | {r['stats']['ops']} | {len(r['flagged'])} | {_num(r['tightness'])} |")
+    real = [r for r in results if r["input"].startswith("fixture")]
+    pooled = weighted_median([p for r in real for p in r.get("pairs", [])])
+    lines.append(f"| **real captures, pooled** | {sum(r['stats']['ops'] for r in real)} | "
+                 f"{sum(len(r['flagged']) for r in real)} | {_num(pooled)} |")
     for r in results:
         if not r["flagged"] or not r["input"].startswith("fixture"):
             continue
@@ -202,7 +216,7 @@ def main() -> int:
         data = report(audit, path)
         results.append({"input": label, "stats": stats(timed_ops(data)), "levels": levels(data),
                         "hardware": (data.get("hardware") or {}).get("name"), "tightness": tightness(data),
-                        "flagged": flagged(data)})
+                        "pairs": achievable_pairs(data), "flagged": flagged(data)})
         print(f"{label}: {results[-1]['stats']}", file=sys.stderr, flush=True)
     print(markdown(args.label, results))
     print()

@@ -74,7 +74,8 @@ def achievable_time(cost: OpCost | None, exp: Expectation | None, hw: Hardware) 
 
 
 def _cite(q: Quantity) -> str:
-    return f"{q.source}: {q.note}" if q.note else q.source
+    """Where a figure comes from, briefly (`audit hardware show` gives each figure's full source)."""
+    return f"{q.source}, {q.kind}" if q.kind else q.source
 
 
 def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, notes: list[str],

@@ -182,4 +182,5 @@ def test_calc_collective_shows_the_achievable_time(capsys):
             "--axes", "Y", "--hardware", "tpu-v5e:8x4", "--json", "-"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["achievable_s"] >= out["time_s"] and "book ch. 3" in out["achievable_source"]
+    assert out["achievable_s"] >= out["time_s"] and "scale_up bus" in out["achievable_source"]
+    assert "per-message latency" in out["achievable_source"] and "(catalog, measured)" in out["achievable_source"]
