@@ -145,6 +145,13 @@ def flagged(data: dict) -> list[dict]:
     return sorted(out, key=lambda o: -(o["measured_s"] or 0.0))
 
 
+def roofline_flags(data: dict, min_efficiency: float = 0.5, min_share: float = 0.01) -> int:
+    """Ops the same report would flag if judged on the roofline instead (the old rule)."""
+    return sum(1 for op in data.get("ops", [])
+               if op.get("verdict") in ("ok", "flagged") and (op.get("efficiency") or 1.0) < min_efficiency
+               and (op.get("share") or 0.0) >= min_share)
+
+
 def levels(data: dict) -> dict[str, int]:
     """How many timed ops each memory level judged (absent in reports that predate the field)."""
     counts: dict[str, int] = {}
@@ -174,14 +181,17 @@ def _num(value: float | None, fmt: str = ".3g") -> str:
 
 def flag_markdown(label: str, results: list[dict]) -> str:
     """Flag counts and tightness per input, then each capture's flagged ops."""
-    lines = [f"| input ({label}) | timed ops | flagged | measured / achievable, time-weighted median |",
-             "|---|---|---|---|"]
+    lines = [f"| input ({label}) | timed ops | flagged | on the roofline it would be | "
+             "measured / achievable, time-weighted median |",
+             "|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['input']} | {r['stats']['ops']} | {len(r['flagged'])} | {_num(r['tightness'])} |")
+        lines.append(f"| {r['input']} | {r['stats']['ops']} | {len(r['flagged'])} | {r.get('roofline_flags', '')} | "
+                     f"{_num(r['tightness'])} |")
     real = [r for r in results if r["input"].startswith("fixture")]
     pooled = weighted_median([p for r in real for p in r.get("pairs", [])])
     lines.append(f"| **real captures, pooled** | {sum(r['stats']['ops'] for r in real)} | "
-                 f"{sum(len(r['flagged']) for r in real)} | {_num(pooled)} |")
+                 f"{sum(len(r['flagged']) for r in real)} | {sum(r.get('roofline_flags', 0) for r in real)} | "
+                 f"{_num(pooled)} |")
     for r in results:
         if not r["flagged"] or not r["input"].startswith("fixture"):
             continue
@@ -216,7 +226,8 @@ def main() -> int:
         data = report(audit, path)
         results.append({"input": label, "stats": stats(timed_ops(data)), "levels": levels(data),
                         "hardware": (data.get("hardware") or {}).get("name"), "tightness": tightness(data),
-                        "pairs": achievable_pairs(data), "flagged": flagged(data)})
+                        "pairs": achievable_pairs(data), "flagged": flagged(data),
+                        "roofline_flags": roofline_flags(data)})
         print(f"{label}: {results[-1]['stats']}", file=sys.stderr, flush=True)
     print(markdown(args.label, results))
     print()

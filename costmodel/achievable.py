@@ -59,7 +59,7 @@ def achievable_time(cost: OpCost | None, exp: Expectation | None, hw: Hardware) 
     notes: list[str] = []
     sources: list[str] = []
     compute = _compute(cost, exp, hw, ach, notes, sources)
-    memory = _memory(exp, hw, ach, sources)
+    memory = _memory(cost, exp, hw, ach, sources)
     comm = _comm(exp, ach, sources)
     launch = exp.overhead_s
     if launch > 0 and ach.launch_s is not None and ach.launch_s.value > launch:
@@ -103,10 +103,39 @@ def _peak_key(hw: Hardware, dtype: str) -> str:
     return next((k for k, q in hw.peak_flops.items() if q is peak), dtype)
 
 
-def _memory(exp: Expectation, hw: Hardware, ach: Achievable, sources: list[str]) -> float | None:
+def _memory(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, sources: list[str]) -> float | None:
+    """The roofline's memory time at the achievable rate of each level it used. Where the
+    schedule says part of the bytes can be in a cache (`cost.resident`), the split is redone
+    at achievable rates, as the roofline does at peak ones, and the best split taken."""
     if exp.memory_s is None:
         return None
     level = exp.memory_level or hw.main_memory
+    scaled = exp.memory_s * _derate(level, hw, ach, sources)
+    total = cost.bytes
+    if cost.resident is None or total is None or level not in (hw.main_memory, *(c.name for c in hw.caches)):
+        return scaled
+    share = max(hw.devices_per_chip, 1)
+    main = _reach(hw.main_memory, hw, ach)
+    if main is None:
+        return scaled
+    best = total / (main / share)
+    for name, served in cost.resident:
+        rate = _reach(name, hw, ach)
+        cache = next((c for c in hw.caches if c.name == name), None)
+        if rate is None or cache is None or total > cache.capacity_bytes.value or served <= 0:
+            continue
+        best = min(best, max((total - min(served, total)) / (main / share), total / (rate / share)))
+    return max(exp.memory_s, best)
+
+
+def _reach(level: str, hw: Hardware, ach: Achievable) -> float | None:
+    """The achievable bytes/s of a memory level (None where no figure is stated)."""
+    q = ach.memory_bytes_per_s if level == hw.main_memory else ach.cache_bytes_per_s.get(level)
+    return q.value if q is not None and q.value > 0 else None
+
+
+def _derate(level: str, hw: Hardware, ach: Achievable, sources: list[str]) -> float:
+    """How much slower than its roof good kernels stream at `level` (1 where no figure says)."""
     roof: Quantity | None
     reach: Quantity | None
     if level == hw.main_memory:
@@ -116,9 +145,9 @@ def _memory(exp: Expectation, hw: Hardware, ach: Achievable, sources: list[str])
         roof = cache.bytes_per_s if cache is not None else None
         reach = ach.cache_bytes_per_s.get(level)
     if roof is None or reach is None or not reach.value > 0 or not math.isfinite(roof.value):
-        return exp.memory_s
+        return 1.0
     sources.append(f"{level} {human(reach.value, 'B/s')} ({_cite(reach)})")
-    return exp.memory_s * max(1.0, roof.value / reach.value)
+    return max(1.0, roof.value / reach.value)
 
 
 def _comm(exp: Expectation, ach: Achievable, sources: list[str]) -> float | None:

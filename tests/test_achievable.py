@@ -73,10 +73,12 @@ def _costs(draw: st.DrawFn) -> OpCost:
     flops = 2.0 * batch * m * n * k if matmul else float(draw(st.integers(0, 1 << 34)))
     read = float(size * batch * (m * k + k * n)) if matmul else float(draw(st.integers(0, 1 << 34)))
     written = float(size * batch * m * n) if matmul else float(draw(st.integers(0, 1 << 32)))
+    resident = draw(st.one_of(st.none(), st.tuples(st.tuples(
+        st.sampled_from(("L2", "Infinity Cache")), st.floats(0, 1).map(lambda f: f * (read + written))))))
     return OpCost(flops=flops, bytes_read=read, bytes_written=written, dtype=dtype,
                   precision=draw(st.sampled_from(PRECISIONS)) if matmul else "",
                   gemm=dims if matmul else None, collective=collective,
-                  comm_bytes=collective.bytes if collective else 0.0)
+                  comm_bytes=collective.bytes if collective else 0.0, resident=resident)
 
 
 @settings(max_examples=300, deadline=None)
