@@ -102,11 +102,12 @@ def stats(pairs: list[tuple[float, float]]) -> dict:
 
 
 def achievable_pairs(data: dict) -> list[tuple[float, float]]:
-    """(measured / achievable, measured_s) of every timed op with an achievable time."""
+    """(measured / achievable, measured_s) of every judged op (ok or flagged: not a wait, a
+    container or a collective between simulated devices) with an achievable time."""
     return [(float(op["measured_s"]) / float(op["achievable_s"]), float(op["measured_s"]))
             for op in data.get("ops", [])
-            if not op.get("container") and (op.get("measured_s") or 0) > 0
-            and (op.get("achievable_s") or 0) > 0 and (op.get("expected_s") or 0) > 0]
+            if op.get("verdict") in ("ok", "flagged") and (op.get("measured_s") or 0) > 0
+            and (op.get("achievable_s") or 0) > 0]
 
 
 def weighted_median(pairs: list[tuple[float, float]]) -> float | None:

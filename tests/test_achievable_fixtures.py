@@ -64,7 +64,8 @@ def test_achievable_time_is_tight_on_the_real_captures(reports):
     # kernels take. (The gemm capture alone runs faster than AMD's published MAF: it multiplies
     # constant data, which lets the clock run up to 50% higher than the MAF's trig_float inputs.)
     pairs = [(o["measured_s"] / o["achievable_s"], o["measured_s"])
-             for report in reports.values() for o in _timed(report) if o["achievable_s"]]
+             for report in reports.values() for o in _timed(report)
+             if o["achievable_s"] and o["verdict"] in ("ok", "flagged")]
     assert 1.0 <= _weighted_median(pairs) <= 1.5
 
 
