@@ -8,7 +8,7 @@ Per device (process) the threads are, top to bottom:
   (category `flagged`, `ok`, `not judged`...); ops that overlap go on further `measured` lanes;
 - `expected (roofline)`: each op at its measured start, lasting its roofline time (the model's
   lower bound), so a gap under a measured slice is time the model cannot explain;
-- `achievable`: the same at the achievable time, where the report has one.
+- `achievable`: the same at the achievable time (what good kernels take; flags judge against it).
 Collectives carry the time the schedule hides behind compute and the time left exposed.
 Times (`ts`, `dur`) are microseconds from the start of each host's step, as the format asks;
 arguments ending in `_s` are seconds.
@@ -169,7 +169,7 @@ def _model_track(pid: int, tid: int, which: str, events: list[tuple[_Event, OpRe
     for ev, op in sorted(events, key=lambda e: e[0].start_s):
         if op is None:
             continue
-        dur = _per_event(op.expected_s if which == "expected" else _achievable_s(op), ev, op)
+        dur = _per_event(op.expected_s if which == "expected" else op.achievable_s, ev, op)
         if dur is None or dur <= 0:
             continue
         start = max(ev.start_s, end)
@@ -207,11 +207,6 @@ def _per_event(total_s: float | None, ev: _Event, op: OpRecord) -> float | None:
     return total_s / op.occurrences * ev.occurrences
 
 
-def _achievable_s(op: OpRecord) -> float | None:
-    value = getattr(op, "achievable_s", None)  # present once the report prices the achievable ceiling
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _measured_slice(ev: _Event, op: OpRecord | None) -> dict[str, Any]:
     args: dict[str, Any] = {"name": ev.name, "cat": "op" if op is None else op.verdict, "measured_s": ev.dur_s,
                             "occurrences": ev.occurrences}
@@ -219,6 +214,7 @@ def _measured_slice(ev: _Event, op: OpRecord | None) -> dict[str, Any]:
         return args
     args.update(opcode=op.opcode, category=op.category, bound_by=op.bound_by, verdict=op.verdict,
                 flagged=op.flagged, efficiency=op.efficiency, expected_s=_per_event(op.expected_s, ev, op),
+                achievable_s=_per_event(op.achievable_s, ev, op), achievable_efficiency=op.achievable_efficiency,
                 reasons=list(op.reasons), framework_op=op.framework_op, source=op.source, module=op.module)
     if op.flagged:
         args["suggestion"] = op.suggestion

@@ -80,6 +80,7 @@ def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_r
     assert len(per_process) == report["summary"]["devices"] == 8
     for names in per_process.values():
         assert list(names.values()).count("expected (roofline)") == 1
+        assert list(names.values()).count("achievable") == 1
         assert "measured" in names.values() and "step" in names.values()
     expected = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "expected"]
     measured = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("ok", "flagged", "not judged")]
@@ -90,6 +91,13 @@ def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_r
         op = ops[e["name"]]
         per_occurrence = op["expected_s"] / op["occurrences"]
         assert e["dur"] == pytest.approx(per_occurrence * 1e6, rel=1e-3, abs=1e-3)
+    # The achievable track: each op at what good kernels take, never below its roofline time.
+    achievable = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "achievable"]
+    assert achievable
+    for e in achievable[:200]:
+        op = ops[e["name"]]
+        assert e["dur"] == pytest.approx(op["achievable_s"] / op["occurrences"] * 1e6, rel=1e-3, abs=1e-3)
+        assert op["achievable_s"] >= op["expected_s"] * (1 - 1e-9)
 
 
 def test_flagged_ops_are_marked_with_their_reasons(default_run):
