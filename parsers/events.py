@@ -7,6 +7,7 @@ DataFrame at the end.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -86,10 +87,16 @@ class PlaneStats:
         return merged
 
 
-def int_or(value: Any, default: int) -> int:
+def int_or(value: Any, default: int, *, unsigned: bool = False) -> int:
+    """`value` as an int when it is a number that fits 64 bits (signed, or either way with
+    `unsigned` for ids read as uint64), else `default` (a stat of another type or a crafted value:
+    NaN, infinity, beyond 64 bits)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
-    return int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return default
+    number = int(value)
+    return number if -(1 << 63) <= number < 1 << (64 if unsigned else 63) else default
 
 
 def events_frame(columns: dict[str, Any]) -> pd.DataFrame:

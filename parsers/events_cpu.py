@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import xline_decode
-from .events import (NO_RUN, HostExtraction, PlaneStats, assign_by_span, events_frame, launch_steps, self_times,
+from .events import (NO_RUN, HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps, self_times,
                      steps_frame, to_u64)
 
 _SKIP, _OP, _STEP, _LAUNCH = 0, 1, 2, 3
@@ -133,7 +133,7 @@ def _scan(plane: Any, ps: PlaneStats, cols: _Columns, steps: list[tuple[int, int
             elif kind == _STEP:
                 start = base + ev.offset_ps
                 tags = ps.to_dict(ev.stats)
-                steps.append((int(tags.get("step_num", len(steps))), start, start + ev.duration_ps))
+                steps.append((int_or(tags.get("step_num"), len(steps)), start, start + ev.duration_ps))
             else:
                 run_id = ps.to_dict(ev.stats).get("run_id")
                 if isinstance(run_id, int):

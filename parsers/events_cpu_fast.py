@@ -15,11 +15,14 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from . import xline_decode as xd
-from .events import PlaneStats
+from .events import PlaneStats, int_or
+from .ranges import check_columns
 
 # Stats the scan reads, by slot: the op stats of `_scan` in its order, then what classifies steps.
 SLOTS = ("hlo_op", "program_id", "run_id", "device_ordinal", "step_num")
+_MAX_STAT_ID = 1 << 24  # stat metadata ids are small and dense; the decoder indexes an array by them
 _OP, _STEP, _LAUNCH = 1, 2, 3  # events_cpu's kinds (0 skips)
 
 
@@ -31,10 +34,13 @@ def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any,
     two scans cannot drift apart.
     """
     ps = PlaneStats(plane)
-    slot_of = np.full(max(ps.names, default=0) + 1, -1, np.int64)
-    for sid, name in ps.names.items():
-        if name in SLOTS:
-            slot_of[sid] = SLOTS.index(name)
+    wanted = {sid: SLOTS.index(name) for sid, name in ps.names.items() if name in SLOTS}
+    if any(not 0 <= sid < _MAX_STAT_ID for sid in wanted):
+        raise InputError(f"plane {plane.name!r}: a stat metadata id is out of range (0 to {_MAX_STAT_ID:,})",
+                         path=plane.lines.origin)
+    slot_of = np.full(max(wanted, default=0) + 1, -1, np.int64)  # sized by the few stats read, checked above
+    for sid, slot in wanted.items():
+        slot_of[sid] = slot
     state = _State(plane, ps, classify, read_meta)
     for line_index, data, decoded in _decoded(plane, lines, slot_of):
         state.add_line(line_index, decoded, data)
@@ -43,8 +49,6 @@ def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any,
 
 def _decoded(plane: Any, lines: range, slot_of: np.ndarray) -> Iterator[tuple[int, bytes, xd.DecodedLine]]:
     """Each line's bytes and events, in order, two at a time on threads (the decoder releases the GIL)."""
-    from ..errors import InputError
-
     encoded = plane.lines.encoded()  # each item read is a copy of the line's bytes: read it once
 
     def submit(i: int) -> tuple[int, bytes, Any]:
@@ -62,6 +66,11 @@ def _decoded(plane: Any, lines: range, slot_of: np.ndarray) -> Iterator[tuple[in
             except ValueError:
                 raise InputError(f"line {i} of a plane is truncated or corrupt (protobuf decode failed)",
                                  path=plane.lines.origin) from None
+            try:
+                check_columns(decoded.timestamp_ns, decoded.offset_ps, decoded.duration_ps,
+                              f"plane {plane.name!r} line {i}")
+            except InputError as exc:
+                raise InputError(exc.message, path=plane.lines.origin) from None
             yield i, data, decoded
 
 
@@ -121,7 +130,7 @@ class _State:
     def _step_or_launch(self, kind: int, d: xd.DecodedLine, j: int, start: int, data: bytes) -> None:
         if kind == _STEP:
             step = self._value(d, j, 4, data) if d.kind[j, 4] != xd.ABSENT else len(self.steps)
-            self.steps.append((int(step), start, start + int(d.duration_ps[j])))
+            self.steps.append((int_or(step, len(self.steps)), start, start + int(d.duration_ps[j])))
             return
         run_id = self._value(d, j, 2, data) if d.kind[j, 2] in (xd.INT64, xd.UINT64) else None
         if run_id is not None:

@@ -104,11 +104,11 @@ def _scan_device(plane: Any, device: int, out: dict[str, list[Any]]) -> int:
                 continue
             out["device"].append(device)
             out["line"].append(line.id)
-            out["program_id"].append(to_u64(int(stats.get("program_id") or 0)))
+            out["program_id"].append(to_u64(int_or(stats.get("program_id"), 0, unsigned=True)))
             out["op"].append(hlo_op.rsplit("::", 1)[-1])
             out["start_ps"].append(base + ev.offset_ps)
             out["dur_ps"].append(ev.duration_ps)
-            out["cid"].append(int(stats.get("correlation_id") or -1))
+            out["cid"].append(int_or(stats.get("correlation_id"), -1))
     return unattributed
 
 

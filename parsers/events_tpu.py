@@ -17,6 +17,7 @@ import pandas as pd
 
 from .events import (NO_RUN, HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps, self_times,
                      steps_frame, to_u64)
+from .ranges import MAX_PS, finite_or_nan, stat_int
 from .xplane_schema import CoreDetails
 
 TPU_PLANE = re.compile(r"^/device:TPU:([0-9]+)$")
@@ -25,9 +26,10 @@ _EVENT_STATS = ("device_offset_ps", "device_duration_ps", "self_duration_ps", "r
 _FLOAT_STATS = ("flops", "model_flops", "bytes_accessed")
 
 
-def _span(base: int, ev: Any, stats: dict[str, Any]) -> tuple[int, int]:
+def _span(base: int, ev: Any, stats: dict[str, Any], where: str = "") -> tuple[int, int]:
     if "device_offset_ps" in stats and "device_duration_ps" in stats:
-        return int(stats["device_offset_ps"]), int(stats["device_duration_ps"])
+        return (stat_int(stats["device_offset_ps"], "device_offset_ps", where, low=0, high=2 * MAX_PS),
+                stat_int(stats["device_duration_ps"], "device_duration_ps", where, low=0, high=MAX_PS))
     return base + ev.offset_ps, ev.duration_ps
 
 
@@ -41,7 +43,7 @@ def _line_spans(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str]) -
     spans = []
     for ev in line.events:
         stats = _event_stats(ps, ev, wanted)
-        start, dur = _span(base, ev, stats)
+        start, dur = _span(base, ev, stats, f"plane {plane.name!r} line {line.name!r}")
         label = stats.get("run_id", plane.event_metadata[ev.metadata_id].name)
         spans.append((start, start + dur, label))
     spans.sort(key=lambda s: s[0])
@@ -61,9 +63,9 @@ def _scan_ops(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str], out
             per_metadata[mid] = meta
         stats = dict(meta)
         stats.update(_event_stats(ps, ev, wanted))
-        start, dur = _span(base, ev, stats)
+        start, dur = _span(base, ev, stats, f"plane {plane.name!r} line {line.name!r}")
         occurrences = ev.num_occurrences
-        out["program_id"].append(to_u64(int_or(stats.get("program_id"), 0)))
+        out["program_id"].append(to_u64(int_or(stats.get("program_id"), 0, unsigned=True)))
         out["op"].append(stats["op"])
         out["start_ps"].append(-1 if occurrences else start)
         out["dur_ps"].append(dur)
@@ -71,7 +73,7 @@ def _scan_ops(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str], out
         out["occurrences"].append(max(1, occurrences))
         for name in _FLOAT_STATS:
             value = stats.get(name)
-            out[name].append(float(value) if isinstance(value, (int, float)) else np.nan)
+            out[name].append(finite_or_nan(value))
         category = stats.get("hlo_category")
         out["trace_category"].append(category if isinstance(category, str) else "")
 

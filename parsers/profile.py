@@ -15,6 +15,7 @@ from .events_gpu import GPU_PLANE, extract_gpu
 from .events_tpu import TPU_PLANE, core_label, extract_tpu
 from .hlo_model import Module
 from .profile_model import HostProfile, Profile
+from .ranges import ordinal
 from .xplane import SUFFIX, decode_xspace, find_profile_files, read_xspace
 
 _HLO_STATS = ("Hlo Proto", "HLO Proto")
@@ -65,7 +66,12 @@ def read_host(path: str | Path, data: bytes | None = None,
     host = space.hostnames[0] if space.hostnames else Path(path).name.removesuffix(SUFFIX)
     warnings = [f"profiler reported: {w}" for w in (*space.errors, *space.warnings)]
     names, protos, versions = _programs(planes.get("/host:metadata"))
-    platform, extraction, device_stats = _extract(planes, host)
+    try:
+        platform, extraction, device_stats = _extract(planes, host)
+    except InputError as exc:  # range checks name the plane and line; the file is named here
+        if exc.path is not None:
+            raise
+        raise InputError(exc.message, path=path) from None
     if extraction.events.empty and not protos and not names:
         raise InputError("holds no XLA programs (no HLO modules and no XLA op events); "
                          "is this a JAX/XLA profile?", path=path)
@@ -85,7 +91,8 @@ def read_host(path: str | Path, data: bytes | None = None,
 
 
 def _device_planes(planes: dict[str, Any], pattern: re.Pattern[str]) -> list[tuple[int, Any]]:
-    found = [(int(m.group(1)), plane) for name, plane in planes.items() if (m := pattern.match(name))]
+    found = [(ordinal(m.group(1), f"plane {name!r}"), plane) for name, plane in planes.items()
+             if (m := pattern.match(name))]
     return sorted(found, key=lambda item: item[0])
 
 

@@ -12,15 +12,17 @@ from typing import Any, Iterator
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
+from .ranges import check_line
 from .xplane_schema import XLine
 
 
 class LazyLines(Sequence[Any]):
     """The lines of one plane; indexing decodes that line."""
 
-    def __init__(self, encoded: Any, origin: str) -> None:
+    def __init__(self, encoded: Any, origin: str, plane: str = "") -> None:
         self._encoded = encoded
         self._origin = origin
+        self._plane = plane
 
     def __len__(self) -> int:
         return len(self._encoded)
@@ -32,6 +34,10 @@ class LazyLines(Sequence[Any]):
         except DecodeError:
             raise InputError(f"line {index} of a plane is truncated or corrupt (protobuf decode failed)",
                              path=self._origin) from None
+        try:
+            check_line(line, f"plane {self._plane!r} line {index} ({line.name!r})")
+        except InputError as exc:
+            raise InputError(exc.message, path=self._origin) from None
         return line
 
     def __iter__(self) -> Iterator[Any]:
@@ -57,7 +63,7 @@ class Plane:
 
     def __init__(self, plane: Any, origin: str) -> None:
         self._plane = plane
-        self.lines = LazyLines(plane.lines, origin)
+        self.lines = LazyLines(plane.lines, origin, plane.name)
 
     def __getattr__(self, name: str) -> Any:  # id, name, event_metadata, stat_metadata, stats
         return getattr(self._plane, name)
