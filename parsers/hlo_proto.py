@@ -7,6 +7,8 @@ Values are rendered the way HLO text prints them, so both readers give the same 
 
 from __future__ import annotations
 
+from math import prod
+
 from typing import Any, Iterable
 
 import ml_dtypes
@@ -16,11 +18,12 @@ from google.protobuf.message import DecodeError
 
 from . import hlo_schema as schema
 from ..errors import InputError
+from .hlo_checks import check_module
 from .hlo_model import Computation, ConvDims, DotDims, Instruction, Metadata, Module, Shape
 from .hlo_syntax import make_layout
 from .protobuild import DynamicMessage
 from .hlo_text import FrameTables, backend_config_attributes, resolve_sources
-from .replica_groups import Groups, iota_groups, mesh_groups
+from .replica_groups import Groups, check_groups, iota_groups, mesh_groups
 
 _LAST_TILE_DIM_NAMES = {0: "replicated", 1: "maximal", 3: "other", 4: "manual", 5: "unknown",
                         6: "unreduced"}
@@ -80,12 +83,17 @@ def _mesh(proto: DynamicMessage) -> Groups:
         return tuple((d,) for d in proto.mesh.device_ids)  # a maximal mesh: one device
     refs = []
     for ref in proto.axes:
+        if not 0 <= ref.mesh_axis_index < len(axes):
+            raise InputError(f"mesh replica groups: axis index {ref.mesh_axis_index} of a mesh of {len(axes)} axes")
         name = axes[ref.mesh_axis_index][0]
         sub = ref.sub_axis_info
         refs.append((name, sub.pre_size, sub.size) if ref.HasField("sub_axis_info") else name)
     ids = None
     if proto.mesh.device_ids:
-        ids = np.array(proto.mesh.device_ids).reshape([s for _, s in axes])
+        sizes = [s for _, s in axes]
+        if len(proto.mesh.device_ids) != prod(sizes):
+            raise InputError(f"mesh device_ids: {len(proto.mesh.device_ids)} ids for a mesh of {sizes}")
+        ids = np.array(proto.mesh.device_ids).reshape(sizes)
     return mesh_groups(axes, refs, ids)
 
 
@@ -99,7 +107,7 @@ def _replica_groups(proto: DynamicMessage) -> Groups | None:
     else:
         listed = proto.collective_device_list.replica_groups or proto.replica_groups
         groups = tuple(tuple(g.replica_ids) for g in listed)
-    return groups or None
+    return check_groups(groups) or None
 
 
 def _conv(proto: DynamicMessage) -> ConvDims:
@@ -318,9 +326,11 @@ def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
                          path=origin or None)
     computations = resolve_sources(computations, _frame_tables(proto.stack_frame_index))
     schedule = _schedule(proto)
-    return Module(name=proto.name, computations=computations, entry=entry, id=proto.id,
-                  source="proto", is_scheduled=bool(schedule), schedule=schedule,
-                  aliased_outputs=_aliased_outputs(proto))
+    module = Module(name=proto.name, computations=computations, entry=entry, id=proto.id,
+                    source="proto", is_scheduled=bool(schedule), schedule=schedule,
+                    aliased_outputs=_aliased_outputs(proto))
+    check_module(module, origin)
+    return module
 
 
 def _aliased_outputs(proto: DynamicMessage) -> dict[int, int]:

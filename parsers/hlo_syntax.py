@@ -85,12 +85,28 @@ def _tuple_shape(text: str) -> Shape:
     return Shape(dtype="tuple", tuple_shapes=tuple(parse_shape(p, 0)[0] for p in split_top(inner)))
 
 
+MAX_TUPLE_DEPTH = 32  # real programs nest tuples a few levels
+
+
+def _depth(text: str, start: int, end: int) -> int:
+    depth = deepest = 0
+    for ch in text[start:end + 1]:
+        if ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    return deepest
+
+
 def parse_shape(text: str, pos: int = 0) -> tuple[Shape, int]:
     """Parse the shape starting at `pos`; return it and the position after it."""
     while pos < len(text) and text[pos] == " ":
         pos += 1
     if text.startswith("(", pos):
         close = find_close(text, pos)
+        if _depth(text, pos, close) > MAX_TUPLE_DEPTH:  # parsing recurses once per level
+            raise ValueError(f"a tuple shape nested more than {MAX_TUPLE_DEPTH} deep")
         return _tuple_shape(text[pos:close + 1]), close + 1
     m = _ARRAY.match(text, pos)
     if not m:

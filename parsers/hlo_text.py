@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from ..errors import InputError
 from .hlo_model import ConvDims, Computation, DotDims, Instruction, Metadata, Module, Shape
+from .hlo_checks import check_module
 from .hlo_syntax import TOKEN, int_list, unquote, find_close, parse_shape, split_top, strip_comments
 from .replica_groups import parse_replica_groups, parse_source_target_pairs
 
@@ -360,8 +361,10 @@ def parse_hlo_text(text: str, origin: str = "") -> Module:
     entry = reader.entry or list(reader.computations)[-1]
     _mark_fusions(reader.computations)
     computations = resolve_sources(reader.computations, reader.tables)
-    return Module(name=header.group(1), computations=computations, entry=entry, source="text",
-                  is_scheduled=bool(_SCHEDULED.search(lines[first])), aliased_outputs=_aliased_outputs(lines[first]))
+    module = Module(name=header.group(1), computations=computations, entry=entry, source="text",
+                    is_scheduled=bool(_SCHEDULED.search(lines[first])), aliased_outputs=_aliased_outputs(lines[first]))
+    check_module(module, origin)
+    return module
 
 
 def _aliased_outputs(header: str) -> dict[int, int]:

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
+from .ranges import MAX_DEVICES
 
 Groups = tuple[tuple[int, ...], ...]
 
@@ -44,6 +45,8 @@ def iota_groups(num_groups: int, group_size: int, reshape_dims: Sequence[int],
                 transpose_perm: Sequence[int] = ()) -> Groups:
     """Expand an iota replica-group list (`[num_groups,group_size]<=[reshape_dims]T(perm)`)."""
     dims = list(reshape_dims) or [num_groups * group_size]
+    _check_devices(num_groups * group_size, f"[{num_groups},{group_size}]")
+    _check_devices(prod(dims), f"<={dims}")
     perm = list(transpose_perm) or list(range(len(dims)))
     if sorted(perm) != list(range(len(dims))):
         raise InputError(f"iota replica groups: T{tuple(perm)} is not a permutation of {len(dims)} dims")
@@ -59,8 +62,30 @@ def _explicit(text: str) -> Groups:
     if not inner:
         return ()
     if not (inner.startswith("{") and inner.endswith("}")):
-        raise InputError(f"replica groups: expected {{{{...}},...}}, got {text!r}")
-    return tuple(tuple(_ints(g)) for g in re.findall(r"\{([^{}]*)\}", inner))
+        raise InputError(f"replica groups: expected {{{{...}},...}}, got {_short(text)}")
+    groups = tuple(tuple(_ints(g)) for g in re.findall(r"\{([^{}]*)\}", inner))
+    return check_groups(groups)
+
+
+def check_groups(groups: Groups) -> Groups:
+    """`groups` when every device id is one a real cluster has. **Raises:** `InputError`."""
+    ids = [d for g in groups for d in g]
+    _check_devices(len(ids), f"{len(groups)} groups")
+    if ids and not 0 <= min(ids) <= max(ids) < MAX_DEVICES:
+        raise InputError(f"replica groups: device id {max(ids) if max(ids) >= MAX_DEVICES else min(ids)} is out "
+                         f"of range (0 to {MAX_DEVICES:,})")
+    return groups
+
+
+def _check_devices(count: int, spelled: str) -> None:
+    """Refuse a device count beyond any cluster before an array of that many ids is made."""
+    if count > MAX_DEVICES:
+        raise InputError(f"replica groups: {spelled} spans {count:,} devices, more than any cluster "
+                         f"({MAX_DEVICES:,})")
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
 
 
 def _iota(match: re.Match[str]) -> Groups:
@@ -73,6 +98,7 @@ def _iota(match: re.Match[str]) -> Groups:
 def _device_array(text: str | None, axis_sizes: list[int]) -> np.ndarray:
     """The mesh's device ids, shaped by its axes (iota when not given)."""
     count = prod(axis_sizes)
+    _check_devices(count, f"a mesh of {axis_sizes}")
     if not text:
         return np.arange(count).reshape(axis_sizes)
     text = text.strip().removeprefix("devices=")
@@ -126,6 +152,7 @@ def mesh_groups(axes: Sequence[tuple[str, int]], refs: Sequence[tuple[str, int, 
     """
     names = [n for n, _ in axes]
     sizes = [s for _, s in axes]
+    _check_devices(prod(sizes), f"a mesh of {sizes}")
     ids = np.arange(prod(sizes)).reshape(sizes) if device_ids is None else device_ids
     per_axis: dict[int, list[tuple[int, int]]] = {}
     ref_axis: list[int] = []
@@ -155,7 +182,7 @@ def mesh_groups(axes: Sequence[tuple[str, int]], refs: Sequence[tuple[str, int, 
 
 def _mesh(match: re.Match[str]) -> Groups:
     if match.group("maximal") is not None:
-        return ((int(match.group("maximal")),),)
+        return check_groups(((int(match.group("maximal")),),))
     axes_text = match.group("axes1") if match.group("axes1") is not None else match.group("axes2")
     axes = []
     for item in filter(None, (a.strip() for a in axes_text.split(","))):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,7 +79,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
     if hardware and (mismatch := _traced_chip_mismatch(hw, profile.platform, profile.device_stats)) is not None:
         warnings.append(mismatch)
-    costs = cost_modules(modules, devices, hw)
+    with _naming(path):
+        costs = cost_modules(modules, devices, hw)
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
@@ -143,8 +146,20 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     if hardware and (mismatch := platform_mismatch_warning(hw, platform_of(module, str(path)))) is not None:
         warnings.append(mismatch)
     warnings += check_partitions(hw, hardware, device_count(module), options.allow_smaller)
-    return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)], **(source or {})},
-                           warnings=warnings, options=options)
+    with _naming(path):
+        return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)],
+                                                                **(source or {})}, warnings=warnings, options=options)
+
+
+@contextmanager
+def _naming(path: str | Path) -> Iterator[None]:
+    """An `InputError` that names no file (the cost model sees modules, not files) names `path`."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.path is not None:
+            raise
+        raise InputError(exc.message, path=path, hint=exc.hint) from None
 
 
 def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
@@ -195,11 +210,17 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
 def cost_modules(modules: dict[int, Module], devices: int | None,
                  hw: Hardware | None = None) -> dict[int, dict[str, OpCost]]:
     """Every op's cost, per program; with `hw`, which of its bytes its caches can serve, by the
-    data's history in each program's schedule."""
+    data's history in each program's schedule. **Raises:** `InputError` naming the module for a
+    value the cost model refuses (a trip count that is not a count)."""
     from ..costmodel.ops.module import cost_module
     from ..costmodel.residency import with_residency
 
-    costs = {pid: cost_module(module, num_partitions=devices) for pid, module in modules.items()}
+    costs = {}
+    for pid, module in modules.items():
+        try:
+            costs[pid] = cost_module(module, num_partitions=devices)
+        except InputError as exc:
+            raise InputError(f"HLO module {module.name!r}: {exc.message}", path=exc.path, hint=exc.hint) from None
     if hw is None:
         return costs
     return {pid: with_residency(modules[pid], c, hw) for pid, c in costs.items()}

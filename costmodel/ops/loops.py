@@ -12,26 +12,40 @@ from __future__ import annotations
 
 import json
 
+from ...errors import InputError
 from ...parsers.hlo_model import Computation, Instruction, Module
+from ...parsers.ranges import MAX_TRIP_COUNT
 from .base import backend_json
 
 _TRANSPARENT = ("copy", "bitcast", "reshape", "convert")
 
 
 def stated_trip_count(instr: Instruction) -> int | None:
-    """The count from `backend_config={"known_trip_count":{"n":"5"}}` (or the reader's attribute)."""
+    """The count from `backend_config={"known_trip_count":{"n":"5"}}` (or the reader's attribute).
+
+    **Raises:** `InputError` naming the while for a count that is not a count (text, negative, huge).
+    """
     count = backend_json(instr).get("known_trip_count", {})
     if isinstance(count, dict) and "n" in count:
-        return int(count["n"])
+        return _count(count["n"], instr)
     raw = instr.attr("known_trip_count").strip()
     if raw.isdigit():
-        return int(raw)
+        return _count(raw, instr)
     if raw.startswith("{"):
         try:
-            return int(json.loads(raw)["n"])
+            return _count(json.loads(raw)["n"], instr)
         except (ValueError, KeyError, TypeError):
             return None
     return None
+
+
+def _count(value: object, instr: Instruction) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not text.isdigit() or len(text) > 15 \
+            or int(text) > MAX_TRIP_COUNT:
+        raise InputError(f"HLO instruction {instr.name!r}: known_trip_count {text[:30]!r} is not a trip count "
+                         f"(0 to {MAX_TRIP_COUNT:,})")
+    return int(text)
 
 
 def _int_constant(instr: Instruction | None, comp: Computation) -> int | None:
