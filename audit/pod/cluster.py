@@ -5,15 +5,26 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 
 SCHEDULER_ENV = "AUDIT_DASK_SCHEDULER"
 _local: dict[int, object] = {}  # workers -> Client of a local cluster, kept for the process's life
 
 
+# What distributed accepts as a scheduler address: [protocol://]host:port (host may be [IPv6]).
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+):\d{1,5}/?$")
+
+
 def scheduler_address(option: str | None) -> str | None:
-    return option or os.environ.get(SCHEDULER_ENV) or None
+    """The scheduler named by --scheduler or the environment. **Raises:** `UsageError` for one that is
+    not an address at all, at once rather than after a connection timeout."""
+    address = option or os.environ.get(SCHEDULER_ENV) or None
+    if address is not None and not _ADDRESS.match(address.strip()):
+        where = "--scheduler" if option else SCHEDULER_ENV
+        raise UsageError(f"{where} {address!r} is not a scheduler address; expected tcp://HOST:PORT")
+    return address
 
 
 def local_workers(hosts: int, workers: int | None) -> int:
@@ -29,8 +40,9 @@ def client_for(hosts: int, scheduler: str | None = None, workers: int | None = N
 
         try:
             return Client(address, timeout="5s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise InputError(f"cannot reach the Dask scheduler: {exc}", path=address,
+        except Exception as exc:  # a cluster outside this process: any failure to reach it is the address's
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot reach the Dask scheduler: {reason}", path=address,
                              hint=f"check --scheduler / {SCHEDULER_ENV}") from None
     if hosts < 2:
         return None

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from ..errors import InputError
 from ..parsers.input_files import MAX_PROFILE_BYTES, read_input
@@ -39,14 +44,11 @@ def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
     fs, root = _filesystem(str(path))
     scheme = protocol(str(path))
     if root.endswith(SUFFIX):
-        if not fs.exists(root):
+        if not remote(lambda: fs.exists(root), path, "cannot reach"):
             raise InputError("no such file", path=path)
         return HostFiles(run=root.rstrip("/").rsplit("/", 2)[-2] if "/" in root else "",
                          paths=[f"{scheme}://{root}"], local=False)
-    try:
-        listed = sorted(p for p in fs.find(root) if p.endswith(SUFFIX))
-    except OSError as exc:
-        raise InputError(f"cannot list: {exc}", path=path) from None
+    listed = sorted(p for p in remote(lambda: fs.find(root), path, "cannot list") if p.endswith(SUFFIX))
     if not listed:
         raise InputError(f"no {SUFFIX} files found", path=path)
     runs = sorted({p.rsplit("/", 2)[-2] for p in listed})
@@ -68,14 +70,62 @@ def protocol(url: str) -> str:
     return str(url).split("://", 1)[0] if is_url(url) else "file"
 
 
-def _filesystem(url: str):
+def _filesystem(url: str) -> tuple[Any, str]:
     import fsspec
 
+    for name in _CLIENT_LOGGERS:  # their retries and fallbacks are not our one line
+        logging.getLogger(name).setLevel(logging.ERROR)
     try:
-        return fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
-        raise InputError(f"no filesystem for this URL ({exc})", path=url,
+        return remote(lambda: fsspec.core.url_to_fs(url), url, "no filesystem for this URL")
+    except InputError as exc:
+        raise InputError(exc.message, path=url,
                          hint="cloud paths need an extra: pip install 'roofline-audit[gcs]' or '[s3]'") from None
+
+
+# How long one remote call (listing, a file's facts) may take before the path is reported as out of
+# reach: without a network, cloud clients retry for a minute or more. Reading a host file gets longer.
+# The budget is shared by the calls that find the files (credentials, listing), so an unreachable
+# store costs that long once, not once per call.
+REMOTE_TIMEOUT_S = float(os.environ.get("AUDIT_REMOTE_TIMEOUT", "15"))
+REMOTE_READ_TIMEOUT_S = 30 * REMOTE_TIMEOUT_S
+_CLIENT_LOGGERS = ("gcsfs", "s3fs", "aiobotocore", "botocore", "google", "google.auth", "fsspec", "urllib3")
+_budget_ends: list[float] = []
+T = TypeVar("T")
+
+
+def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float | None = None) -> T:
+    """`call()` against a remote filesystem, within `timeout` seconds.
+
+    **Raises:** `InputError` (one line) when it fails or takes too long: a remote store's failure (no
+    network, no bucket, no credentials) is about the path the user gave, whatever the client raises.
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)  # a hung client must not keep the process alive
+    worker.start()
+    if timeout is None:
+        if not _budget_ends:
+            _budget_ends.append(time.monotonic() + REMOTE_TIMEOUT_S)
+        limit = max(0.5, _budget_ends[0] - time.monotonic())
+    else:
+        limit = timeout
+    worker.join(limit)
+    if worker.is_alive():
+        raise InputError(f"{doing}: no answer within {REMOTE_TIMEOUT_S if timeout is None else limit:.0f} s "
+                         "(no network, or the store is unreachable; AUDIT_REMOTE_TIMEOUT sets the limit)", path=path)
+    error = box.get("error")
+    if isinstance(error, InputError):
+        raise error
+    if error is not None:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise InputError(f"{doing}: {type(error).__name__}{': ' + text[:200] if text else ''}", path=path)
+    return box["value"]
 
 
 def read_bytes(path: str) -> bytes:
@@ -84,11 +134,16 @@ def read_bytes(path: str) -> bytes:
         refuse_xprof_cache(path)
         return read_input(path, MAX_PROFILE_BYTES, "an XSpace profile (.xplane.pb)")
     fs, root = _filesystem(path)
-    try:
+
+    def fetch() -> bytes:
         with fs.open(root, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc}", path=path) from None
+            data = f.read(MAX_PROFILE_BYTES + 1)
+        if len(data) > MAX_PROFILE_BYTES:
+            raise InputError(f"more than {MAX_PROFILE_BYTES >> 20:,} MiB, more than any profile this tool reads",
+                             path=path)
+        return bytes(data)
+
+    return remote(fetch, path, "cannot read", timeout=REMOTE_READ_TIMEOUT_S)
 
 
 def identity(path: str) -> str:
@@ -105,10 +160,7 @@ def identity(path: str) -> str:
         facts = f"{local.resolve()}|{member}|{st.st_size}|{st.st_mtime_ns}"
     else:
         fs, root = _filesystem(path)
-        try:
-            info = fs.info(root)
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc}", path=path) from None
+        info = remote(lambda: fs.info(root), path, "cannot read")
         version = next((str(info[k]) for k in ("etag", "ETag", "md5Hash", "mtime", "LastModified", "updated",
                                                "created") if info.get(k) is not None), "")
         facts = f"{path}|{info.get('size')}|{version}"

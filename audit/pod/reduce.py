@@ -179,7 +179,9 @@ def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
 def _raise(failure: HostFailure, total: int) -> None:
     line = failure.message.splitlines()[0]
     if failure.internal:
-        raise RuntimeError(failure.message)
+        error = RuntimeError(line)  # one line on the terminal; the worker's traceback goes to the saved file
+        error.add_note(f"on the worker:\n{failure.detail}")
+        raise error
     raise InputError(line + (" (--skip-bad-hosts analyses the other hosts)" if total > 1 else ""))
 
 

@@ -61,8 +61,9 @@ class HostFailure:
     """A host file that could not be read: the one line that says why."""
 
     path: str
-    message: str
+    message: str  # one line
     internal: bool = False
+    detail: str = ""  # the worker's traceback, for an internal error
 
 
 def summarise_host(path: str, cache_dir: str | None = None, hlo_dir: str | None = None) -> HostSummary | HostFailure:
@@ -81,7 +82,9 @@ def summarise_host(path: str, cache_dir: str | None = None, hlo_dir: str | None 
     except AuditError as exc:
         return HostFailure(path, str(exc) if exc.path else f"{path}: {exc}")
     except Exception as exc:  # reported by the driver as an internal error naming the file
-        return HostFailure(path, f"{path}: {type(exc).__name__}: {exc}\n{traceback.format_exc()}", internal=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return HostFailure(path, f"{path}: {type(exc).__name__}: {first}", internal=True,
+                           detail=traceback.format_exc())
 
 
 def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
