@@ -81,6 +81,8 @@ def looks_like_archive(path: Path) -> bool:
     """A zip or folder holding nsys-jax's projected NVTX trace (as one file or per process)."""
     if path.is_dir():
         return (path / TRACE).exists()
+    if not path.is_file():  # a FIFO or device: reading to its end to find a zip directory never ends
+        return False
     if not zipfile.is_zipfile(path):
         return False
     try:

@@ -178,7 +178,7 @@ def test_a_host_that_fails_inside_audit_is_one_line_with_the_workers_traceback_k
                                                                                    fixture_path):
     from audit.pod import summary
 
-    def broken(path):
+    def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug\nwith a second line")
 
     monkeypatch.setattr(summary, "_summarise", broken)
