@@ -108,7 +108,7 @@ def pipeline_loss(p: dict[str, jax.Array], tokens: jax.Array, targets: jax.Array
         last = active & (stage == S - 1)
         loss = loss + jax.lax.cond(last, cross_entropy, lambda *_: zero, p, out,
                                    mb_targets[jnp.clip(mb, 0, M - 1)]) / M
-        if tick < M + S - 2:
+        if tick < M + S - 2 and S > 1:
             state = jax.lax.ppermute(out, AXIS, [(i, i + 1) for i in range(S - 1)])
     return loss
 

@@ -22,7 +22,7 @@ def _collective_permutes(report: Report) -> float | None:
     ops = [o for o in report.timed_ops if "collective-permute" in f"{o.opcode} {o.category}"
            and not o.opcode.endswith("-done")]
     if not ops:
-        return None
+        return 0.0 if report.timed_ops else None
     return sum(o.occurrences for o in ops) / (1 if report.predicted else (report.summary.steps or 1))
 
 

@@ -93,7 +93,7 @@ def pipeline(config: dict[str, Any], stages: int) -> dict[str, Any]:
     ticks = m + stages - 1
     train = str(config.get("kind", config.get("mode", "train"))) == "train"
     return {"stages": stages, "microbatches": m, "schedule": str(config.get("schedule", "gpipe")), "ticks": ticks,
-            "collective_permutes": (2 if train else 1) * (ticks - 1),
+            "collective_permutes": (2 if train else 1) * (ticks - 1) if stages > 1 else 0,
             "bubble_fraction": (stages - 1) / m, "idle_fraction_of_step": (stages - 1) / ticks}
 
 
