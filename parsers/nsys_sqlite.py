@@ -139,13 +139,14 @@ def _project(db: sqlite3.Connection, ranges: pd.DataFrame, gpu_tables: list[str]
     device[innermost[hit]] = work["device"].to_numpy(np.int64)[hit]
     parent = ranges["parent_id"].to_numpy()
     depth = _depth(parent)
-    for i in np.argsort(-depth, kind="stable"):  # children before parents
-        p = parent[i]
-        if p >= 0 and count[i]:
-            lo[p], hi[p] = min(lo[p], lo[i]), max(hi[p], hi[i])
-            count[p] += count[i]
-            if device[p] < 0:
-                device[p] = device[i]
+    for level in range(int(depth.max(initial=0)), 0, -1):  # children before parents
+        child = np.nonzero((depth == level) & (count > 0) & (parent >= 0))[0]
+        up = parent[child]
+        np.minimum.at(lo, up, lo[child])
+        np.maximum.at(hi, up, hi[child])
+        np.add.at(count, up, count[child])
+        unset = device[up] < 0
+        device[up[unset]] = device[child[unset]]
     launched = count > 0
     first_device = int(device[launched][0]) if launched.any() else 0
     return pd.DataFrame({
@@ -156,23 +157,32 @@ def _project(db: sqlite3.Connection, ranges: pd.DataFrame, gpu_tables: list[str]
 
 
 def _innermost(ranges: pd.DataFrame, work: pd.DataFrame) -> np.ndarray:
-    """For each launch, the innermost range on its thread containing its CPU time (-1: none)."""
+    """For each launch, the innermost range on its thread containing its CPU time (-1: none).
+
+    Ranges on a thread nest, so the innermost one containing a time is the last range starting
+    at or before it, or, if that one has ended, the nearest of its ancestors still open.
+    """
     out = np.full(len(work), -1, dtype=np.int64)
-    for tid, calls in work.groupby("tid", sort=False):
-        mine = ranges[ranges["tid"] == tid]
-        if mine.empty:
+    threads = ranges.groupby("tid", sort=False).indices
+    for tid, rows in work.groupby("tid", sort=False).indices.items():
+        mine = threads.get(tid)
+        if mine is None:
             continue
-        starts, ends = mine["start"].to_numpy(), mine["end"].to_numpy()
-        ids, parents = mine["range_id"].to_numpy(), mine["parent_id"].to_numpy()
-        index = {int(r): k for k, r in enumerate(ids)}
-        # The last range starting at or before the call, then up its parents until one contains it.
-        pos = np.searchsorted(starts, calls["launch"].to_numpy(), side="right") - 1
-        for row, (k, t) in enumerate(zip(pos.tolist(), calls["launch"].tolist())):
-            while k >= 0 and ends[k] < t:
-                p = parents[k]
-                k = index.get(int(p), -1) if p >= 0 else -1
-            if k >= 0:
-                out[calls.index[row]] = ids[k]
+        starts = ranges["start"].to_numpy()[mine]
+        ends = ranges["end"].to_numpy()[mine]
+        ids = ranges["range_id"].to_numpy()[mine]
+        local = pd.Series(np.arange(len(mine)), index=ids)
+        parent = local.reindex(ranges["parent_id"].to_numpy()[mine]).fillna(-1).to_numpy(np.int64)
+        times = work["launch"].to_numpy()[rows]
+        k = np.searchsorted(starts, times, side="right") - 1
+        for _ in range(64):  # one step up the nesting per pass; ranges nest a few levels deep
+            open_ = k >= 0
+            open_[open_] = ends[k[open_]] < times[open_]
+            if not open_.any():
+                break
+            k[open_] = parent[k[open_]]
+        found = k >= 0
+        out[rows[found]] = ids[k[found]]
     return out
 
 

@@ -277,3 +277,24 @@ def test_damaged_inputs_exit_2_with_one_line(tmp_path, capsys, make):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(f"audit: error: {bad}: ") and "Traceback" not in err
     assert "truncated" in err or "damaged" in err
+
+
+def test_the_newer_start_end_trace_layout_reads_the_same(tmp_path, one):
+    """Newer Nsight versions write the projection as Text/Start/End/Range ID/Parent ID..., with
+    range names lacking the TSL: prefix; the ops and steps are the same."""
+    import pandas as pd
+
+    def relayout(frame):
+        frame = frame.dropna(subset=["RangeId"])
+        start = frame["Projected Start"].astype("int64")
+        return pd.DataFrame({
+            "Text": frame["Name"].fillna("").str.removeprefix("TSL:"), "Start": start,
+            "End": start + frame["Projected Duration"].astype("int64"), "Children Count": frame["NumChild"],
+            "Range ID": frame["RangeId"].astype("int64"), "Parent ID": frame["ParentId"], "PID": frame["PID"],
+            "Range Stack": [[int(x) for x in s.split(":") if x] for s in frame["RangeStack"].fillna("")],
+            "Stack Level": frame["Lvl"].fillna(0).astype("int64"), "TID": frame["TID"], "Rank": frame["Rank"]})
+
+    report = analyse_profile(_edited_archive(tmp_path / "newer", relayout), pod=QUIET).to_json()
+    assert report["summary"]["steps"] == one["summary"]["steps"]
+    assert report["summary"]["measured_s"] == pytest.approx(one["summary"]["measured_s"], rel=1e-9)
+    assert report["matching"]["matched_share"] == pytest.approx(one["matching"]["matched_share"])
