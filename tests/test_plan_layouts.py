@@ -30,6 +30,7 @@ def test_parse_layout_fills_dp_and_reads_every_axis():
     assert (full.ep, full.zero, full.microbatches, full.schedule) == (64, 1, 32, "dualpipe")
     assert parse_layout("tp=8,pp=4,v=2", 64).schedule == "interleaved"
     assert (parse_layout("fsdp=256,tp=4", 1024).dp, parse_layout("fsdp=256,tp=4", 1024).zero) == (256, 3)
+    assert parse_layout("fsdp=512,tp=12,replicas=2", 6144).label() == "dp=512,tp=12,zero=3,replicas=2"
 
 
 @pytest.mark.parametrize("text", ["dp=128,tp=8", "tp=8,pp=3", "tp=8,nope=2", "tp=8,schedule=magic", "tp=x",
@@ -270,3 +271,19 @@ def test_every_catalog_chip_plans_from_its_interconnect_fields(name):
     assert best["levels"]["slow"] == hw.interconnect.scale_out_name
     if hw.kind == "gpu":
         assert best["levels"]["domain_chips"] == hw.interconnect.domain_size
+
+
+def test_hybrid_sharding_keeps_weight_gathers_inside_each_replica():
+    """ZeRO 3 within each 8-GPU node, replicated across nodes: weights are gathered on NVLink only,
+    memory holds the node's shard, and the network carries one gradient all-reduce per step."""
+    cfg = MODELS["llama3-8b"]
+    run = RunSpec(256 * 8192, 8192, 64)
+    full = evaluate_layout(cfg, run, lookup("h100"), parse_layout("dp=64,zero=3", 64))
+    hybrid = evaluate_layout(cfg, run, lookup("h100"), parse_layout("dp=64,zero=3,replicas=8", 64))
+    assert full["valid"] and hybrid["valid"]
+    gathers = [c for c in hybrid["collectives"] if c["collective"] == "all-gather"]
+    assert gathers and all(set(c["levels_s"]) == {"NVLink"} for c in gathers)
+    assert [c["collective"] for c in hybrid["collectives"] if "inter-node network" in c["levels_s"]] == ["all-reduce"]
+    assert hybrid["memory_per_chip_bytes"]["params"] > full["memory_per_chip_bytes"]["params"]
+    bad = evaluate_layout(cfg, run, lookup("h100"), parse_layout("dp=64,zero=3,replicas=5", 64))
+    assert not bad["valid"] and "replicas=5" in bad["problems"][0]

@@ -46,10 +46,16 @@ def test_llama3_405b_published_layout_allows_the_published_mfu_and_little_more()
     assert 0.41 <= v["evaluation"]["mfu_upper_bound"] <= 0.55
 
 
-def test_palm_uses_tp_12_with_one_kv_head_over_two_pods():
+def test_palm_uses_tp_12_with_one_kv_head_and_fsdp_within_each_pod():
+    """PaLM: 12-way TP and 256-way FSDP inside each TPU v4 pod, 2-way data parallelism across the
+    two pods: the weights are gathered on ICI only, and DCN carries one gradient all-reduce."""
     v = validate(next(r for r in RUNS if r.model == "palm-540b"))
-    levels = v["evaluation"]["step_time_s"]["exposed_comm_by_level"]
-    assert v["evaluation"]["layout"]["tp"] == 12 and set(levels) <= {"ICI", "DCN"}
+    e = v["evaluation"]
+    assert e["layout"]["tp"] == 12 and e["layout"]["replicas"] == 2
+    dp_rows = [c for c in e["collectives"] if c["axis"] == "dp"]
+    over_dcn = [c for c in dp_rows if "DCN" in c["levels_s"]]
+    assert [c["collective"] for c in over_dcn] == ["all-reduce"] and over_dcn[0]["count"] == 1
+    assert all(set(c["levels_s"]) == {"ICI"} for c in dp_rows if c not in over_dcn)
 
 
 def test_deepseek_v3_moe_places_four_experts_per_gpu_and_prices_the_all_to_all():

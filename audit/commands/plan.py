@@ -88,7 +88,7 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True)
 @click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True)
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True)
-@click.option("--layout", "layout_text", metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,microbatches=,schedule=]",
+@click.option("--layout", "layout_text", metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=]",
               help="Evaluate this parallel layout (dp fills the chips when left out).")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Layouts to list.")
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,

@@ -3,7 +3,10 @@
 `dp x tp x pp x cp` is the chip count; expert parallelism is carved out of the data-parallel
 ranks (`ep` divides `dp`, as Megatron-LM and DeepSeek-V3 do), so it adds no chips. `zero` is
 the ZeRO stage of the data-parallel ranks (1: optimizer state sharded, 2: and gradients, 3:
-and parameters, i.e. FSDP). A pipeline runs `microbatches` per step under `schedule`.
+and parameters, i.e. FSDP); with `replicas` R > 1 it shards over dp / R ranks and keeps R
+replicas whose gradients are all-reduced (hybrid sharding: FSDP within a pod or node, data
+parallelism across, as PaLM and HSDP do). A pipeline runs `microbatches` per step under
+`schedule`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from ...errors import UsageError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero-bubble", "dualpipe")
-_INT_KEYS = ("dp", "tp", "pp", "ep", "cp", "zero", "microbatches", "virtual_stages")
+_INT_KEYS = ("dp", "tp", "pp", "ep", "cp", "zero", "microbatches", "virtual_stages", "replicas")
 _ALIASES = {"mbs": "microbatches", "m": "microbatches", "vpp": "virtual_stages", "v": "virtual_stages"}
 
 
@@ -31,6 +34,7 @@ class Layout:
     microbatches: int | None = None
     schedule: str = "1f1b"
     virtual_stages: int = 1
+    replicas: int = 1
 
     @property
     def chips(self) -> int:
@@ -42,7 +46,7 @@ class Layout:
     def label(self) -> str:
         """`dp=128,tp=8,pp=16,zero=1,m=16,1f1b`: the axes longer than one, then how it runs."""
         parts = [f"{k}={getattr(self, k)}" for k in ("dp", "tp", "pp", "ep", "cp") if getattr(self, k) > 1]
-        parts.append(f"zero={self.zero}")
+        parts.append(f"zero={self.zero}" + (f",replicas={self.replicas}" if self.replicas > 1 else ""))
         if self.pp > 1:
             if self.microbatches is not None:
                 parts.append(f"m={self.microbatches}")
@@ -60,7 +64,8 @@ class Layout:
     def to_json(self) -> dict[str, Any]:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "ep": self.ep, "cp": self.cp,
                 "zero": self.zero, "microbatches": self.microbatches, "schedule": self.schedule,
-                "virtual_stages": self.virtual_stages, "chips": self.chips, "label": self.label()}
+                "virtual_stages": self.virtual_stages, "replicas": self.replicas, "chips": self.chips,
+                "label": self.label()}
 
 
 def parse_layout(text: str, chips: int | None = None) -> Layout:
@@ -91,7 +96,7 @@ def parse_layout(text: str, chips: int | None = None) -> Layout:
             values[key] = int(raw)
         else:
             raise UsageError(f"unknown layout axis {key!r}",
-                             hint="dp, tp, pp, ep, cp, zero, microbatches, schedule, virtual_stages")
+                             hint="dp, tp, pp, ep, cp, zero, replicas, microbatches, schedule, virtual_stages")
     if fsdp:
         values.setdefault("zero", 3)
     if values.get("zero", 1) > 3:

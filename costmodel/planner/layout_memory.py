@@ -70,10 +70,11 @@ class TrainBytes:
 
 
 def dp_groups(layout: Layout) -> tuple[int, int]:
-    """(dense, expert) data-parallel group sizes: weights are replicated over DP and CP ranks;
-    routed experts over the DP ranks that are not their EP group."""
-    dense = layout.dp * layout.cp
-    return dense, max(dense // max(layout.ep, 1), 1)
+    """(dense, expert) ZeRO sharding group sizes: weights are replicated over DP and CP ranks,
+    routed experts over the DP ranks that are not their EP group; with hybrid sharding, only
+    within one of the `replicas`."""
+    dense = layout.dp * layout.cp // max(layout.replicas, 1)
+    return max(dense, 1), max(dense // max(layout.ep, 1), 1)
 
 
 def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_per_microbatch: float,

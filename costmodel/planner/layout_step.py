@@ -65,7 +65,9 @@ class RunSpec:
 
 def network_for(hw: Hardware, layout: Layout) -> Network:
     ep = max(layout.ep, 1)
-    dims = [("tp", layout.tp), ("cp", layout.cp), ("ep", ep), ("pp", layout.pp), ("dp", max(layout.dp // ep, 1))]
+    rep = max(layout.replicas, 1)
+    dims = [("tp", layout.tp), ("cp", layout.cp), ("ep", ep), ("pp", layout.pp),
+            ("dp", max(layout.dp // (ep * rep), 1)), ("rep", rep)]
     return Network(hw, dims, layout.chips)
 
 
@@ -89,6 +91,8 @@ def problems(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network) -> li
         out.append(f"tp={tp} fits no axis of the {'x'.join(map(str, net.shape))} slice")
     if net.problem:
         out.append(net.problem)
+    if layout.replicas > 1 and (layout.dp % (layout.replicas * max(ep, 1)) or layout.zero < 1):
+        out.append(f"replicas={layout.replicas} must divide dp / ep ({layout.dp} / {ep}) and needs ZeRO 1 or more")
     if ep > 1 and not cfg.experts:
         out.append(f"ep={ep}: expert parallelism needs a mixture-of-experts model ({cfg.name} is dense)")
     elif ep > 1 and (cfg.experts % ep or layout.dp % ep):
@@ -167,16 +171,20 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
     # Dense weights are replicated over the DP and CP ranks, routed experts over the DP ranks
     # outside their EP group; their gradients (and, under ZeRO 3, weights) move there.
+    # With hybrid sharding, ZeRO runs within one replica and the sharded gradients are all-reduced
+    # across the replicas once per step.
     for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, ("cp", "dp"))):
         shard = count_params * run.sizes.param  # this chip's weights, or their gradients, in bytes
         if layout.zero <= 1:
-            add(axis, "all-reduce", shard, 1, names)
+            add(axis, "all-reduce", shard, 1, names + ("rep",))
         elif layout.zero == 2:
             add(axis, "reduce-scatter", shard, m, names)
             add(axis, "all-gather", shard, 1, names)
         else:
             add(axis, "all-gather", shard, 2 * m, names)
             add(axis, "reduce-scatter", shard, m, names)
+        if layout.zero >= 2:
+            add(axis, "all-reduce", shard / max(net.size(names), 1), 1, ("rep",))
     return rows
 
 

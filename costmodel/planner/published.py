@@ -69,7 +69,8 @@ RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Megatron-LM 1T", "megatron-1t", "a100", 3072,
                  "dp=6,tp=8,pp=64,schedule=interleaved,v=2", 3072 * 2048, 2048, 0.52, None,
                  "163 TFLOP/s per GPU (52% of peak)", _MEGATRON + ", table 1"),
-    PublishedRun("PaLM 540B (two TPU v4 pods)", "palm-540b", "tpu-v4:12x16x16", 6144, "dp=512,tp=12,zero=3",
+    PublishedRun("PaLM 540B (two TPU v4 pods)", "palm-540b", "tpu-v4:12x16x16", 6144,
+                 "dp=512,tp=12,zero=3,replicas=2",
                  2048 * 2048, 2048, 0.462, None, "46.2% MFU",
                  "PaLM report (Chowdhery et al. 2022, arXiv:2204.02311), sec. 4 and table 3"),
 )

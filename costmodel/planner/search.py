@@ -4,7 +4,8 @@ Degrees come from the model and the machine: TP divides the query heads and d_ff
 is a multiple of the KV heads, and fits the fast domain (a GPU's NVLink/xGMI domain, one axis
 of a TPU slice); EP divides the experts and DP; PP is at most the layer count; CP splits the
 sequence (tried only for long ones); DP takes the remaining chips and must split the batch.
-Each candidate runs each pipeline schedule and ZeRO stage; gradient accumulation and
+Each candidate runs each pipeline schedule and ZeRO stage (ZeRO 3 also sharded within each
+fast domain and replicated across them); gradient accumulation and
 microbatching are chosen per layout before it is called too big. The fastest layout that
 fits wins; among layouts within 1% of it, the simplest (fewest axes, lowest ZeRO stage).
 """
@@ -51,9 +52,17 @@ def candidate_layouts(cfg: ModelConfig, run: RunSpec, hw: Hardware) -> list[Layo
                 for ep in eps:
                     for schedule, v in _schedules(pp, cfg.layers):
                         for zero in (1, 2, 3):
-                            out.append(Layout(dp=dp, tp=tp, pp=pp, ep=ep, cp=cp, zero=zero,
-                                              schedule=schedule, virtual_stages=v))
+                            for replicas in _replicas(dp // ep, chips // domain, zero):
+                                out.append(Layout(dp=dp, tp=tp, pp=pp, ep=ep, cp=cp, zero=zero,
+                                                  schedule=schedule, virtual_stages=v, replicas=replicas))
     return out
+
+
+def _replicas(dp: int, domains: int, zero: int) -> list[int]:
+    """Shard over all DP ranks, or (ZeRO 3) within each fast domain, replicated across them."""
+    if zero >= 3 and 1 < domains < dp and dp % domains == 0:
+        return [1, domains]
+    return [1]
 
 
 def _simplicity(result: dict[str, Any]) -> tuple[int, int, int]:
