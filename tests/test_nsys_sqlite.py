@@ -141,3 +141,89 @@ def test_sqlite_that_is_not_an_nsight_export(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not an Nsight Systems export" in err
+
+
+H100_DUMP = "gpu-h100-maxtext"
+_NO_KERNEL = {"parameter", "get-tuple-element", "bitcast", "tuple", "constant", "all-reduce-done", "all-gather-done",
+              "async-done", "reduce-scatter-done", "copy-done", "opt-barrier", "partition-id", "replica-id"}
+
+
+def build_export_from_hlo(path: Path, executions: int = 3, kernel_ns: int = 10_000) -> tuple[Path, dict[str, int]]:
+    """An export of the real H100 MaxText step's schedule as XLA's runtime would annotate it: one
+    module range per execution, a thunk per entry op that launches work, and for each while loop a
+    thunk holding its body's thunks once per iteration; every thunk launches one 10 us kernel.
+    Returns the export and each while body op's expected thunk count per execution."""
+    from audit.costmodel.ops.loops import trip_count, while_parts
+    from audit.parsers.hlo_files import load_hlo_file
+
+    module = load_hlo_file(shared_fixture(f"{H100_DUMP}/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations"
+                                          ".hlo.pb"))
+    db = sqlite3.connect(path)
+    db.executescript(_SCHEMA)
+    nvtx: list[tuple] = []
+    runtime: list[tuple] = []
+    kernels: list[tuple] = []
+    clock = {"cpu": 1_000_000, "gpu": 5_000_000}
+    per_execution: dict[str, int] = {}
+
+    def thunk(name: str, body: list[tuple[str, int]] | None = None) -> None:
+        start = clock["cpu"]
+        clock["cpu"] += 100
+        if body:
+            for inner, times in body:
+                for _ in range(times):
+                    thunk(inner)
+        else:
+            correlation = len(runtime) + 1
+            runtime.append((clock["cpu"], clock["cpu"] + 10, GLOBAL_TID, correlation))
+            kernels.append((clock["gpu"], clock["gpu"] + kernel_ns, 0, correlation))
+            clock["gpu"] += kernel_ns + 1_000
+        clock["cpu"] += 100
+        nvtx.append((start, clock["cpu"], 59, f"TSL:Thunk:#hlo_op={name}#", GLOBAL_TID, None))
+
+    for _ in range(executions):
+        start = clock["cpu"]
+        clock["cpu"] += 50
+        for instr in module.entry_computation.instructions:
+            if instr.opcode in _NO_KERNEL:
+                continue
+            if instr.opcode == "while":
+                body, _cond = while_parts(module, instr)
+                trips, _how = trip_count(module, instr)
+                assert body is not None and trips
+                work = [i.name for i in body.instructions if i.opcode not in _NO_KERNEL and i.opcode != "while"]
+                per_execution.update({name: trips for name in work})
+                thunk(instr.name, [(name, 1) for name in work] * trips)
+            else:
+                thunk(instr.name)
+        clock["cpu"] += 50
+        nvtx.append((start, clock["cpu"], 59, "TSL:XlaModule:#hlo_module=jit_train_step,program_id=16#", GLOBAL_TID,
+                     None))
+        clock["gpu"] += 50_000
+    db.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES (?,?,?,?,?,?)",
+                   nvtx)
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId) VALUES (?,?,?,?)",
+                   runtime)
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, correlationId) VALUES (?,?,?,?)",
+                   kernels)
+    db.execute("INSERT INTO TARGET_INFO_GPU (id, name, totalMemory, memoryBandwidth, clockRate, smCount, computeMajor, "
+               "computeMinor) VALUES (0, 'NVIDIA H100 80GB HBM3', 85520809984, 3352320000000, 1980000000, 132, 9, 0)")
+    db.commit()
+    db.close()
+    return path, per_execution
+
+
+def test_export_of_the_h100_step_with_its_dump_folder(tmp_path):
+    """The real H100 MaxText dump beside an export of its schedule: a while loop's thunk counts
+    through its body's thunks, once per iteration, each matched to the body's instruction."""
+    export, body = build_export_from_hlo(tmp_path / "maxtext.sqlite")
+    dump = str(shared_fixture(H100_DUMP))
+    report = analyse_profile(export, pod=PodSettings(progress=False, cache="", hlo=dump)).to_json()
+    assert report["hardware"]["name"] == "h100" and report["summary"]["steps"] == 2
+    ops = {o["name"]: o for o in report["ops"] if o["measured_s"] is not None}
+    assert not [n for n in ops if n.startswith("while")]
+    assert body and all(ops[name]["occurrences"] == 2 * trips for name, trips in body.items())
+    # Every kernel is one 10 us thunk: op time is 10 us per occurrence, however the ops were named.
+    total = sum(o["measured_s"] for o in ops.values())
+    assert total == pytest.approx(1e-5 * sum(o["occurrences"] for o in ops.values()))
+    assert report["matching"]["matched_share"] == pytest.approx(1.0)
