@@ -107,7 +107,11 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
                                                min_efficiency=thresholds.min_efficiency,
                                                min_share=thresholds.min_share)
         flagged = flagged and not bound_only
-        if cost is not None and exp is not None:
+        if bound_only and exp is not None and exp.expected_s is not None:
+            per_exec = r.measured_s / occ if occ else r.measured_s
+            reasons = [f"took {human(per_exec, 's')} per run; its bound is {human(exp.expected_s, 's')} "
+                       f"({exp.memory_level or hw.main_memory} roof for its bytes)"] + list(exp.reasons)
+        elif cost is not None and exp is not None:
             per_exec = r.measured_s / occ if occ else r.measured_s
             roofline = list(flag_reasons(cost, exp, per_exec, hw))
             reasons = roofline[:1] + achievable_reasons(reach, per_exec) + roofline[1:]
@@ -135,7 +139,8 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         compute_s=_times(exp.compute_s, occ) if exp else None,
         memory_s=_times(exp.memory_s, occ) if exp else None,
         comm_s=_times(exp.comm_s, occ) if exp else None,
-        expected_s=expected, bound_by=exp.bound_by if exp else "unknown",
+        # A bound-only kernel's bytes bound its lower bound, not the kernel: what bounds it is unknown.
+        expected_s=expected, bound_by=exp.bound_by if exp and not bound_only else "unknown",
         memory_level=(exp.memory_level or None) if exp else None,
         launches_work=launches_work(cost),
         peak_flops_per_s=exp.peak_flops_per_s if exp is not None and flops else None,
