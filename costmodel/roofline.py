@@ -1,8 +1,9 @@
 """Expected time and verdict per op: the roofline of book ch. 1 plus the collectives of ch. 3.
 
-compute_s = FLOPs / peak(dtype), memory_s = bytes / the bandwidth of the smallest memory
-level that holds the op's working set (a cache, else HBM or DRAM), comm_s = the
-collective's time on its placement; expected = the largest term that applies, plus
+compute_s = FLOPs / peak(dtype), memory_s = the op's bytes at the memory levels its data can be
+in by the schedule (costmodel.residency: cache-resident bytes at the cache's bandwidth, first
+touches and streams at HBM's or DRAM's; an op priced on its own takes the fastest level that
+holds its working set), comm_s = the collective's time on its placement; expected = the largest term that applies, plus
 the platform's fixed per-op overhead. This is the only place hardware rates meet costs.
 """
 
@@ -115,8 +116,8 @@ def per_device_rates(hw: Hardware, dtype: str) -> tuple[float, float]:
 
 def memory_rate(hw: Hardware, working_set: float | None) -> tuple[str, Quantity, float]:
     """(level name, its bandwidth, bytes/s for one JAX device) of the smallest memory level
-    that holds an op's working set (the bytes it reads and writes): a cache-aware roofline,
-    one memory roof per level, so an op on cache-resident data is judged at cache speed."""
+    that holds an op's working set (the bytes it reads and writes): the level of an op priced
+    without a history (`audit calc`), whose data could be in any level it fits."""
     name, bandwidth = hw.memory_level(working_set)
     return name, bandwidth, bandwidth.value / max(hw.devices_per_chip, 1)
 

@@ -113,8 +113,8 @@ class Interconnect:
 @dataclass(frozen=True)
 class MemoryLevel:
     """An on-chip memory level in front of HBM (a cache, or on-chip memory the program fills):
-    how much it holds and how fast it streams, each with provenance. An op whose working set
-    fits is judged against this level's bandwidth, the fastest it could go."""
+    how much it holds and how fast it streams, each with provenance. The bytes an op's schedule
+    lets this level serve (costmodel.residency) are judged at its bandwidth, the fastest it could go."""
 
     name: str  # "L1", "L2", "L3", "Infinity Cache"
     capacity_bytes: Quantity
@@ -224,8 +224,8 @@ class Hardware:
         return "DRAM" if self.kind == "cpu" else "HBM"
 
     def memory_level(self, working_set_bytes: float | None) -> tuple[str, Quantity]:
-        """(name, bandwidth) of the memory level that judges an op whose reads and writes
-        come to `working_set_bytes`: the fastest level that holds it (the smallest, on any
+        """(name, bandwidth) of the memory level that judges an op priced without a history whose
+        reads and writes come to `working_set_bytes`: the fastest level that holds it (the smallest, on any
         real hierarchy), else main memory, which is also the answer when the size is unknown.
         A roof is an upper bound on speed, so a level is never chosen where it would be
         slower than a larger one; and a larger working set never gets a faster roof."""
