@@ -96,9 +96,12 @@ def _ranges(db: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     """Push/pop ranges with a parent (the innermost range containing each on its thread)."""
     text = "COALESCE(n.text, s.value)" if "StringIds" in tables else "n.text"
     join = "LEFT JOIN StringIds AS s ON n.textId = s.id" if "StringIds" in tables else ""
+    # Only XLA's ranges and NCCL's: they nest among themselves as they did among all ranges, and
+    # GPU work launched inside another range still lands in the XLA range around it.
     frame = pd.read_sql_query(
         f"SELECT n.start AS start, n.end AS end, {text} AS name, n.globalTid AS tid FROM NVTX_EVENTS AS n {join} "
-        f"WHERE n.eventType = {PUSH_POP} AND n.end IS NOT NULL", db)
+        f"WHERE n.eventType = {PUSH_POP} AND n.end IS NOT NULL AND ({text} LIKE '%XlaModule:#%' OR {text} LIKE "
+        f"'%Thunk:#%' OR {text} LIKE 'NCCL:%')", db)
     frame["name"] = frame["name"].fillna("").astype(str)
     frame = frame.sort_values(["tid", "start", "end"], ascending=[True, True, False], kind="stable")
     frame = frame.reset_index(drop=True)
