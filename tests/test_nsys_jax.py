@@ -298,3 +298,23 @@ def test_the_newer_start_end_trace_layout_reads_the_same(tmp_path, one):
     assert report["summary"]["steps"] == one["summary"]["steps"]
     assert report["summary"]["measured_s"] == pytest.approx(one["summary"]["measured_s"], rel=1e-9)
     assert report["matching"]["matched_share"] == pytest.approx(one["matching"]["matched_share"])
+
+
+def test_a_process_driving_several_gpus_places_ranges_by_launcher_thread(tmp_path):
+    """With one process per node, XLA launches each GPU's work from a thread named
+    `XlaLauncher:#global=N,...#`; ranges of other threads belong to the first device."""
+    import pandas as pd
+
+    from audit.parsers.nsys_jax import Archive, _device_of_ranges, device_rows
+
+    threads = pd.DataFrame({"Name": ["python", "XlaLauncher:#global=4,local=0,process=1,slice=0#",
+                                     "XlaLauncher:#global=5,local=1,process=1,slice=0#"],
+                            "Priority": [20, 20, 20], "PID": [7, 7, 7], "TID": [7, 8, 9]}).set_index(["PID", "TID"])
+    threads.to_parquet(tmp_path / "thread-metadata.parquet")
+    devices = device_rows(pd.DataFrame({
+        ("TARGET_INFO_GPU", "name"): ["NVIDIA A100-SXM4-40GB"] * 2,
+        ("TARGET_INFO_NVTX_CUDA_DEVICE", "name"): ["Xla:#global=4,local=0,process=1,slice=0#",
+                                                   "Xla:#global=5,local=1,process=1,slice=0#"]}))
+    assert [d["global"] for d in devices] == [4, 5] and {d["process"] for d in devices} == {1}
+    ranges = pd.DataFrame({"tid": [8, 9, 7, 9]})
+    assert _device_of_ranges(Archive(tmp_path), "", ranges, devices).tolist() == [4, 5, 4, 5]
