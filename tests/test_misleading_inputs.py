@@ -68,6 +68,6 @@ def test_a_folder_of_profiles_from_different_chips_is_refused(tmp_path):
     done = subprocess.run([sys.executable, "-m", "audit", "inspect", str(tmp_path), "--quiet"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) <= 2 and "different chips" in lines[0]
-    assert "mi300x: a.xplane.pb" in lines[0] and "mi355x: b.xplane.pb" in lines[0]
+    # One line from the tool (a library may warn beside it, e.g. Dask about a busy port).
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("audit:")]
+    assert "different chips" in line and "mi300x: a.xplane.pb" in line and "mi355x: b.xplane.pb" in line
