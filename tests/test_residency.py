@@ -4,6 +4,7 @@ the schedule, not from the op's working-set size alone."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.ops.module import cost_module
@@ -15,6 +16,7 @@ from conftest import shared_fixture
 
 FASTER = 1.25
 MB = 1 << 20
+_H100_AFTER = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb"
 
 
 def _expect_all(text: str, chip: str = "h100"):
@@ -131,7 +133,7 @@ def test_the_roofline_stays_a_lower_bound_on_every_mi300x_capture(mi300x_reports
 
 
 def test_a_scheduled_gpu_program_uses_both_levels():
-    path = shared_fixture("gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb")
+    path = shared_fixture(_H100_AFTER)
     ops = analyse_hlo(path, hardware="h100:4").to_json()["ops"]
     memory = [o for o in ops if o["bound_by"] == "memory"]
     levels = {o["memory_level"] for o in memory}
@@ -139,3 +141,39 @@ def test_a_scheduled_gpu_program_uses_both_levels():
     # An op whose working set fits L2 is not put there by its size alone: some such ops read HBM.
     fits_but_streams = [o for o in memory if o["memory_level"] == "HBM" and o["bytes"] / o["occurrences"] < 50e6]
     assert fits_but_streams
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(1, 1000)), min_size=1, max_size=60))
+def test_recency_is_the_lru_stack_distance(touches):
+    # The distinct bytes touched since a buffer's last touch, as a plain list of the LRU order says.
+    from audit.costmodel.residency import _Recency
+
+    recency = _Recency(len(touches))
+    order: list[tuple[str, int]] = []  # least recent first
+    for name, size in touches:
+        order = [(n, s) for n, s in order if n != name] + [(name, size)]
+        recency.touch(name, float(size))
+        for i, (buffer, _) in enumerate(order):
+            assert recency.since(buffer) == pytest.approx(sum(s for _, s in order[i + 1:]))
+    assert recency.since("z") is None
+
+
+def test_history_puts_every_op_between_the_working_set_roof_and_main_memory():
+    # On a real program: never faster than the fastest level its working set fits (the roof with no
+    # history), never slower than all its bytes at HBM.
+    from audit.parsers.hlo_files import load_hlo_file
+
+    hw = CATALOG["h100"]
+    module = load_hlo_file(shared_fixture(_H100_AFTER))
+    plain = cost_module(module)
+    walked = with_residency(module, plain, hw)
+    checked = 0
+    for name, cost in plain.items():
+        if not cost.modeled or not cost.bytes or cost.host_bytes:
+            continue
+        fastest, history = expect(cost, hw).memory_s, expect(walked[name], hw).memory_s
+        assert fastest is not None and history is not None
+        assert fastest * (1 - 1e-9) <= history <= cost.bytes / hw.hbm_bytes_per_s.value * (1 + 1e-9)
+        checked += 1
+    assert checked > 500
