@@ -33,7 +33,7 @@ from .records import OpCost
 
 # Ops that name other buffers without making one: their readers read what they name.
 _ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "add-dependency"})
-# Ops that run other computations: their traffic is that of the ops they run.
+# Ops that run other computations: they touch the buffers the ops they run make.
 _RUNS_OTHERS = frozenset({"while", "call", "conditional"})
 
 
