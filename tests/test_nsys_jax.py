@@ -83,8 +83,11 @@ def test_four_processes_are_one_pod_that_names_the_slowest(four):
     assert four["summary"]["hosts"] == 4 and four["summary"]["devices"] == 4
     slowest = four["pod"]["slowest_hosts"][0]["host"]
     assert slowest in {f"process {i}" for i in range(4)}
-    # Clocks of separate processes are aligned at their first steady step: one step is one step's time.
+    # Separate processes keep separate clocks: a step lasts as long as its slowest device's.
     assert 0.12 < four["summary"]["step_time_s"]["median"] < 0.15
+    assert all(s["time_s"] == max(s["per_device_s"].values()) for s in four["steps"])
+    assert any("4 waits on other ranks" in w or "waits on other ranks for most of its time" in w
+               for w in four["warnings"])
 
 
 def test_collective_waits_on_other_ranks_are_not_judged(one, four):

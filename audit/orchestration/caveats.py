@@ -84,8 +84,8 @@ def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
 
 def not_judged_warning(ops: Sequence[OpRecord]) -> str:
     """Measured ops whose expected time means nothing here, grouped by why."""
-    why = Counter(o.reasons[0] if o.reasons else "" for o in ops)
-    parts = "; ".join(f"{n} {reason.split(':')[0]}" for reason, n in why.most_common())
+    why = Counter((o.reasons[0] if o.reasons else "").split(":")[0] for o in ops)
+    parts = "; ".join(f"{n} {reason}" for reason, n in why.most_common())
     return (f"{len(ops)} measured op(s) are not judged and not counted in the roofline fraction ({parts}); "
             "each says why")
 

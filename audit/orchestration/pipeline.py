@@ -95,6 +95,11 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     ops = judge_table(joined, hw, options.thresholds, per_device=per_device, walks=walks,
                       overlapped={k: v for k, v in profile.overlapped.items() if k in comm_names})
     step_list = step_table(steps, events)
+    nsys = hosts[0].step_source == NSYS_STEPS
+    if nsys and len(hosts) > 1:
+        # Each process's clock has its own origin, so steps of different processes are not placed
+        # against each other: a step lasts as long as its slowest device's.
+        step_list = [{**s, "time_s": max(s["per_device_s"].values())} for s in step_list]
     kind_of = {(o.program_id, o.name): o.bound_by for o in ops}
     device_names = {(h.host, d): n for h in hosts for d, n in h.device_names.items()}
     st = step_time_stats(step_list)
@@ -102,7 +107,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         ops=ops, hw=hw, warnings=warnings, overlap=step_overlap(ops, walks), devices=devices, hosts=len(hosts),
         steps=step_list, step_time=StepTimes(st["min"], st["median"], st["max"]), idle_s=profile.idle_seconds(),
         step_source=hosts[0].step_source, platform=profile.platform,
-        source={"kind": "nsys" if hosts[0].step_source == NSYS_STEPS else "xplane", "paths": profile.paths, "workload": None, "command": None,
+        source={"kind": "nsys" if nsys else "xplane", "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
         timeline=profile.timeline(kind_of, device_names), device_steps=profile.device_steps(device_names),
     )

@@ -31,12 +31,13 @@ def collective_wait(cost: OpCost | None, per_device: Sequence[DeviceTime] | None
         return ""
     ran = len(per_device)
     if ran < group:
-        return (f"collective over {group} devices, {ran} of them in this profile: its time includes waiting for "
-                "devices the profile does not show, so it is not judged (give every process's profile to judge it)")
+        return (f"spans devices the profile does not show: a collective over {group} devices, {ran} of them in "
+                "this profile, whose time includes waiting for the others, so it is not judged (give every "
+                "process's profile to judge it)")
     times = [d.measured_s for d in per_device]
     fastest, mean = min(times), sum(times) / len(times)
     if mean <= 0 or (mean - fastest) / mean <= WAIT_SHARE:
         return ""
-    return (f"{(mean - fastest) / mean:.0%} of its time is a wait on other ranks: the device that waited least "
-            f"spent {seconds(fastest)}, the mean device {seconds(mean)} over the analysed steps [trace], so it is "
-            "not judged")
+    return (f"waits on other ranks for most of its time: {(mean - fastest) / mean:.0%} of it is a wait on other ranks "
+            f"(the device that waited least spent {seconds(fastest)}, the mean device {seconds(mean)} over the analysed "
+            "steps [trace]), so it is not judged")
