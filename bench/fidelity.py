@@ -5,7 +5,8 @@
 The roofline is meant to be a lower bound: an op should rarely run faster than its
 expected time. The achievable time (what good kernels reach on the chip) is meant to be
 tight: real ops should take about that long. For every real capture in ../shared/fixtures/
-(the MI300X traces; the HLO dumps carry no measurements), every reference workload in
+(the MI300X traces, the A100 nsys-jax archives; the HLO dumps carry no measurements), every
+reference workload in
 workloads/ run on this CPU, and the default `audit run` (no workload), this prints the
 distribution of measured/expected over the timed ops (median, p10, p90), the share of ops,
 and of op time, that ran more than 1.25x faster than expected, the time-weighted median of
@@ -60,6 +61,8 @@ def capture(audit: list[str], profiles: Path, steps: int) -> None:
 def inputs(profiles: Path | None) -> list[tuple[str, Path]]:
     found = [(f"fixture {p.parent.name}/{p.name}", p) for p in sorted(FIXTURES.glob("*/*.xplane.pb"))
              if p.parent.name != "not-jax"]  # the TensorFlow trace has no HLO to cost
+    # nsys-jax archives: one folder holds one run, an archive per process (host)
+    found += [(f"fixture {d.name}/", d) for d in sorted({z.parent for z in FIXTURES.glob("*/*.zip")})]
     if profiles is not None:
         found += [(f"cpu {name}", profiles / name) for name, _, _ in WORKLOADS if (profiles / name).exists()]
     return found

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from .catalog import chips
-from .hardware import Hardware, Interconnect, Quantity
+from .hardware import Achievable, Hardware, Interconnect, Quantity
 
 _GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
 # Dense bf16 FLOPs per SM or CU per clock of GPU families with no chip in the catalog (datasheet
@@ -319,9 +319,19 @@ def _gpu_memory_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Ha
             changes["hbm_bytes_per_s"] = _trace(bandwidth, "B/s", f"{plane}: memory_bandwidth")
             if abs(ratio - 1) > _BW_DISAGREEMENT:
                 notes.append(f"{stated}; the trace's value is used")
+                if hw.achievable is not None:
+                    changes["achievable"] = _scaled_memory(hw.achievable, ratio, stated)
     if size is not None:
         changes["hbm_bytes"] = _trace(size, "B", f"{plane}: memory_size")
     return replace(hw, notes=tuple(notes), **changes)
+
+
+def _scaled_memory(ach: Achievable, ratio: float, why: str) -> Achievable:
+    """Achievable streaming bandwidth for a part whose HBM differs from the catalog entry's (an
+    A100 40GB detected as the 80GB entry): the measured figure at the same fraction of the peak."""
+    q = ach.memory_bytes_per_s
+    note = f"estimate: {q.note}, scaled by {ratio:.2f} ({why}): the same fraction of this part's peak"
+    return replace(ach, memory_bytes_per_s=Quantity(q.value * ratio, q.unit, q.source, note, "estimate"))
 
 
 # --- CPU and unknown -------------------------------------------------------------------------
