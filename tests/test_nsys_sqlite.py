@@ -119,10 +119,14 @@ def test_sqlite_export_without_hlo_names_what_to_pass(export, capsys):
     assert len(err.splitlines()) == 1 and "--hlo DIR" in err and "pjit__wrapped_step_fn (program 40)" in err
 
 
-def test_sqlite_export_with_hlo_option_on_the_command_line(export, capsys):
+def test_sqlite_export_with_hlo_on_the_command_line_and_in_the_library(export, capsys):
+    import audit
+
     sqlite_path, dump = export
     assert main(["inspect", str(sqlite_path), "--hlo", str(dump), "--quiet", "--json", "-"]) == 0
     assert '"a100"' in capsys.readouterr().out
+    report = audit.inspect(sqlite_path, hlo=str(dump), cache="")
+    assert report.to_json()["summary"]["steps"] == 4
 
 
 def test_sqlite_without_xla_ranges_says_what_is_missing(tmp_path, capsys):
