@@ -1,7 +1,7 @@
 # Two entry points, both from a fresh clone with Python 3.11:
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
 #   make test   set up, run `make check`, then run the test suite
-#   make check  ruff, then mypy (strict on parsers/ and costmodel/)
+#   make check  ruff, then mypy (strict everywhere but the reference workloads)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin

@@ -6,6 +6,7 @@ Every layer raises these; only the CLI (and the capture child) turns them into e
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -30,7 +31,7 @@ class AuditError(Exception):
         self.path = None if path is None else str(path)
         self.hint = hint
 
-    def __reduce__(self):  # keep path and hint when raised in a worker process
+    def __reduce__(self) -> tuple[Any, ...]:  # keep path and hint when raised in a worker process
         return (_rebuild, (type(self), self.message, self.path, self.hint))
 
     def __str__(self) -> str:
@@ -60,5 +61,5 @@ class WorkloadError(AuditError):
     exit_code = ExitCode.WORKLOAD
 
 
-def _rebuild(cls: type, message: str, path: str | None, hint: str | None) -> AuditError:
+def _rebuild(cls: type[AuditError], message: str, path: str | None, hint: str | None) -> AuditError:
     return cls(message, path=path, hint=hint)

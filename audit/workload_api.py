@@ -45,7 +45,7 @@ class Context:
     """
 
     argv: list[str] = field(default_factory=list)
-    devices: list = field(default_factory=list)
+    devices: list[Any] = field(default_factory=list[Any])
     aot: bool = False
 
     def __post_init__(self) -> None:
@@ -130,12 +130,12 @@ class Workload:
     """
 
     step: Callable[..., Any]
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict[str, Any])
     name: str = ""
     mesh: Any = None
-    update: Callable[[tuple, Any], tuple] | None = None
-    config: dict = field(default_factory=dict)
+    update: Callable[[tuple[Any, ...], Any], tuple[Any, ...]] | None = None
+    config: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def jitted(self) -> Any:
         """The step as a jitted function (`step` itself when it already is one)."""
@@ -211,7 +211,8 @@ def find_builder(module: Any, path: str | Path) -> Callable[[Context], Workload]
     if len(marked) != 1:
         raise InputError(f"expected exactly one @workload function, found {len(marked)}", path=path,
                          hint="mark the function that returns a Workload with @audit.workload")
-    return marked[0]
+    builder: Callable[[Context], Workload] = marked[0]
+    return builder
 
 
 def load_workload(path: str | Path, argv: Sequence[str] = (), *, devices: Sequence[Any] | None = None,

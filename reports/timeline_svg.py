@@ -51,7 +51,7 @@ def _blocks(events: list[Mapping[str, Any]], t0: float, scale: float) -> dict[in
     """Blocks per lane: ops a pixel or wider as they are; narrower ones binned per pixel column,
     each column drawn in its dominant kind, and touching columns of one kind joined."""
     lanes: dict[int, list[_Block]] = {0: [], 1: []}
-    bins: dict[tuple[int, int], tuple[dict[str, float], list]] = {}
+    bins: dict[tuple[int, int], tuple[dict[str, float], list[Any]]] = {}
     for kind, lane, x0, x1, name in _pixels(events, t0, scale):
         if x1 - x0 >= 1.0:
             lanes[lane].append(_Block(kind, x0, x1, 1, name))

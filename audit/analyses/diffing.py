@@ -8,6 +8,8 @@ in the schedule. The rest are added/removed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ import numpy as np
 from ..costmodel.units import percent, signed
 
 SCHEMA = "audit.diff/v1"
+Op = dict[str, Any]  # one op of a JSON report
 _REL_EQ = 1e-9  # compile-time quantities are deterministic; this only absorbs float summation order
 # What says the program changed. Expected times are reported beside them but do not count: they
 # also move with the hardware's figures (a calibration taken on each machine),
@@ -34,7 +37,7 @@ class Gates:
     strict: bool = False  # an inconclusive step-time verdict also exits 1
 
 
-def _per_step(report: dict) -> float:
+def _per_step(report: dict[str, Any]) -> float:
     steps = report["summary"].get("steps") or 0
     return float(steps) if steps else 1.0
 
@@ -65,12 +68,12 @@ class Pairing:
     distance: float | None  # difference of schedule positions (0..1), None when unknown
 
 
-def _order(op: dict) -> tuple:
+def _order(op: dict[str, Any]) -> tuple[Any, ...]:
     pos = op.get("position")
     return (pos if pos is not None else 2.0, op["name"])
 
 
-def _pair_group(bs: list[dict], hs: list[dict]) -> list[tuple[dict, dict]]:
+def _pair_group(bs: list[dict[str, Any]], hs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Pair two groups of interchangeable ops by nearest schedule position (ties: name order)."""
     bs, hs = sorted(bs, key=_order), sorted(hs, key=_order)
     if len(bs) == len(hs) or len(bs) * len(hs) > _MAX_GREEDY or \
@@ -90,13 +93,13 @@ def _pair_group(bs: list[dict], hs: list[dict]) -> list[tuple[dict, dict]]:
     return sorted(pairs, key=lambda p: _order(p[0]))
 
 
-def match_ops_detailed(base: dict, head: dict) -> tuple[list[tuple[dict, dict, Pairing]], list[dict], list[dict]]:
+def match_ops_detailed(base: dict[str, Any], head: dict[str, Any]) -> tuple[list[tuple[dict[str, Any], dict[str, Any], Pairing]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Pair ops structurally, pass by pass; return (base, head, pairing) triples, removed, added."""
     left_b = [o for o in base["ops"] if not o.get("container")]
     left_h = [o for o in head["ops"] if not o.get("container")]
-    out: list[tuple[dict, dict, Pairing]] = []
+    out: list[tuple[dict[str, Any], dict[str, Any], Pairing]] = []
     for how, key, uncertain in _PASSES:
-        groups: dict = defaultdict(lambda: ([], []))
+        groups: dict[tuple[str, Any], tuple[list[Op], list[Op]]] = defaultdict(lambda: ([], []))
         for side, ops in ((0, left_b), (1, left_h)):
             for op in ops:
                 k = key(op)
@@ -116,17 +119,17 @@ def match_ops_detailed(base: dict, head: dict) -> tuple[list[tuple[dict, dict, P
     return out, left_b, left_h
 
 
-def match_ops(base: dict, head: dict) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+def match_ops(base: dict[str, Any], head: dict[str, Any]) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Pair ops structurally (see `match_ops_detailed`); return pairs, removed, added."""
     triples, removed, added = match_ops_detailed(base, head)
     return [(b, h) for b, h, _ in triples], removed, added
 
 
-def _total(report: dict, field: str) -> float:
+def _total(report: dict[str, Any], field: str) -> float:
     return sum((o.get(field) or 0.0) for o in report["ops"] if not o.get("container")) / _per_step(report)
 
 
-def _counts(report: dict) -> dict:
+def _counts(report: dict[str, Any]) -> dict[str, Any]:
     ops = [o for o in report["ops"] if not o.get("container")]
     return {
         "by_category": dict(Counter(o["category"] or "unknown" for o in ops)),
@@ -141,20 +144,22 @@ def _changed(a: float | None, b: float | None) -> bool:
     return abs(a - b) > _REL_EQ * max(abs(a), abs(b), 1.0)
 
 
-def compile_time(base: dict, head: dict, pairs, removed, added,
-                 pairings: dict[tuple[int, int], Pairing] | None = None) -> dict:
+def compile_time(base: dict[str, Any], head: dict[str, Any], pairs: list[tuple[Op, Op]], removed: list[Op],
+                 added: list[Op],
+                 pairings: dict[tuple[int, int], Pairing] | None = None) -> dict[str, Any]:
     """Deterministic changes per step: totals, counts, per-op flops/bytes, added/removed ops.
 
     `pairings` (keyed by the ids of the base and head op) says how each pair was found; a
     changed op from an uncertain pairing says so instead of reading as a sure change.
     """
-    totals = {}
+    totals: dict[str, dict[str, Any]] = {}
     for field in ("flops", "bytes", "comm_bytes", "expected_s"):
-        b, h = _total(base, field), _total(head, field)
-        totals[field] = {"base": b, "head": h, "delta": h - b, "changed": _changed(b, h)}
-    per_op = []
+        total_b, total_h = _total(base, field), _total(head, field)
+        totals[field] = {"base": total_b, "head": total_h, "delta": total_h - total_b,
+                         "changed": _changed(total_b, total_h)}
+    per_op: list[dict[str, Any]] = []
     for b, h in pairs:
-        row = {"name": h["name"], "base_name": b["name"], "module": h["module"], "opcode": h["opcode"],
+        row: dict[str, Any] = {"name": h["name"], "base_name": b["name"], "module": h["module"], "opcode": h["opcode"],
                "framework_op": h["framework_op"], "shape_base": b.get("shape"), "shape_head": h.get("shape")}
         changed = False
         for field in ("flops", "bytes", "comm_bytes", "expected_s"):
@@ -172,7 +177,7 @@ def compile_time(base: dict, head: dict, pairs, removed, added,
             per_op.append(row)
     per_op.sort(key=lambda r: -abs((r["flops"]["head"] or 0) - (r["flops"]["base"] or 0)))
 
-    def brief(op: dict, report: dict) -> dict:
+    def brief(op: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
         return {"name": op["name"], "module": op["module"], "opcode": op["opcode"], "category": op["category"],
                 "framework_op": op["framework_op"], "shape": op.get("shape"),
                 "flops": None if op.get("flops") is None else op["flops"] / _per_step(report),
@@ -251,7 +256,7 @@ RESAMPLES = 2000
 
 def _median_se(xs: list[float]) -> float:
     """Relative standard error of a run's median step time, from its own steps (robust spread)."""
-    return 1.2533 * _rel_mad(xs) / max(len(xs), 1) ** 0.5
+    return float(1.2533 * _rel_mad(xs) / max(len(xs), 1) ** 0.5)
 
 
 def hierarchical_interval(base_runs: list[list[float]], head_runs: list[list[float]], *,
@@ -263,19 +268,19 @@ def hierarchical_interval(base_runs: list[list[float]], head_runs: list[list[flo
         # medians[j, r]: run j's median in resample r, from its own steps drawn with replacement
         medians = np.stack([bootstrap_medians(rng, np.asarray(r, float), resamples) for r in runs])
         picked = rng.integers(0, len(runs), size=(resamples, len(runs)))
-        return medians[picked, np.arange(resamples)[:, None]].mean(axis=1)
+        return np.asarray(medians[picked, np.arange(resamples)[:, None]].mean(axis=1))
 
     ratios = side(head_runs) / np.maximum(side(base_runs), 1e-30)
     lo, hi = np.quantile(ratios, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return float(lo), float(hi)
 
 
-def _run_rows(runs: list[dict]) -> list[dict]:
+def _run_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"source": r["source"], "steps": len(r["steps"]), "median_s": statistics.median(r["steps"]),
              "noise_rel_mad": _rel_mad(r["steps"])} for r in runs]
 
 
-def _instability(name: str, rows: list[dict], runs: list[dict]) -> dict | None:
+def _instability(name: str, rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The run of one side that stands apart from the side's other runs, if any: its median is off
     theirs by more than ordinary run-to-run variation (`RUN_OUTLIER`) and more than the steps of
     the runs explain (4 standard errors). That is the machine (a busy neighbour), not the code."""
@@ -297,7 +302,8 @@ def _instability(name: str, rows: list[dict], runs: list[dict]) -> dict | None:
     return found
 
 
-def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold: float | None) -> dict:
+def measured(base: dict[str, Any] | list[dict[str, Any]], head: dict[str, Any] | list[dict[str, Any]],
+             pairs: list[tuple[Op, Op]], threshold: float | None) -> dict[str, Any]:
     """Step time and per-op time changes, judged against run-to-run noise and the threshold.
 
     Each side is one report or a list of runs of the same code (see `runs_of`). With two or
@@ -310,7 +316,7 @@ def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold:
     bs = [t for r in base_runs for t in r["steps"]]
     hs = [t for r in head_runs for t in r["steps"]]
     limit = DEFAULT_THRESHOLD if threshold is None else threshold
-    out: dict = {"base_steps": len(bs), "head_steps": len(hs), "base_runs": len(base_runs),
+    out: dict[str, Any] = {"base_steps": len(bs), "head_steps": len(hs), "base_runs": len(base_runs),
                  "head_runs": len(head_runs), "threshold": limit, "threshold_given": threshold is not None}
     base_runs = [r for r in base_runs if r["steps"]]
     head_runs = [r for r in head_runs if r["steps"]]
@@ -374,14 +380,14 @@ def measured(base: dict | list[dict], head: dict | list[dict], pairs, threshold:
     return out
 
 
-def runs_of(side: dict | list[dict]) -> list[dict]:
+def runs_of(side: dict[str, Any] | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs in one side: each report's own steps, or the runs a combined (--repeat) report lists.
 
     A run that appears both alone and inside a combined report counts once.
     """
     reports = [side] if isinstance(side, dict) else list(side)
-    runs: list[dict] = []
-    seen: set[tuple] = set()
+    runs: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
     for i, rep in enumerate(reports):
         listed = rep.get("runs") or [{"source": rep.get("run_source") or _source_name(rep, i),
                                       "steps": [s["time_s"] for s in rep.get("steps", [])]}]
@@ -394,7 +400,7 @@ def runs_of(side: dict | list[dict]) -> list[dict]:
     return runs
 
 
-def _source_name(report: dict, index: int) -> str:
+def _source_name(report: dict[str, Any], index: int) -> str:
     src = report.get("source")
     if isinstance(src, dict):
         for key in ("path", "profile", "run_dir", "file"):
@@ -410,7 +416,7 @@ def _rel_mad(xs: list[float]) -> float:
     return 1.4826 * statistics.median(abs(x - med) for x in xs) / med if med > 0 else 0.0
 
 
-def diff_reports(base: dict | list[dict], head: dict | list[dict], gates: Gates = Gates()) -> dict:
+def diff_reports(base: dict[str, Any] | list[dict[str, Any]], head: dict[str, Any] | list[dict[str, Any]], gates: Gates = Gates()) -> dict[str, Any]:
     """The diff document: compile-time changes, measured changes, and which gates tripped.
 
     Each side is one report or several reports of repeated runs of the same code; the

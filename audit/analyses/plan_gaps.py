@@ -10,6 +10,8 @@ their expected time, and idle time.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections import defaultdict
 
 from ..costmodel.table.record import OpRecord
@@ -20,7 +22,7 @@ GAP = 2.0  # a row is explained when two of its values differ by more than this 
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")
 
 
-def ratio(row: dict) -> tuple[float, str] | None:
+def ratio(row: dict[str, Any]) -> tuple[float, str] | None:
     """(largest / smallest, which two) over the row's known positive values, or None."""
     known = {k: row[k] for k in ("plan", "model", "measured") if row.get(k)}
     if len(known) < 2:
@@ -34,7 +36,7 @@ def _is_matmul(op: OpRecord) -> bool:
     return any(w in what for w in _MATMUL_WORDS)
 
 
-def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict, main_memory: str) -> list[str]:
+def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict[str, Any], main_memory: str) -> list[str]:
     total = sum(o.bytes or 0.0 for o in ops)
     if not total:
         return []
@@ -61,7 +63,7 @@ def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict, main_memory: st
     return out
 
 
-def _flops_reasons(ops: list[OpRecord], steps: float, row: dict) -> list[str]:
+def _flops_reasons(ops: list[OpRecord], steps: float, row: dict[str, Any]) -> list[str]:
     total = sum(o.flops or 0.0 for o in ops)
     if not total:
         return []
@@ -74,7 +76,7 @@ def _flops_reasons(ops: list[OpRecord], steps: float, row: dict) -> list[str]:
     return out
 
 
-def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict) -> list[str]:
+def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict[str, Any]) -> list[str]:
     by_kind: dict[str, float] = defaultdict(float)
     for o in ops:
         if o.comm_bytes:
@@ -94,7 +96,7 @@ def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict) -> list[str]:
     return out
 
 
-def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict, row: dict,
+def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[str, Any], row: dict[str, Any],
                   overhead_s: float) -> list[str]:
     s = report.summary
     out = []
@@ -128,7 +130,7 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict,
     return out
 
 
-def _bubble_reasons(row: dict, report: Report) -> list[str]:
+def _bubble_reasons(row: dict[str, Any], report: Report) -> list[str]:
     out = [row["note"]] if row.get("note") else []
     measured, step = row.get("measured"), report.summary.step_time_s.median
     if measured and step:
@@ -138,7 +140,7 @@ def _bubble_reasons(row: dict, report: Report) -> list[str]:
     return out
 
 
-def explain(table: dict, report: Report, main_memory: str, overhead_s: float) -> None:
+def explain(table: dict[str, Any], report: Report, main_memory: str, overhead_s: float) -> None:
     """Add `gap` and `reasons` to each row of `table` whose values differ by more than 2x."""
     ops = report.timed_ops
     steps = 1.0 if report.predicted else float(report.summary.steps or 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import statistics
 
 import numpy as np
@@ -10,7 +12,7 @@ import pandas as pd
 PS = 1e-12
 
 
-def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict]:
+def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict[str, Any]]:
     """One entry per step: wall time (slowest device) and per-device times, in seconds."""
     if steps.empty:
         return []
@@ -18,7 +20,7 @@ def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict]:
     keys = ([f"{h}/{d}" for h, d in zip(steps["host"], steps["device"])] if multi_host
             else [str(d) for d in steps["device"]])
     lengths = ((steps["end_ps"] - steps["start_ps"]) * PS).to_numpy()
-    out: dict[int, dict] = {}
+    out: dict[int, dict[str, Any]] = {}
     for step, key, host, start, end, length in zip(steps["step"], keys, steps["host"], steps["start_ps"],
                                                    steps["end_ps"], lengths):
         entry = out.setdefault(int(step), {"index": int(step), "start": start, "end": end, "per_device_s": {}})
@@ -35,7 +37,7 @@ def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict]:
     return result
 
 
-def step_time_stats(steps: list[dict]) -> dict:
+def step_time_stats(steps: list[dict[str, Any]]) -> dict[str, Any]:
     times = [s["time_s"] for s in steps]
     if not times:
         return {"min": None, "median": None, "max": None}
@@ -86,7 +88,7 @@ def _busy_in_windows(starts: np.ndarray, ends: np.ndarray, ws: np.ndarray, we: n
 
 
 def timeline(steps: pd.DataFrame, events: pd.DataFrame, kind_of: dict[tuple[int, str], str],
-             device_names: dict[tuple[str, int], str]) -> list[dict]:
+             device_names: dict[tuple[str, int], str]) -> list[dict[str, Any]]:
     """One representative (median-length) step on the first device of each host."""
     if steps.empty:
         return []

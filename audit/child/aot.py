@@ -52,14 +52,14 @@ def check_target(target: str) -> None:
         raise InputError(f"--target {target} needs libtpu to compile for TPU", hint=INSTALL_HINT)
 
 
-def _memory(compiled: Any) -> dict:
+def _memory(compiled: Any) -> dict[str, Any]:
     stats = compiled.memory_analysis()
     fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
               "temp_size_in_bytes", "generated_code_size_in_bytes")
     return {f: int(getattr(stats, f, 0) or 0) for f in fields}
 
 
-def compile_for_target(script: Path, argv: Sequence[str], target: str, out: Path) -> dict:
+def compile_for_target(script: Path, argv: Sequence[str], target: str, out: Path) -> dict[str, Any]:
     """Build and compile the workload for `target`; write the HLO and a JSON record to `out`."""
     import jax
     from jax.experimental import topologies

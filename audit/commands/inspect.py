@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..invocation import command_line
@@ -26,7 +28,7 @@ from ..outputs import check_outputs, emit, output_options
               help="The HLO dump folder (--xla_dump_to) of an Nsight Systems SQLite export, which holds no HLO.")
 @output_options
 def command(path: str, run_name: str | None, cache: str | None, scheduler: str | None, workers: int | None,
-            skip_bad_hosts: bool, hlo_dir: str | None, **kwargs) -> int:
+            skip_bad_hosts: bool, hlo_dir: str | None, **kwargs: Any) -> int:
     """Analyse PATH: a .xplane.pb, a profile run directory, a TensorBoard logdir, an nsys-jax archive
     (.zip or its folder; a folder of them is one multi-process profile), an Nsight Systems SQLite
     export (with --hlo DIR), or an HLO dump (.hlo.pb, .txt, .hlo). PATH may be a URL that fsspec

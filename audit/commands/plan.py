@@ -19,7 +19,7 @@ _SHAPE_FLAGS = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "v
 _DTYPES = click.Choice(["f32", "bf16", "f16", "fp8", "int8", "int4"])
 
 
-def _model_options(f: Callable) -> Callable:
+def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--model NAME plus explicit architecture flags that override or replace it."""
     opts = [click.option("--model", "model_name", metavar="NAME",
                          help=f"Named architecture: {', '.join(MODELS)}.")]

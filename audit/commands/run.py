@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import tempfile
 from pathlib import Path
 
@@ -51,7 +53,7 @@ def bundled_workload() -> Path:
 @output_options
 def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int, devices: int | None,
             platform: str | None, out: Path | None, target: str | None, compare_cpu: bool, repeat: int,
-            **kwargs) -> int:
+            **kwargs: Any) -> int:
     """Profile WORKLOAD.py (default: the bundled transformer training step on 8 simulated devices).
 
     A file with an @audit.workload function is run step by step: compiled, warmed up, then
@@ -100,7 +102,7 @@ def run_report_path(json_path: str, index: int) -> Path:
     return path.with_name(f"{stem}.run{index}.json")
 
 
-def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | None, kwargs: dict) -> int:
+def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | None, kwargs: dict[str, Any]) -> int:
     """Run the workload `repeat` times in fresh processes; write each run's report, then the combined one."""
     import statistics
 
@@ -109,13 +111,14 @@ def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | No
 
     quiet_kwargs = {**kwargs, "json_path": None, "csv_path": None, "html_path": None, "markdown_path": None,
                     "quiet": True, "fail_on": None}
-    reports, code = [], ExitCode.OK
+    reports: list[tuple[Path, Report]] = []
+    code: int = ExitCode.OK
     with tempfile.TemporaryDirectory(prefix="audit-run-") as tmp:
         for i in range(1, repeat + 1):
             run_req = RunRequest(**{**vars(req), "out": (out or Path(tmp)) / f"run{i}"})
             if not kwargs["quiet"]:
                 click.echo(f"audit: run {i} of {repeat}", err=True)
-            report, run_code = _run(run_req, default_workload, out is not None, quiet_kwargs, None, keep_report=True)
+            report, run_code, _ = _capture_report(run_req, default_workload, out is not None, quiet_kwargs)
             if report is None:
                 return run_code
             code = code or run_code
@@ -136,18 +139,31 @@ def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | No
     return ExitCode.OK
 
 
-def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, target: str | None = None,
-         keep_report: bool = False):
-    """Capture and analyse one run; its exit code, or (report or None, exit code) with keep_report."""
-    def done(code, report=None):
-        return (report, code) if keep_report else code
+def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict[str, Any],
+         target: str | None = None) -> int:
+    """Capture, analyse and write one run; its exit code."""
+    report, code, run_dir = _capture_report(req, default_workload, keep_out, kwargs, target)
+    if report is None:
+        return code
+    write_outputs(ReportRenderer(report), **kwargs)
+    if keep_out and not kwargs["quiet"]:
+        click.echo(f"Profile kept in {run_dir} (open with TensorBoard/XProf: --logdir {req.out})", err=True)
+    if code != ExitCode.OK:
+        return code  # the workload's own failure is the story, not a gate
+    check_flagged(report, kwargs.get("fail_on"))
+    return ExitCode.OK
 
+
+def _capture_report(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict[str, Any],
+                    target: str | None = None) -> tuple[Report | None, int, Path | None]:
+    """Capture and analyse one run: its report (None when there is nothing to report), the
+    workload's exit code, and the profile's run dir."""
     cap = capture(req)
     if cap.returncode == ExitCode.INPUT:
-        return done(ExitCode.INPUT)  # the child printed what is wrong
+        return None, ExitCode.INPUT, None  # the child printed what is wrong
     check_outcome(cap)
     if not cap.captured:
-        return done(cap.returncode)
+        return None, cap.returncode, None
     extra = ["--hardware", kwargs["hardware"]] if kwargs.get("hardware") else []
     extra += set_arguments(kwargs.get("overrides") or ())
     command_line = reproduce_command(req, default_workload=default_workload, keep_out=keep_out, extra=extra)
@@ -159,21 +175,13 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict, 
             raise
         # The workload stopped before any XLA op ran: its own error (shown above) is the story.
         click.echo("audit: the workload stopped before running any XLA op; nothing to analyse", err=True)
-        return done(cap.returncode)
+        return None, cap.returncode, None
     if target:
         report = _with_target(report, req, target, kwargs)
-    if keep_report:
-        return done(cap.returncode, report)
-    write_outputs(ReportRenderer(report), **kwargs)
-    if keep_out and not kwargs["quiet"]:
-        click.echo(f"Profile kept in {cap.run_dir} (open with TensorBoard/XProf: --logdir {req.out})", err=True)
-    if cap.returncode != ExitCode.OK:
-        return cap.returncode  # the workload's own failure is the story, not a gate
-    check_flagged(report, kwargs.get("fail_on"))
-    return ExitCode.OK
+    return report, cap.returncode, cap.run_dir
 
 
-def _predict(script: Path, args: list[str], target: str, out: Path | None, kwargs: dict) -> int:
+def _predict(script: Path, args: list[str], target: str, out: Path | None, kwargs: dict[str, Any]) -> int:
     """Ahead-of-time: compile for the target topology and write a predicted report."""
     from ..child.aot import check_target
     from ..invocation import command_line
@@ -189,7 +197,7 @@ def _predict(script: Path, args: list[str], target: str, out: Path | None, kwarg
     return emit(report, **kwargs)
 
 
-def _with_target(cpu_report: Report, req: RunRequest, target: str, kwargs: dict) -> Report:
+def _with_target(cpu_report: Report, req: RunRequest, target: str, kwargs: dict[str, Any]) -> Report:
     """The target's predicted report, with this CPU run's measurement beside it per framework op."""
     from ..analyses.compare_target import compare
     from ..invocation import command_line

@@ -41,7 +41,7 @@ def check_partitions(hw: Hardware, spec: str | None, partitions: int | None, all
             f"{hw.interconnect.link_name} domain"]
 
 
-def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict]]:
+def loop_caveats(modules: dict[int, Module]) -> tuple[list[str], list[dict[str, Any]]]:
     """Loops with no known trip count: warning lines and one summary entry per loop."""
     from ..costmodel.ops.module import unknown_trip_loops
 

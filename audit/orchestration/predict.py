@@ -42,7 +42,8 @@ def _compile(script: Path, argv: Sequence[str], target: str, out: Path) -> dict[
         start = text.find("Traceback (most recent call last)")
         sys.stderr.write(text[start:] if start >= 0 else text[-4000:])
         raise WorkloadError(f"compiling the workload for {target} failed")
-    return json.loads((out / RESULT_NAME).read_text())
+    record: dict[str, Any] = json.loads((out / RESULT_NAME).read_text())
+    return record
 
 
 def memory_fit(record: dict[str, Any], hbm_bytes: float | None) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def run_child(req: RunRequest, sink: IO[str] | None = None) -> int:
         return _supervise(proc, sink)
 
 
-def _supervise(proc: subprocess.Popen, sink: IO[str]) -> int:
+def _supervise(proc: subprocess.Popen[bytes], sink: IO[str]) -> int:
     assert proc.stdout is not None
     try:
         _relay(proc.stdout, sink)

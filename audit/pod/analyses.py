@@ -6,7 +6,7 @@ All times are seconds per device, summed over the analysed steps (measured, from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ TOP = 10
 PS = 1e-12
 
 
-def distribution(values) -> dict:
+def distribution(values: Iterable[float | None]) -> dict[str, Any]:
     """min, p10, median, p90, max of a set of values (None when there are none)."""
     arr = np.asarray([v for v in values if v is not None], dtype=float)
     if arr.size == 0:
@@ -71,7 +71,7 @@ def pod_analyses(per_device: pd.DataFrame, ops: Sequence[OpRecord], steps: list[
     }
 
 
-def _host_step_times(steps: list[dict]) -> dict[str, float]:
+def _host_step_times(steps: list[dict[str, Any]]) -> dict[str, float]:
     by_host: dict[str, list[float]] = {}
     for s in steps:
         for h, t in s.get("per_host_s", {}).items():
@@ -84,7 +84,7 @@ def _label(names: dict[tuple[int, str], OpRecord], pid: Any, op: Any) -> dict[st
     return {"key": o.key if o else None, "name": str(op), "module": o.module if o else None}
 
 
-def _slowest_hosts(host_steps: dict[str, float], per_host: pd.DataFrame, names: dict, top: int) -> list[dict]:
+def _slowest_hosts(host_steps: dict[str, float], per_host: pd.DataFrame, names: dict[tuple[int, str], OpRecord], top: int) -> list[dict[str, Any]]:
     if not host_steps:
         return []
     median = float(np.median(list(host_steps.values())))
@@ -109,7 +109,7 @@ def _ratios(frame: pd.DataFrame) -> pd.Series:
     return (g.max() / med.where(med > 0)).dropna()
 
 
-def _stragglers(frame: pd.DataFrame, names: dict, top: int) -> list[dict]:
+def _stragglers(frame: pd.DataFrame, names: dict[tuple[int, str], OpRecord], top: int) -> list[dict[str, Any]]:
     """Ops whose slowest device lost the most time against the median device."""
     if frame.empty:
         return []
@@ -128,11 +128,11 @@ def _stragglers(frame: pd.DataFrame, names: dict, top: int) -> list[dict]:
     return out
 
 
-def _mismatch(hosts, top: int) -> dict:
+def _mismatch(hosts: Sequence[Any], top: int) -> dict[str, Any]:
     """Hosts that ran a program whose HLO fingerprint differs from the most common one."""
     from collections import Counter
 
-    common: dict[int, Counter] = {}
+    common: dict[int, Counter[str]] = {}
     for h in hosts:
         for pid, fp in h.programs.items():
             common.setdefault(pid, Counter())[fp] += 1
@@ -146,17 +146,16 @@ def _mismatch(hosts, top: int) -> dict:
     return {"hosts": len(differing), "examples": differing[:top]}
 
 
-def _collective_wait(per_host: pd.DataFrame, names: dict, top: int) -> dict:
+def _collective_wait(per_host: pd.DataFrame, names: dict[tuple[int, str], OpRecord], top: int) -> dict[str, Any]:
     """Time in collectives per host: the host that waits least arrived last (the others waited for it)."""
     comm = {k for k, o in names.items() if o.comm_bytes}
-    keep = np.fromiter(((int(p), o) in comm for p, o in zip(per_host["program_id"], per_host["op"])), bool,
-                       len(per_host))
+    keep = np.array([(int(p), str(o)) in comm for p, o in zip(per_host["program_id"], per_host["op"])], dtype=bool)
     wait = per_host[keep].groupby("host", sort=False)["s"].sum()
     if wait.empty:
         return {"by_host_s": distribution([]), "arrives_last": [], "waits_longest": []}
     median = float(wait.median())
 
-    def rows(series):
+    def rows(series: pd.Series) -> list[dict[str, Any]]:
         return [{"host": h, "wait_s": float(w), "vs_median": float(w / median) if median else None}
                 for h, w in series.items()]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from ..parsers.xplane import SUFFIX
 from ..reports.model import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 @dataclass(frozen=True)
@@ -39,11 +43,11 @@ class HostFacts:
     path: str
     platform: str
     step_source: str
-    versions: dict
+    versions: dict[str, Any]
     device_names: dict[int, str]
     programs: dict[int, str]  # program id -> fingerprint
     warnings: list[str] = field(default_factory=list)
-    device_stats: dict = field(default_factory=dict)  # this host's device planes' stats
+    device_stats: dict[str, Any] = field(default_factory=dict[str, Any])  # this host's device planes' stats
 
 
 @dataclass
@@ -56,12 +60,12 @@ class Pod:
     ops: pd.DataFrame
     steps: pd.DataFrame
     idle_ps: pd.DataFrame  # host, device, idle_ps
-    strips: list[tuple[str, dict, pd.DataFrame]]  # host, step facts, events
+    strips: list[tuple[str, dict[str, Any], pd.DataFrame]]  # host, step facts, events
     trace: pd.DataFrame  # the strip's step on every device: host, device, op, program_id, start_ps, dur_ps, ...
     overlapped: dict[str, bool]
     modules: dict[int, Module]
     module_names: dict[int, str]
-    device_stats: dict
+    device_stats: dict[str, Any]
     warnings: list[str]
 
     @property
@@ -72,7 +76,7 @@ class Pod:
         """Mean per device of step time not covered by any op."""
         return None if self.idle_ps.empty or self.ops.empty else float(self.idle_ps["idle_ps"].mean()) * 1e-12
 
-    def timeline(self, kind_of: Mapping[tuple[int, str], str], device_names: Mapping[tuple[str, int], str]) -> list[dict]:
+    def timeline(self, kind_of: Mapping[tuple[int, str], str], device_names: Mapping[tuple[str, int], str]) -> list[dict[str, Any]]:
         return [{"device_class": device_names.get((host, step["device"]), f"device {step['device']}"),
                  "host": host, "device": step["device"], "step": step["step"], "start_s": 0.0,
                  "end_s": (step["end_ps"] - step["start_ps"]) * 1e-12,
@@ -112,7 +116,11 @@ def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettin
         cluster.release(client)
 
 
-def _map(paths: list[str], cache: str | None, client, progress: bool, hlo: str | None = None):
+HostResult = HostSummary | HostFailure
+
+
+def _map(paths: list[str], cache: str | None, client: Client | None, progress: bool,
+         hlo: str | None = None) -> Iterator[tuple[int, HostResult]]:
     """Yield (index, result) as hosts finish, so the driver holds one summary's HLO at a time."""
     bar = _Progress(len(paths)) if progress else None
     if client is None:
@@ -136,7 +144,7 @@ def _map(paths: list[str], cache: str | None, client, progress: bool, hlo: str |
         bar.done()
 
 
-def _combine(found: files.HostFiles, results, skip_bad: bool) -> Pod:
+def _combine(found: files.HostFiles, results: Iterable[tuple[int, HostResult]], skip_bad: bool) -> Pod:
     summaries: list[tuple[int, HostSummary]] = []
     failures: list[HostFailure] = []
     protos: dict[str, bytes] = {}
@@ -206,11 +214,12 @@ def _distinct_names(hosts: list[HostSummary]) -> None:
             h.host = label
 
 
-def _modules(hosts: list[HostSummary], protos: dict[str, bytes], warnings: list[str]):
+def _modules(hosts: list[HostSummary], protos: dict[str, bytes],
+             warnings: list[str]) -> tuple[dict[int, Module], list[str]]:
     """Decode each program's most common module once; hosts running another one are named."""
     from ..parsers.profile import decode_modules
 
-    by_program: dict[int, Counter] = {}
+    by_program: dict[int, Counter[str]] = {}
     for h in hosts:
         for pid, fp in h.programs.items():
             by_program.setdefault(pid, Counter())[fp] += 1
@@ -218,7 +227,7 @@ def _modules(hosts: list[HostSummary], protos: dict[str, bytes], warnings: list[
     modules = decode_modules({pid: protos[fp] for pid, fp in chosen.items() if fp in protos},
                              hosts[0].path, warnings)
     differing = [h.host for h in hosts if any(chosen.get(pid) != fp for pid, fp in h.programs.items())]
-    mismatch = []
+    mismatch: list[str] = []
     if differing:
         mismatch.append(f"{len(differing)} host(s) ran programs whose HLO differs from the other hosts' "
                         f"(first: {', '.join(differing[:5])}); their ops are costed with the common HLO")

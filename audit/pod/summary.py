@@ -12,7 +12,7 @@ import hashlib
 import io
 import json
 import traceback
-from typing import cast
+from typing import Any, cast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,14 +42,14 @@ class HostSummary:
     steps: pd.DataFrame  # device, step, start_ps, end_ps
     idle: pd.DataFrame  # device, idle_ps
     strip: pd.DataFrame  # one median step on the first device: op, program_id, start_ps, dur_ps
-    strip_step: dict  # device, step, start_ps, end_ps of that step (empty without steps)
+    strip_step: dict[str, Any]  # device, step, start_ps, end_ps of that step (empty without steps)
     trace: pd.DataFrame  # that step on every device: device, op, program_id, start_ps, dur_ps, occurrences,
     #                      and the step's window on the device: step, window_start_ps, window_end_ps
     overlapped: dict[str, bool]
     programs: dict[int, str]  # program id -> HLO fingerprint
     module_names: dict[int, str]
     step_source: str
-    device_stats: dict
+    device_stats: dict[str, Any]
     device_names: dict[int, str]
     versions: dict[str, str]
     warnings: list[str]
@@ -167,7 +167,7 @@ def idle_by_device(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "idle_ps"])
 
 
-def _strip(steps: pd.DataFrame, events: pd.DataFrame, trace: bool = False) -> dict:
+def _strip(steps: pd.DataFrame, events: pd.DataFrame, trace: bool = False) -> dict[str, Any]:
     """The events of one representative (median-length) step on the host's first device, and
     (`trace`) the same step on every device, for the trace-viewer export."""
     empty = pd.DataFrame({"op": pd.Series(dtype=str), "program_id": pd.Series(dtype="uint64"),
