@@ -6,11 +6,15 @@ import atexit
 import logging
 import os
 import re
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, UsageError
 
+if TYPE_CHECKING:  # Dask loads only when a cluster is used
+    from distributed import Client, LocalCluster
+
 SCHEDULER_ENV = "AUDIT_DASK_SCHEDULER"
-_local: dict[int, object] = {}  # workers -> Client of a local cluster, kept for the process's life
+_local: dict[int, Client] = {}  # workers -> Client of a local cluster, kept for the process's life
 
 
 # What distributed accepts as a scheduler address: [protocol://]host:port (host may be [IPv6]).
@@ -32,7 +36,7 @@ def local_workers(hosts: int, workers: int | None) -> int:
     return max(1, min(workers or os.cpu_count() or 1, hosts))
 
 
-def client_for(hosts: int, scheduler: str | None = None, workers: int | None = None):
+def client_for(hosts: int, scheduler: str | None = None, workers: int | None = None) -> Client | None:
     """A Dask client, or None when one host is read in this process (no cluster start-up)."""
     address = scheduler_address(scheduler)
     if address:
@@ -56,7 +60,7 @@ def client_for(hosts: int, scheduler: str | None = None, workers: int | None = N
     return client
 
 
-def _start_local(n: int):
+def _start_local(n: int) -> Client:
     from distributed import Client, LocalCluster
 
     # Workers are separate processes (the decoder holds the GIL); no dashboard, quiet logs.
@@ -67,7 +71,7 @@ def _start_local(n: int):
     return client
 
 
-def _close(client, cluster) -> None:
+def _close(client: Client, cluster: LocalCluster) -> None:
     try:
         client.close()
         cluster.close()
@@ -75,7 +79,7 @@ def _close(client, cluster) -> None:
         pass
 
 
-def release(client) -> None:
+def release(client: Client | None) -> None:
     """Close a client to a user's cluster; local clusters stay up for the next analysis."""
     if client is not None and client not in _local.values():
         client.close()

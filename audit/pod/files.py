@@ -76,7 +76,8 @@ def _filesystem(url: str) -> tuple[Any, str]:
     for name in _CLIENT_LOGGERS:  # their retries and fallbacks are not our one line
         logging.getLogger(name).setLevel(logging.ERROR)
     try:
-        return remote(lambda: fsspec.core.url_to_fs(url), url, "no filesystem for this URL")
+        fs, root = remote(lambda: fsspec.core.url_to_fs(url), url, "no filesystem for this URL")
+        return fs, str(root)
     except InputError as exc:
         raise InputError(exc.message, path=url,
                          hint="cloud paths need an extra: pip install 'roofline-audit[gcs]' or '[s3]'") from None
@@ -125,7 +126,8 @@ def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float |
     if error is not None:
         text = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise InputError(f"{doing}: {type(error).__name__}{': ' + text[:200] if text else ''}", path=path)
-    return box["value"]
+    value: T = box["value"]
+    return value
 
 
 def read_bytes(path: str) -> bytes:
