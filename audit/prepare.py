@@ -15,6 +15,8 @@ import argparse
 import sys
 import time
 
+from .costmodel.units import seconds
+
 
 def compile_decoder() -> bool:
     """Compile the XLine decoder for the argument types real planes use; False where numba is missing."""
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     compiled = compile_decoder()
     print(f"audit: trace decoder {'compiled' if compiled else 'not compiled (numba missing)'} "
-          f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+          f"in {seconds(time.perf_counter() - start)}", file=sys.stderr)
     if args.no_calibrate:
         return 0
     from .costmodel.chips.calibrate import calibrate_install
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"audit: could not write the CPU calibration to {path}; the first analysis of a CPU profile will "
               "measure it", file=sys.stderr)
         return 0
-    print(f"audit: CPU calibrated in {time.perf_counter() - start:.1f} s ({path})", file=sys.stderr)
+    print(f"audit: CPU calibrated in {seconds(time.perf_counter() - start)} ({path})", file=sys.stderr)
     return 0
 
 

@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Sequence, TextIO
 
+from ..costmodel.units import seconds
 from ..errors import AuditError, ExitCode, InputError
 
 SIDECAR_NAME = "audit_run.json"
@@ -111,7 +112,7 @@ class Progress:
         finally:
             timer.cancel()
             if self._announced:
-                self.say(f"{label}: done in {time.perf_counter() - start:.1f} s")
+                self.say(f"{label}: done in {seconds(time.perf_counter() - start)}")
 
     def tick(self, text: str) -> None:
         """A line within a phase, shown only once the phase has been announced."""
@@ -177,7 +178,7 @@ def capture_workload(args: argparse.Namespace, record: dict[str, Any], progress:
 
     def on_step(i: int, t: float) -> None:
         times.append(t)
-        progress.tick(f"step {i + 1}/{args.steps}: {t:.3f} s")
+        progress.tick(f"step {i + 1}/{args.steps}: {seconds(t)}")
         _stop_if_interrupted()
 
     with progress.phase(f"profiling {args.steps} steps"), profiled(args.out, record):

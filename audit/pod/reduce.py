@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..costmodel.units import seconds
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.xplane import SUFFIX
@@ -262,7 +263,7 @@ class _Progress:
         self.last_tenth = tenth
         filled = self.done_n * 30 // self.total
         text = f"hosts [{'#' * filled}{'.' * (30 - filled)}] {self.done_n}/{self.total} " \
-               f"{time.monotonic() - self.start:.0f}s"
+               f"{seconds(time.monotonic() - self.start)}"
         sys.stderr.write(("\r" + text) if self.tty else text + "\n")
         sys.stderr.flush()
         self.shown = True
