@@ -131,6 +131,8 @@ def extract_tpu(planes: list[tuple[int, Any]], host: str) -> HostExtraction:
     """Per-op rows from `/device:TPU:N` TensorCore planes, with steps from their `Steps` lines."""
     frames, step_rows = [], []
     for device, plane in planes:
+        if not len(plane.lines):  # most planes of a crafted file: no frame of nothing per plane
+            continue
         frame, steps = _plane_rows(plane, device, host)
         if steps:
             arr = np.asarray([(s, e, _step_number(n, i)) for i, (s, e, n) in enumerate(steps)], dtype=np.int64)
