@@ -2,12 +2,13 @@
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
 #   make test   set up, run `make check`, then run the test suite
 #   make check  ruff, then mypy (strict everywhere but the reference workloads)
+#   make fuzz   the fuzz tests with many more examples, then a hostile-input campaign (minutes)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install check demo test browser bench clean
+.PHONY: install check demo test browser bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +47,12 @@ test: $(STAMP) browser check
 bench: $(STAMP)
 	@ls bench/data/big/plugins/profile/*/*.xplane.pb >/dev/null 2>&1 || $(BIN)/python bench/make_big_profile.py
 	$(BIN)/python bench/run_inspect_vs_xprof.py --unprepared
+
+# The fuzz tests with many more examples (hypothesis profile "fuzz"), then a hostile-input campaign
+# through the CLI with a fresh seed (bench/hostile_campaign.py): minutes, not part of `make test`.
+fuzz: $(STAMP)
+	AUDIT_FUZZ=1 $(BIN)/pytest -q tests/test_fuzz_hostile.py tests/test_fuzz_inputs.py
+	$(BIN)/python bench/hostile_campaign.py --seed $$(date +%s) --per-family 25
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
