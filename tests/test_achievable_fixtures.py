@@ -144,3 +144,37 @@ def test_an_f32_gemm_fusion_is_priced_like_the_dot_it_wraps():
     assert costs["f"].gemm == (1, 512, 2048, 1024) and costs["f"].precision == "default"
     # Both on TF32 tensor cores (JAX's default), not the 7.4x slower true-f32 rate.
     assert fused.peak_flops_per_s == plain.peak_flops_per_s == hw.peak_flops["tf32"].value
+
+
+TWO_DOT_FUSION = """
+HloModule m
+
+%mlp (x: bf16[4096,4096], w1: bf16[4096,4096], w2: bf16[4096,4096]) -> bf16[4096,4096] {
+  %x = bf16[4096,4096]{1,0} parameter(0)
+  %w1 = bf16[4096,4096]{1,0} parameter(1)
+  %w2 = bf16[4096,4096]{1,0} parameter(2)
+  %h = bf16[4096,4096]{1,0} dot(%x, %w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %y = bf16[4096,4096]{1,0} dot(%h, %w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main {
+  %x = bf16[4096,4096]{1,0} parameter(0)
+  %w1 = bf16[4096,4096]{1,0} parameter(1)
+  %w2 = bf16[4096,4096]{1,0} parameter(2)
+  ROOT %f = bf16[4096,4096]{1,0} fusion(%x, %w1, %w2), kind=kOutput, calls=%mlp
+}
+"""
+
+
+def test_a_fusion_of_several_matmuls_runs_at_the_achievable_matmul_rate():
+    from audit.costmodel.achievable import achievable_time
+
+    cost = cost_module(parse_hlo_text(TWO_DOT_FUSION))["f"]
+    hw = CATALOG["tpu-v6e"]
+    exp = expect(cost, hw)
+    reach = achievable_time(cost, exp, hw)
+    assert cost.precision == "default" and cost.gemm is None  # two problems: no single tile shape
+    assert exp.bound_by == "compute" and hw.achievable is not None
+    rate = hw.achievable.matmul_flops_per_s["bf16"].value
+    assert reach.seconds == pytest.approx(cost.flops / rate, rel=1e-6)
+    assert "bf16 matmul" in reach.source

@@ -147,18 +147,22 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
 
 
 def _as_matmul(out: OpCost, comp: Computation, ctx: CostContext) -> OpCost:
-    """A fusion built around one dot (a Triton or cuBLAS GEMM fusion, a dot with its epilogue) runs
-    on the matrix units like the dot itself: the dot's precision and problem price it."""
+    """A fusion built around dots or convolutions (a Triton or cuBLAS GEMM fusion, a TPU matmul
+    fusion, a dot with its epilogue) runs on the matrix units like them: the first one's precision
+    prices it, and a single dot's problem (batch, M, N, K) sets its tile quantization."""
     convs = [i for i in comp.instructions if i.opcode == "convolution"]
     if len(convs) == 1 and len(convs[0].operands) >= 2 and (kernel := comp.get(convs[0].operands[1])) is not None:
         out = replace(out, convolution=convolution_problem(convs[0], kernel.shape, convs[0].shape))
-    dots = [i for i in comp.instructions if i.opcode == "dot"]
-    if len(dots) != 1:
+    contractions = [i for i in comp.instructions if i.opcode in ("dot", "convolution")]
+    if not contractions:
         return out
-    inner = dots[0]
-    shapes = [s for s in (comp.get(name) for name in inner.operands) if s is not None]
-    return replace(out, precision=asked_precision(inner),
-                   gemm=dot_problem(inner, [s.shape for s in shapes]) if len(shapes) == len(inner.operands) else None)
+    first = contractions[0]
+    gemm = None
+    if len(contractions) == 1 and first.opcode == "dot":
+        operands = [comp.get(name) for name in first.operands]
+        shapes = [o.shape for o in operands if o is not None]
+        gemm = dot_problem(first, shapes) if len(shapes) == len(operands) else None
+    return replace(out, precision=asked_precision(first), gemm=gemm)
 
 
 def _dominant_dtype(comp: Computation, instr: Instruction) -> str:
