@@ -82,7 +82,7 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
              sources: list[str]) -> float | None:
     if exp.compute_s is None or cost.flops is None:
         return exp.compute_s
-    if not (cost.precision or cost.gemm):
+    if not (cost.precision or cost.gemm or cost.convolution):
         return exp.compute_s  # vector work: no published achievable rate, priced at the peak
     mode = matmul_mode(hw, cost.dtype, cost.precision)
     key = mode.base if not mode.plain else _peak_key(hw, cost.dtype or "bf16")
@@ -90,7 +90,7 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
     if rate_q is None:
         return exp.compute_s
     rate = rate_q.value / mode.passes / max(hw.devices_per_chip, 1)
-    factor, how = shape_factor(cost.gemm, hw, ach)
+    factor, how = shape_factor(cost.gemm or implicit_gemm(cost.convolution), hw, ach)
     if how:
         notes.append(how)
     sources.append(f"{key} matmul {human(rate_q.value, 'FLOP/s')} ({_cite(rate_q)})")
@@ -177,6 +177,17 @@ def collective_seconds(comm: CollectiveTime, ach: Achievable) -> tuple[float, li
         sources.append(f"per-message latency {human(ach.collective_latency_s.value, 's')} "
                        f"({_cite(ach.collective_latency_s)})")
     return max(comm.time_s, bandwidth_s + latency_s), sources
+
+
+def implicit_gemm(conv: tuple[int, tuple[int, ...], int, int, tuple[int, ...]] | None,
+                  ) -> tuple[int, int, int, int] | None:
+    """The matmul a convolution runs as (implicit GEMM, how cuDNN and MIOpen lower it): M the
+    output positions of the batch, N the output channels, K the input channels times the taps."""
+    if conv is None:
+        return None
+    batch, spatial, in_channels, out_channels, kernel = conv
+    positions = batch * math.prod(spatial)
+    return 1, positions, out_channels, in_channels * math.prod(kernel)
 
 
 def shape_factor(gemm: tuple[int, int, int, int] | None, hw: Hardware, ach: Achievable) -> tuple[float, str]:

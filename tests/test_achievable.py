@@ -186,3 +186,14 @@ def test_calc_collective_shows_the_achievable_time(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["achievable_s"] >= out["time_s"] and "scale_up bus" in out["achievable_source"]
     assert "per-message latency" in out["achievable_source"] and "(catalog, measured)" in out["achievable_source"]
+
+
+def test_a_convolution_is_quantized_as_the_implicit_gemm_it_runs_as():
+    from audit.costmodel.achievable import implicit_gemm
+
+    # bf16[1,16,32,60,104] * [5120,16,1,2,2] -> [1,5120,34,31,53] (the MI300X conv3d capture's shape)
+    assert implicit_gemm((1, (34, 31, 53), 16, 5120, (1, 2, 2))) == (1, 34 * 31 * 53, 5120, 64)
+    assert implicit_gemm(None) is None
+    hw = CATALOG["mi300x"]
+    small, why = shape_factor(implicit_gemm((1, (7, 7), 64, 64, (3, 3))), hw, hw.achievable)
+    assert small > 2 and "compute units" in why  # 49 output positions cannot fill 304 CUs
