@@ -103,6 +103,18 @@ def test_diff_of_one_run_a_side_is_never_a_regression_on_timing_alone(report: au
         audit.diff(report, report, fail_on=-1)
 
 
+def test_diff_lists_the_ops_whose_program_changed(report: audit.Report) -> None:
+    doc = report.to_json()
+    head = json.loads(json.dumps(doc))
+    op = max((o for o in head["ops"] if o.get("flops")), key=lambda o: o["flops"])
+    op["flops"] *= 2
+    result = audit.diff(doc, head, fail_on_flops=True)
+    changed = result.changed_ops()
+    assert list(changed["name"]) == [op["name"]]
+    assert float(changed["flops.head"].iloc[0]) == pytest.approx(2 * float(changed["flops.base"].iloc[0]))
+    assert result.regression and any("FLOPs" in t for t in result.tripped)
+
+
 def test_inspect_options_are_checked(report: audit.Report) -> None:
     with pytest.raises(UsageError):
         audit.inspect(shared_fixture("gpu-mi300x/gemm.xplane.pb"), min_efficiency=2.0)
