@@ -198,8 +198,16 @@ def _step_on_every_device(steps: pd.DataFrame, events: pd.DataFrame, device: int
     nth = pd.DataFrame(ordered.groupby("device", sort=False).nth(position))
     windows = pd.DataFrame({"device": nth["device"], "step": nth["step"], "window_start_ps": nth["start_ps"],
                             "window_end_ps": nth["end_ps"]})
-    merged = events[["device", "op", "program_id", "start_ps", "dur_ps", "occurrences"]].merge(windows, on="device")
-    inside = merged[(merged["start_ps"] >= merged["window_start_ps"]) & (merged["start_ps"] < merged["window_end_ps"])]
+    # Each event's own device window, looked up by device id: no merge of the whole event table.
+    on = events["device"].to_numpy(np.int64)
+    size = int(max(on.max(initial=0), windows["device"].max()) + 1)
+    lo, hi = np.zeros(size, np.int64), np.zeros(size, np.int64)
+    lo[windows["device"].to_numpy(np.int64)] = windows["window_start_ps"].to_numpy(np.int64)
+    hi[windows["device"].to_numpy(np.int64)] = windows["window_end_ps"].to_numpy(np.int64)
+    start = events["start_ps"].to_numpy(np.int64)
+    keep = (start >= lo[on]) & (start < hi[on])
+    inside = events.loc[keep, ["device", "op", "program_id", "start_ps", "dur_ps", "occurrences"]].merge(
+        windows, on="device")
     inside = inside.sort_values(["device", "start_ps"]).groupby("device", sort=True).head(TRACE_EVENTS)
     return pd.DataFrame({name: inside[name].to_numpy(np.int64) for name in _TRACE_INTS} | {
         "op": inside["op"].astype(str).to_numpy(), "program_id": inside["program_id"].to_numpy()})
