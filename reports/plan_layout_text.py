@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import nbytes, seconds
+from ..costmodel.units import nbytes, percent, seconds
 
 _MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "working")
 
@@ -18,7 +18,7 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     fit = "fits" if r["fits"] else "does NOT fit"
     lines = [f"{heading} {label}: {fit} ({nbytes(mem['total'])} of {nbytes(r['hbm_bytes'])} HBM per chip); "
              f"step >= {seconds(step['total'])} (model estimate at peak FLOP/s), MFU <= "
-             f"{100 * r['mfu_upper_bound']:.0f}%, <= {r['tokens_per_s']:.3g} tokens/s"]
+             f"{percent(r['mfu_upper_bound'])}, <= {r['tokens_per_s']:.3g} tokens/s"]
     parts = ", ".join(f"{k} {nbytes(mem[k])}" for k in _MEMORY_PARTS)
     lines.append(f"  memory per chip [model]: {parts} ({sched['in_flight_microbatches']:g} microbatch(es) of "
                  f"{r['tokens_per_microbatch']:.0f} tokens in flight; working = one layer's intermediates + logits)")
@@ -29,10 +29,10 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     ach = r.get("step_time_achievable_s")
     if ach:
         lines.append(f"  at achievable rates (estimate: {', '.join(ach['figures'])}): step ~ "
-                     f"{seconds(ach['total'])}, MFU ~ {100 * r['mfu_at_achievable']:.0f}%")
+                     f"{seconds(ach['total'])}, MFU ~ {percent(r['mfu_at_achievable'])}")
     if sched["name"] != "none":
         lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "
-                     f"{100 * sched['bubble_fraction']:.1f}% of the work")
+                     f"{percent(sched['bubble_fraction'])} of the work")
     if r.get("experts_per_chip"):
         lines.append(f"  experts: {r['experts_per_chip']} routed experts per chip")
     lines += [f"  note: {note}" for note in r.get("notes", [])]
@@ -50,7 +50,7 @@ def search_lines(found: dict[str, Any]) -> list[str]:
         return lines + [f"  {found['why']}"]
     levels = found["best"]["levels"]
     fast, slow = levels["fast"][:8], levels["slow"][:10]
-    lines.append(f"  {'#':>2} {'layout':<50}{'step':>9}{'compute':>9}{fast:>9}{slow:>11}{'bubble':>9}{'MFU<=':>6}"
+    lines.append(f"  {'#':>2} {'layout':<50}{'step':>9}{'compute':>9}{fast:>9}{slow:>11}{'bubble':>9}{'MFU<=':>7}"
                  f"{'weights+opt':>12}{'activ.':>9}")
     for i, r in enumerate(found["layouts"], 1):
         s, m = r["step_time_s"], r["memory_per_chip_bytes"]
@@ -58,7 +58,7 @@ def search_lines(found: dict[str, Any]) -> list[str]:
         state = m["params"] + m["grads"] + m["optimizer"]
         lines.append(f"  {i:>2} {r['layout']['label']:<50}{seconds(s['total']):>9}{seconds(s['compute']):>9}"
                      f"{seconds(by_level.get(levels['fast'], 0.0)):>9}{seconds(by_level.get(levels['slow'], 0.0)):>11}"
-                     f"{seconds(s['bubble']):>9}{100 * r['mfu_upper_bound']:>5.0f}%"
+                     f"{seconds(s['bubble']):>9}{percent(r['mfu_upper_bound']):>7}"
                      f"{nbytes(state):>12}{nbytes(m['activations'] + m['working']):>9}")
     lines += layout_lines(found["best"], "best layout")
     lines.append(f"  why: {found['why']}")

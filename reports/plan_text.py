@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import nbytes, seconds
+from ..costmodel.units import nbytes, percent, seconds, share
 from .plan_layout_text import (disaggregated_lines, layout_lines, search_lines, serve_layout_lines,
                                serve_search_lines)
 
@@ -17,7 +17,7 @@ def model_text(r: dict[str, Any]) -> list[str]:
     p = r["params"]
     act = r["activation_bytes_per_token"]
     lines = [f"model {r['config']['name']}: {_g(p['total'])} parameters ({_g(p['active'])} active per token)"]
-    lines += [f"  {k:<11}{_g(p[k]):>10}  {100 * p[k] / p['total']:5.1f}%" for k in ("attention", "mlp", "embeddings", "norms")]
+    lines += [f"  {k:<11}{_g(p[k]):>10}  {share(p[k], p['total']):>6}" for k in ("attention", "mlp", "embeddings", "norms")]
     lines += [f"FLOPs per token at seq {r['seq']}: forward {_g(r['forward_flops_per_token'])} FLOP, "
               f"training {_g(r['training_flops_per_token'])} FLOP (6N = {_g(r['six_n_flops_per_token'])})",
               f"attention FLOPs overtake the matmuls beyond seq {r['attention_crossover_seq']:.0f} tokens",
@@ -32,7 +32,7 @@ def train_text(r: dict[str, Any]) -> list[str]:
     lines = [f"train {r['model']['name']} on {s['chips']} x {r['hardware']['name']}: "
              f"{_g(s['tokens'])} tokens, {_g(s['batch_tokens'])} tokens per batch",
              f"total {_g(r['total_flops'])} FLOP; {r['time_s'] / 86400:.1f} days ({seconds(r['time_s'])}) "
-             f"at {100 * s['mfu']:.0f}% MFU",
+             f"at {percent(s['mfu'])} MFU",
              f"memory: params {nbytes(m['params'])}, optimizer {nbytes(m['optimizer'])}, activations "
              f"{nbytes(m['activations'])} = {nbytes(m['total'])}; at least {r['min_chips_by_memory']} chips",
              f"{'strategy':<9}{'degrees':<26}{'T_math/T_comms':>15}{'crit. tok/chip':>15}{'mem/chip':>11}  bound"]
@@ -73,7 +73,7 @@ def serve_text(r: dict[str, Any]) -> list[str]:
             lines.append(f"  {mp['degree_note']}")
     if r["prefill"]:
         p = r["prefill"]
-        lines.append(f"prefill {p['tokens']} tokens at {100 * s['mfu']:.0f}% MFU: {seconds(p['time_s'])} "
+        lines.append(f"prefill {p['tokens']} tokens at {percent(s['mfu'])} MFU: {seconds(p['time_s'])} "
                      f"(matmuls alone {seconds(p['matmul_s'])})")
     lines.append(f"{'batch':>6}{'memory':>11}{'step':>11}{'tokens/s':>11}{'tok/s/chip':>12}  bound")
     for row in r["latency_table"]:

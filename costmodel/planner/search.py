@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from ..chips.hardware import Hardware
+from ..units import nbytes, seconds
 from .hierarchy import fast_domain
 from .layout import Layout
 from .layout_step import RunSpec, divisors, evaluate_layout
@@ -101,10 +102,10 @@ def compare(best: dict[str, Any], other: dict[str, Any]) -> str:
     """How `best` differs from `other` in step time, by the parts that differ most."""
     mine, theirs = _parts(best), _parts(other)
     diffs = sorted(((theirs.get(k, 0.0) - mine.get(k, 0.0), k) for k in set(mine) | set(theirs)), reverse=True)
-    gains = [f"{k} {_ms(theirs.get(k, 0.0))} -> {_ms(mine.get(k, 0.0))}" for d, k in diffs if d > 0][:2]
-    losses = [f"{k} {_ms(theirs.get(k, 0.0))} -> {_ms(mine.get(k, 0.0))}" for d, k in reversed(diffs) if d < 0][:1]
+    gains = [f"{k} {seconds(theirs.get(k, 0.0))} -> {seconds(mine.get(k, 0.0))}" for d, k in diffs if d > 0][:2]
+    losses = [f"{k} {seconds(theirs.get(k, 0.0))} -> {seconds(mine.get(k, 0.0))}" for d, k in reversed(diffs) if d < 0][:1]
     delta = other["step_time_s"]["total"] - best["step_time_s"]["total"]
-    return (f"{best['layout']['label']} is {_ms(abs(delta))} per step {'faster' if delta >= 0 else 'slower'} "
+    return (f"{best['layout']['label']} is {seconds(abs(delta))} per step {'faster' if delta >= 0 else 'slower'} "
             f"than {other['layout']['label']}: " + (", ".join(gains) or "less of everything")
             + (f"; but {losses[0]}" if losses else ""))
 
@@ -122,9 +123,6 @@ def explain(ranked: list[dict[str, Any]]) -> str:
     return compare(best, other)
 
 
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.0f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} us"
-
 
 def _nothing_fits(smallest: dict[str, Any] | None, run: RunSpec) -> str:
     if smallest is None:
@@ -133,5 +131,5 @@ def _nothing_fits(smallest: dict[str, Any] | None, run: RunSpec) -> str:
     have = smallest["hbm_bytes"]
     more = math.ceil(run.chips * need / have) if have else run.chips
     return (f"nothing fits, even with the most microbatches: the smallest footprint, "
-            f"{smallest['layout']['label']}, needs {need / 1e9:.1f} GB per chip of {have / 1e9:.0f} GB; "
+            f"{smallest['layout']['label']}, needs {nbytes(need)} per chip of {nbytes(have)}; "
             f"about {more} chips, fewer checkpoints per layer, or a smaller batch per step")
