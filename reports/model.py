@@ -153,7 +153,7 @@ def time_by_bound_share(s: Summary) -> dict[str, float]:
     return {kind: t / total for kind, t in parts} if total > 0 else {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # frames do not compare as one truth value
 class DeviceSteps:
     """One representative step on every device, as the trace recorded it [trace]: what the
     trace-viewer export draws. In memory only; the JSON report keeps the one-strip `timeline`."""
@@ -177,7 +177,7 @@ class Report:
     timeline: Sequence[Mapping[str, Any]]  # one representative step per device class
     warnings: tuple[str, ...] = ()
     parts: Mapping[PartName, PartValue] = field(default_factory=dict)
-    device_steps: DeviceSteps | None = None  # measured reports read from a profile; not in the JSON
+    device_steps: DeviceSteps | None = field(default=None, compare=False)  # measured from a profile; not in the JSON
 
     @property
     def predicted(self) -> bool:
