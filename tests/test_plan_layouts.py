@@ -287,3 +287,27 @@ def test_hybrid_sharding_keeps_weight_gathers_inside_each_replica():
     assert hybrid["memory_per_chip_bytes"]["params"] > full["memory_per_chip_bytes"]["params"]
     bad = evaluate_layout(cfg, run, lookup("h100"), parse_layout("dp=64,zero=3,replicas=5", 64))
     assert not bad["valid"] and "replicas=5" in bad["problems"][0]
+
+
+def test_the_readme_interleaved_llama_layout_rounds_the_batch_to_what_the_schedule_splits(capsys):
+    """The README's example: Meta's layout with interleaved 1F1B on 16e6-token batches. The nearest
+    split is 15 sequences per replica, which no multiple of pp=16 divides; 16 each (16.8e6 tokens,
+    +4.9%, within the 5% a layout may round) runs, and the note says so."""
+    args = ["plan", "train", "--model", "llama3-405b", "--tokens", "15.6e12", "--batch-tokens", "16e6", "--seq",
+            "8192", "--hardware", "h100", "--chips", "16384", "--layout", "tp=8,pp=16,schedule=interleaved,v=2",
+            "--json", "-"]
+    assert main(args) == 0
+    lay = json.loads(capsys.readouterr().out)["layout"]
+    assert lay["valid"] and lay["fits"], lay.get("problems")
+    assert lay["sequences_per_replica"] == 16 and lay["microbatches"] % 16 == 0
+    assert lay["batch_tokens"] == 2048 * 8192 and "batch rounded to 16 x dp=128" in lay["notes"][0]
+
+
+def test_a_stated_microbatch_count_moves_the_rounding_too():
+    """`m=16` on a batch whose nearest split is 15 per replica takes 16 (within the slack), not an error;
+    a count no split within the slack allows stays an error naming it."""
+    run = RunSpec(batch_tokens=16e6, seq=8192, chips=16384)
+    ok = evaluate_layout(LLAMA_405B, run, lookup("h100"), parse_layout("tp=8,pp=16,m=16", 16384))
+    assert ok["valid"] and ok["sequences_per_replica"] == 16
+    bad = evaluate_layout(LLAMA_405B, run, lookup("h100"), parse_layout("tp=8,pp=16,m=7", 16384))
+    assert not bad["valid"] and "7 microbatches do not split the 15 sequences" in bad["problems"][0]

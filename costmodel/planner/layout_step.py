@@ -112,10 +112,31 @@ def _microbatch_choices(layout: Layout, per_replica: int, layers: int) -> list[i
     return options or [per_replica]
 
 
+def _splits(layout: Layout, per_replica: int, layers: int) -> bool:
+    """Whether `per_replica` sequences split into microbatches the layout's schedule can run."""
+    m = layout.microbatches
+    if m:
+        return per_replica % m == 0 and not schedule_problem(layout, m, layers)
+    return any(not schedule_problem(layout, k, layers) for k in divisors(per_replica))
+
+
+def replica_sequences(run: RunSpec, layout: Layout, layers: int) -> int | None:
+    """Sequences per replica: the batch rounded to a multiple of dp, moved (still within
+    BATCH_SLACK of the batch, nearest first) to a count the pipeline schedule can split when the
+    nearest cannot: 16e6 tokens of 8k sequences on dp=128 are 15 each, 16 for interleaved pp=16."""
+    nearest = run.per_replica(layout.dp)
+    if nearest is None or _splits(layout, nearest, layers):
+        return nearest
+    lo = max(1, math.ceil(run.sequences * (1 - BATCH_SLACK) / layout.dp))
+    hi = math.floor(run.sequences * (1 + BATCH_SLACK) / layout.dp)
+    near_first = sorted(range(lo, hi + 1), key=lambda n: (abs(n * layout.dp - run.sequences), n))
+    return next((n for n in near_first if _splits(layout, n, layers)), nearest)
+
+
 def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float) -> int:
     """A pipeline takes the most microbatches (smallest bubble and footprint); without one, the
     fewest gradient-accumulation steps that fit in `hbm` bytes (else the most)."""
-    per_replica = run.per_replica(layout.dp) or 1
+    per_replica = replica_sequences(run, layout, cfg.layers) or 1
     options = _microbatch_choices(layout, per_replica, cfg.layers)
     if layout.pp > 1:
         return options[-1]
@@ -216,9 +237,9 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     peak = hw.peak(run.compute_dtype).value
     if issues:
         return {"layout": layout.to_json(), "valid": False, "problems": issues, "fits": False}
+    per_replica = replica_sequences(run, layout, cfg.layers) or 1
     m = layout.microbatches or pick_microbatches(cfg, run, layout, hbm)
     layout = layout.with_microbatches(m)
-    per_replica = run.per_replica(layout.dp) or 1
     requested = run.batch_tokens
     run = replace(run, batch_tokens=float(per_replica * layout.dp * run.seq))
     sched_issue = schedule_problem(layout, m, cfg.layers)
