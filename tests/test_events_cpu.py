@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from audit.parsers.profile import load_profile
@@ -287,3 +288,18 @@ def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path]) -> None:
     with pytest.raises(InputError, match=f"line {busiest} of a plane is truncated") as err:
         events_cpu._scan_compiled(plane)
     assert str(path) in str(err.value)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.integers(0, 20)), max_size=60),
+       st.booleans())
+def test_nesting_order_is_the_three_key_sort(events, time_ordered):
+    """The stable group sort taken for time-ordered lines gives the order of the full three-key sort."""
+    from audit.parsers.events import _nesting_order
+
+    if time_ordered:
+        events = sorted(events, key=lambda e: (e[1], -e[2]))
+    group, start, dur = (np.array([e[i] for e in events], dtype=np.int64) for i in range(3))
+    got = _nesting_order(group, start, dur)
+    want = np.lexsort((-dur, start, group))
+    assert [tuple(x) for x in np.stack([group, start, -dur])[:, got].T] == \
+        [tuple(x) for x in np.stack([group, start, -dur])[:, want].T]
