@@ -46,6 +46,15 @@ def test_the_profile_shows_one_collective_permute_per_tick_forward_and_backward(
     assert rows["pipeline stages"]["plan"] == rows["pipeline stages"]["measured"] == STAGES
 
 
+def test_the_plan_and_the_model_count_the_same_bytes_sent_per_device(report):
+    """Both count what each device sends: 2 (M + S - 2) permutes of one microbatch's activations
+    (f32[batch / M, seq, d_model]); the host's read-and-write copy of them is not communication."""
+    cfg = report["source"]["config"]
+    microbatch = cfg["batch"] // MICROBATCHES * cfg["seq"] * cfg["d_model"] * 4
+    row = _rows(report)["communicated bytes per device"]
+    assert row["plan"] == pytest.approx(row["model"]) == 2 * (MICROBATCHES + STAGES - 2) * microbatch
+
+
 def test_the_bubble_is_shown_as_idle_time_next_to_the_plan(report):
     bubble = _rows(report)["pipeline bubble (idle per device)"]
     step = report["summary"]["step_time_s"]["median"]

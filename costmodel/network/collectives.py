@@ -223,8 +223,8 @@ def _wrap_note(axis: AxisSpan, hw: Hardware) -> str:
 # --- GPU NVLink / DCN rings, CPU host ------------------------------------------------------
 
 
-def _ring_bytes(name: str, volume: float, n: int) -> float:
-    """Bytes each device sends in a ring (or switch) algorithm."""
+def bytes_sent(name: str, volume: float, n: int) -> float:
+    """Bytes each device sends in a ring (or switch) algorithm: what an op's `comm_bytes` counts."""
     if name in ("collective-permute", "collective-broadcast"):
         return volume
     share = volume * (n - 1) / n
@@ -244,13 +244,13 @@ def _ring(name: str, volume: float, placement: GroupPlacement, hw: Hardware, lin
     steps = 1 if name in ("all-to-all", "collective-permute") else n - 1
     if name == "all-reduce":
         steps *= 2
-    return _finish(name, volume, _ring_bytes(name, volume, n), bandwidth, steps, placement, hw, link,
+    return _finish(name, volume, bytes_sent(name, volume, n), bandwidth, steps, placement, hw, link,
                    wraparound=None, axes=(), notes=notes)
 
 
 def _host_copy(name: str, volume: float, placement: GroupPlacement, hw: Hardware) -> CollectiveTime:
     bandwidth = _need(hw.hbm_bytes_per_s, "memory bandwidth", hw)
-    moved = 2 * _ring_bytes(name, volume, placement.group_size)  # read and write each byte
+    moved = 2 * bytes_sent(name, volume, placement.group_size)  # read and write each byte
     where = ("simulated devices on one host" if placement.kind == "host"
              else "cores of one chip")
     return _finish(name, volume, moved, bandwidth, 0, placement, hw, "memory", wraparound=None,

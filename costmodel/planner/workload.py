@@ -15,7 +15,7 @@ import math
 
 from ...errors import InputError
 from ..chips.hardware import Hardware
-from ..network.collectives import collective_time
+from ..network.collectives import bytes_sent, collective_time
 from .chip_numbers import chip_numbers
 from ..network.mesh_layout import mesh_group, parse_mesh
 from .transformer import (ModelConfig, dtype_bytes, forward_flops_per_token, kv_bytes_per_token,
@@ -106,9 +106,11 @@ def _collective_seconds(todo: list[tuple[str, float, int, str]], mesh: dict[str,
         axes = data_axes if which == "data" else tensor_axes
         if not axes:
             continue
-        t = collective_time(name, volume, mesh_group(mesh, axes, hw), hw)
+        group = mesh_group(mesh, axes, hw)
+        t = collective_time(name, volume, group, hw)
         total_s += count * t.time_s
-        total_bytes += count * t.bytes_moved
+        # what each device sends, as the cost model counts an op's bytes (not the links' or memory's traffic)
+        total_bytes += count * bytes_sent(name, volume, group.group_size)
         rows.append({"kind": name, "bytes": volume, "count": count, "axes": axes, "time_s": t.time_s,
                      "bound_by": t.bound_by, "link": t.link})
     return total_s, total_bytes, rows
