@@ -57,6 +57,21 @@ def test_an_edited_file_is_used_and_its_figures_are_user(tmp_path, capsys):
     assert all(ours[n] >= theirs[n] * (1 - 1e-9) for n in memory)
 
 
+def test_a_file_keeps_its_estimates_marked_after_one_figure_is_edited(tmp_path, capsys):
+    path = tmp_path / "my.toml"
+    assert main(["hardware", "show", "h100", "--toml", str(path)]) == 0
+    path.write_text(path.read_text().replace("value = 3.35e12", "value = 2.9e12"))
+    report = _inspect(capsys, "--hardware", f"{path}:2x2")
+    hw = report["hardware"]
+    # The starting file says which figures are guesses; editing the HBM rate does not make them facts.
+    assert "interconnect.dcn_bytes_per_s" in hw["estimates"] and "caches.L2.bytes_per_s" in hw["estimates"]
+    assert "hbm_bytes_per_s" not in hw["estimates"]
+    for fmt in ("terminal", "markdown", "html"):
+        assert "user, estimate" in render(report, fmt), fmt
+    cross = [c for c in report["collectives"] if c["link"] == "dcn" and c["bound_by"] == "collective"]
+    assert cross and all("--set scale_out_bytes_per_s=" in c["note"] for c in cross)
+
+
 def test_set_changes_one_figure_for_one_run_and_marks_it_user(capsys):
     report = _inspect(capsys, "--hardware", "h100:2x2", "--set", "scale_out_bytes_per_s=12.5e9",
                       "--set", "peak_flops_per_s.bf16=8e14")

@@ -258,8 +258,9 @@ class Hardware:
         return dict(_walk_quantities(self, ""))
 
     def estimates(self) -> list[str]:
-        """The `quantities` keys of catalog figures that are estimates, not published or measured."""
-        return [k for k, q in self.quantities().items() if q.estimate and q.source != "user"]
+        """The `quantities` keys of figures that are estimates, not published or measured: the
+        catalog's, and a hardware file's that its author marked so (a `--set` value states no kind)."""
+        return [k for k, q in self.quantities().items() if q.estimate]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

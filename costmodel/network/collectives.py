@@ -109,8 +109,9 @@ def collective_time(kind: str, volume_bytes: float, placement: GroupPlacement, h
 
 
 def _on_estimate(result: CollectiveTime, hw: Hardware) -> CollectiveTime:
-    """Say so when the term that decides the time was priced on a catalog estimate, and which
-    `--set` key states the user's own figure (a guess must look like one)."""
+    """Say so when the term that decides the time was priced on an estimate (the catalog's, or one
+    a hardware file marks so), and which `--set` key states the user's own figure (a guess must
+    look like one)."""
     ic = hw.interconnect
     if result.bound_by == "latency":
         key, q, what = "collective_latency_s", ic.collective_latency_s, "collective latency"
@@ -118,7 +119,7 @@ def _on_estimate(result: CollectiveTime, hw: Hardware) -> CollectiveTime:
         key, q, what = "scale_out_bytes_per_s", ic.dcn_bytes_per_s, f"{ic.scale_out_name} bandwidth"
     else:
         key, q, what = "scale_up_bytes_per_s", ic.link_bytes_per_s, f"{ic.link_name} bandwidth"
-    if q is None or not q.estimate or q.source == "user":
+    if q is None or not q.estimate:
         return result
     value = f"{q.value:.3g} {q.unit}"
     note = (f"priced on an estimate: the {what} ({value} per device, {q.note or 'catalog'}) decides this time; "
