@@ -84,6 +84,8 @@ def _line_of(text: str, needle: str) -> int:
     (lambda t: t.replace("links_per_axis = 1", "links_per_axis = 1.5"), "interconnect.links_per_axis",
      ["expected an integer"]),
     (lambda t: t.replace('name = "L2"', 'name = "L2"\nsize = 3'), "caches[0].size", ["unknown key"]),
+    (lambda t: t.replace("hbm_bytes_per_s = { value = 3.35e12", "hbm_bytes_per_s = { value = 0"),
+     "hbm_bytes_per_s.value", ["number > 0 for a figure in B/s"]),
 ])
 def test_bad_values_name_file_key_and_line(tmp_path, edit, key, words):
     text = edit(_h100_text())

@@ -171,6 +171,10 @@ def test_bad_hardware_file_on_the_command_line_exits_2(tmp_path, capsys):
     (["--set", "node_gpus=2.5"], ["whole number"]),
     (["--set", "hbm_bytes_per_s"], ["is not KEY=VALUE"]),
     (["--set", "hbm_bytes_per_s=-1"], ["finite number >= 0"]),
+    # A rate of zero would divide every op's time by zero: refused, not an internal error.
+    (["--set", "peak_flops.bf16=0"], ["number > 0 for a figure in FLOP/s"]),
+    (["--set", "caches.L2.bytes_per_s=0"], ["number > 0 for a figure in B/s"]),
+    (["--set", "achievable.compute_units=0"], ["number > 0"]),
 ])
 def test_bad_set_is_one_line_and_exit_2(capsys, args, words):
     assert main(["calc", "matmul", "--m", "8", "--k", "8", "--n", "8", "--hardware", "h100", *args]) == 2

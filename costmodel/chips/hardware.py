@@ -28,6 +28,11 @@ class Quantity:
         """An inferred figure rather than a published or measured one: reports say so."""
         return self.kind == "estimate"
 
+    @property
+    def may_be_zero(self) -> bool:
+        """A time or a size can be zero; a rate or a count of units cannot (every op would take forever)."""
+        return self.unit in ("s", "B")
+
     def to_json(self) -> dict[str, Any]:
         out = {"value": _finite(self.value), "unit": self.unit, "source": self.source}
         if self.note:

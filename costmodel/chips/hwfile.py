@@ -201,7 +201,10 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
         raise ctx.error(_join(key, "kind"), f"kind {kind!r} is not one of {', '.join(KINDS)}")
     unit = _expect(table["unit"], str, _join(key, "unit"), ctx)
     note = _expect(table.get("source", ""), str, _join(key, "source"), ctx)
-    return Quantity(value, unit, provenance, note, kind)
+    quantity = Quantity(value, unit, provenance, note, kind)
+    if value == 0 and not quantity.may_be_zero:
+        raise ctx.error(_join(key, "value"), f"expected a number > 0 for a figure in {unit}, got 0")
+    return quantity
 
 
 # --- writing ----------------------------------------------------------------------------------

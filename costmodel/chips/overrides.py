@@ -162,6 +162,8 @@ def _set(hw: Hardware, path: str, key: str, text: str, leaf: Any) -> tuple[Hardw
         unit = old.unit if isinstance(old, Quantity) else _unit(path)
         was = f"was {old.value:.4g} {old.unit} [{old.source}]" if isinstance(old, Quantity) else "not stated before"
         new = Quantity(value, unit, "user", f"--set {key}={text} ({was})")
+        if value == 0 and not new.may_be_zero:
+            raise UsageError(f"--set {key}={text}: expected a number > 0 for a figure in {unit}")
     return _put(hw, parts, new), f"{path} = {text} from --set ({was})"
 
 
