@@ -195,7 +195,7 @@ class _State:
         from .events import self_times
 
         def cat(name: str, dtype: Any) -> np.ndarray:
-            parts = self.parts[name]
+            parts = self.parts.pop(name, [])  # each line's pieces freed as its column is built
             return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
         device, start, dur = cat("device", np.int64), cat("start", np.int64), cat("dur", np.int64)

@@ -95,9 +95,8 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
     if nsys is not None:
         host, protos = nsys
     else:
-        data = files.read_bytes(path)
-        host, protos = read_host(path, data=data, decode_hlo=False)
-        del data
+        # Not bound to a name here: read_host drops the file's bytes once decoded (they are copied).
+        host, protos = read_host(path, data=files.read_bytes(path), decode_hlo=False)
     events = host.events
     programs, hlo = {}, {}
     for pid, proto in protos.items():
