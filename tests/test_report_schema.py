@@ -177,3 +177,20 @@ def test_a_diff_of_250000_steps_a_side_compares(reports):
     assert diff["measured"]["base_steps"] == 250_000
     lo, hi = diff["measured"]["interval"]  # 30% slower; one run a side widens it by the run-to-run floor
     assert 0.1 < lo < 0.3 < hi
+
+
+OLD_REPORTS = sorted((Path(__file__).parent / "data" / "reports").glob("*-10daea0.json"))
+
+
+@pytest.mark.parametrize("old", OLD_REPORTS, ids=lambda p: p.name)
+def test_reports_written_by_an_earlier_version_still_read_and_compare(old, reports, tmp_path, capsys):
+    """Written by commit 10daea0 (21 Nov 2026) from the same captures, before fields were added."""
+    assert read_report(old)["schema"] == "audit.report/v1"
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(reports["gemm" if old.name.startswith("gemm") else "conv8"]))
+    assert main(["diff", str(old), str(new), "-q"]) in (ExitCode.OK, ExitCode.GATE)
+    assert capsys.readouterr().err.count("\n") <= 1
+
+
+def test_there_are_old_reports_to_check():
+    assert len(OLD_REPORTS) == 2, "tests/data/reports lost the reports an earlier version wrote"
