@@ -120,8 +120,9 @@ _OP_BY_HAND: Mapping[str, JSON] = {
     "exposed_s": _nullable(_number()), "hidden_s": _nullable(_number()), "window_compute_s": _nullable(_number()),
     "per_device": _array(_object(DeviceTime)),
     "measured_s_median": _nullable(_number()), "straggler_ratio": _nullable(_number()),
-    "per_host": {"type": "object", "additionalProperties": _open({"measured_s": _number(),
-                                                                  "measured_s_max": _number()})},
+    "per_host": {"type": "object", "additionalProperties": {
+        **_open({"measured_s": _number(), "measured_s_max": _number()}),
+        "required": ["measured_s", "measured_s_max"]}},
 }
 _SUMMARY_BY_HAND: Mapping[str, JSON] = {
     "overlap_model": {"type": "string"},

@@ -194,3 +194,18 @@ def test_reports_written_by_an_earlier_version_still_read_and_compare(old, repor
 
 def test_there_are_old_reports_to_check():
     assert len(OLD_REPORTS) == 2, "tests/data/reports lost the reports an earlier version wrote"
+
+
+def test_a_report_with_fields_added_inside_per_device_rows_loads_in_the_library(reports, tmp_path):
+    """Objects are open: a newer writer's extra field inside a nested row does not break `audit.load`."""
+    from audit.library import load
+
+    doc = json.loads(json.dumps(reports["conv8"]))
+    rows = [o for o in doc["ops"] if o.get("per_device")]
+    assert rows, "the 8-GPU capture's ops carry per-device rows"
+    for row in rows:
+        for entry in row["per_device"]:
+            entry["a_field_from_the_future"] = 1
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    assert len(load(path).model.ops) == len(doc["ops"])

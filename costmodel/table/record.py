@@ -182,12 +182,23 @@ class OpRecord:
             overlapped=entry.get("overlapped"),
             overlap=(Overlap(entry["exposed_s"], entry.get("hidden_s") or 0.0, entry.get("window_compute_s"))
                      if entry.get("exposed_s") is not None else None),
-            per_device=(tuple(DeviceTime(**d) for d in per_device) if per_device is not None else None),
+            per_device=_device_times(per_device),
             spread=(Spread(entry["measured_s_median"], entry.get("straggler_ratio"),
                            {h: (v["measured_s"], v["measured_s_max"]) for h, v in per_host.items()}
                            if per_host is not None else None)
                     if entry.get("measured_s_median") is not None else None),
         )
+
+
+def _device_times(entries: Any) -> tuple[DeviceTime, ...] | None:
+    """`per_device` read back: the fields DeviceTime has (a newer writer may add more); None when an
+    entry lacks one of them."""
+    if entries is None:
+        return None
+    names = [f.name for f in fields(DeviceTime)]
+    if not all(isinstance(e, Mapping) and all(n in e for n in names) for e in entries):
+        return None
+    return tuple(DeviceTime(**{n: e[n] for n in names}) for e in entries)
 
 
 # Fields serialised by hand in to_json (nested records, or tuples that JSON writes as lists).
