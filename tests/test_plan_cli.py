@@ -131,3 +131,16 @@ def test_nothing_fits_says_how_many_chips(capsys):
                  "--hardware", "tpu-v5e:4x4")
     assert r["recommendation"]["strategy"] is None
     assert str(r["min_chips_by_memory"]) in r["recommendation"]["reason"]
+
+
+def test_the_two_recommendations_say_whose_each_is(capsys):
+    """The README's llama3-70b example: the closed forms pick fsdp+tp, the layout search a pipeline.
+    One output never gives two bare recommendations; the line names the closed forms and the search."""
+    code = main(["plan", "train", "--model", "llama3-70b", "--tokens", "15e12", "--batch-tokens", "4e6",
+                 "--hardware", "tpu-v5p", "--chips", "8960"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("recommendation:"))
+    best = next(x for x in out.splitlines() if x.startswith("best layout "))
+    assert "the book's closed forms" in line and "fsdp+tp" in line
+    assert f"the layout search, which weighs those too, finds {best.split()[2].rstrip(':')}" in line

@@ -311,3 +311,9 @@ def test_a_stated_microbatch_count_moves_the_rounding_too():
     assert ok["valid"] and ok["sequences_per_replica"] == 16
     bad = evaluate_layout(LLAMA_405B, run, lookup("h100"), parse_layout("tp=8,pp=16,m=7", 16384))
     assert not bad["valid"] and "7 microbatches do not split the 15 sequences" in bad["problems"][0]
+
+
+def test_a_layout_on_the_wrong_number_of_chips_is_named_as_written():
+    """`dp=1` on 16,384 chips: the error quotes the layout the user gave (its label drops axes of one)."""
+    with pytest.raises(UsageError, match=r"layout 'dp=1' uses 1 chip but the run has 16384"):
+        parse_layout("dp=1", 16384)

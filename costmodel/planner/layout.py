@@ -110,6 +110,6 @@ def parse_layout(text: str, chips: int | None = None) -> Layout:
             raise UsageError(f"layout {text!r}: tp x pp x cp = {rest} does not divide {chips} chips")
         layout = replace(layout, dp=chips // rest)
     if chips is not None and layout.chips != chips:
-        raise UsageError(f"layout {layout.label()} uses {layout.chips} chips but the run has {chips}",
+        raise UsageError(f"layout {text!r} uses {layout.chips} chip{'s' if layout.chips > 1 else ''} but the run has {chips}",
                          hint="dp x tp x pp x cp must equal --chips")
     return layout

@@ -165,6 +165,11 @@ def with_layouts(recommendation: dict[str, Any], found: dict[str, Any]) -> dict[
     if best is not None and recommendation["strategy"] is None:
         out["reason"] = (f"the book's closed forms (no pipeline, experts or context parallelism) find no "
                          f"plan: {recommendation['reason']}; the layout search finds {best['layout']['label']}")
+    elif best is not None:
+        # two answers in one output: say whose each is, and which one weighs every axis
+        out["reason"] = (f"the book's closed forms (no pipeline, experts or context parallelism) pick "
+                         f"{recommendation['reason']}; the layout search, which weighs those too, finds "
+                         f"{best['layout']['label']}")
     return out
 
 
