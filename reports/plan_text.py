@@ -66,9 +66,10 @@ def serve_text(r: dict[str, Any]) -> list[str]:
              f"{d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.1f} tokens/s/chip"]
     mp = r["model_parallel"]
     if mp:
-        lines.append(f"model parallel {mp['model_parallel_degree']}-way: ICI-bound beyond "
+        link = mp.get("link", "ICI")
+        lines.append(f"model parallel {mp['model_parallel_degree']}-way: {link}-bound beyond "
                      f"{mp['max_degree_compute_bound']:.0f} (compute-bound) / {mp['max_degree_memory_bound']:.0f} "
-                     f"(memory-bound) ways; {'ICI-bound' if mp['ici_bound'] else 'not ICI-bound'} here")
+                     f"(memory-bound) ways; {'' if mp['ici_bound'] else 'not '}{link}-bound here")
         if mp.get("degree_note"):
             lines.append(f"  {mp['degree_note']}")
     if r["prefill"]:

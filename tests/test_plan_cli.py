@@ -144,3 +144,17 @@ def test_the_two_recommendations_say_whose_each_is(capsys):
     best = next(x for x in out.splitlines() if x.startswith("best layout "))
     assert "the book's closed forms" in line and "fsdp+tp" in line
     assert f"the layout search, which weighs those too, finds {best.split()[2].rstrip(':')}" in line
+
+
+def test_serving_on_gpus_names_nvlink_and_says_when_the_group_leaves_the_node(capsys):
+    """16-way model parallelism on H100s: the book's closed form is about NVLink, not ICI, and its
+    16 chips span two 8-GPU domains, which the closed form prices at NVLink bandwidth throughout."""
+    code = main(["plan", "serve", "--model", "llama3-405b", "--hardware", "h100", "--chips", "16", "--batch", "32",
+                 "--context", "8192"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "NVLink-bound beyond" in out and "ICI" not in out
+    assert "spans 2 NVLink domains of 8" in out
+    mp = run_json(capsys, "serve", "--model", "llama3-405b", "--hardware", "h100", "--chips", "8", "--batch", "32",
+                  "--context", "8192")["model_parallel"]
+    assert mp["link"] == "NVLink" and "spans" not in mp["degree_note"]

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ...errors import InputError
-from ..chips.hardware import Hardware
+from ..chips.hardware import LINK_NAMES, Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
 from .degrees import tp_degrees
 from .layout import Layout
@@ -106,7 +106,13 @@ def model_parallel_limit(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) ->
     if not note and y > cfg.kv_heads:
         note = (f"{y}-way model parallelism replicates each of the {cfg.kv_heads} KV heads on {y // cfg.kv_heads} "
                 f"chips: the KV cache per chip is {y // cfg.kv_heads}x the even split the step time assumes")
-    return {"model_parallel_degree": y, "degree_allowed": y in allowed.allowed,
+    link = LINK_NAMES.get(chips.link_kind, "interconnect")
+    domain = chips.domain_chips
+    if chips.kind != "tpu" and 1 < domain < y:
+        note = "; ".join(filter(None, [note, (
+            f"{y}-way model parallelism spans {math.ceil(y / domain)} {link} domains of {domain}: this closed "
+            f"form prices every byte at {link} bandwidth, the layout search prices the inter-node part")]))
+    return {"model_parallel_degree": y, "degree_allowed": y in allowed.allowed, "link": link,
             "degree_note": note, "axes": mesh_axes(chips), "beta": beta,
             "max_degree_compute_bound": mesh_axes(chips) * f / chips.alpha,
             "max_degree_memory_bound": f * wb / (2.0 * b * beta),
