@@ -197,3 +197,15 @@ def test_a_convolution_is_quantized_as_the_implicit_gemm_it_runs_as():
     hw = CATALOG["mi300x"]
     small, why = shape_factor(implicit_gemm((1, (7, 7), 64, 64, (3, 3))), hw, hw.achievable)
     assert small > 2 and "compute units" in why  # 49 output positions cannot fill 304 CUs
+
+
+def test_the_achievable_reason_says_its_times_are_one_run():
+    """The flagged line's wasted and achievable times are summed over the analysed steps; the reason
+    beside them is one run's, and says so (304 µs measured against a 1.10 ms waste read as a contradiction)."""
+    from audit.costmodel.achievable import AchievableTime
+    from audit.costmodel.table.judge import achievable_reasons
+
+    reach = AchievableTime(seconds=1e-4, compute_s=1e-4, memory_s=None, comm_s=None, launch_s=0.0,
+                           source="f32 matmul 202 GFLOP/s (calibrated, measured)")
+    assert achievable_reasons(reach, 3e-4)[0] == ("took 3.0x its achievable time per run (300 µs measured, "
+                                                  "100 µs achievable from f32 matmul 202 GFLOP/s (calibrated, measured))")

@@ -168,7 +168,7 @@ def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[
         return list(reach.notes)
     ratio = measured_s / reach.seconds
     how = "at" if abs(ratio - 1) < 0.05 else f"{ratio:.1f}x"
-    return [f"took {how} its achievable time ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
+    return [f"took {how} its achievable time per run ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
             f"achievable from {reach.source})", *reach.notes]
 
 
