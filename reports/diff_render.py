@@ -125,7 +125,9 @@ def _text(kind: str) -> Callable[[Diff, RenderOptions], list[str] | None]:
         if kind == "runs":
             return [f"  {side} run {run}: median step {med} over {n} steps [trace] ({src})"
                     for side, run, src, med, n in rows] or None
-        return [f"  slower/faster {n}: {b} -> {h} ({c}) [trace]" for n, b, h, c in rows] or None
+        moved = diff["measured"].get("changed_ops", [])
+        return [f"  {'slower' if r['head_s'] > r['base_s'] else 'faster'} {n}: {b} -> {h} ({c}) [trace]"
+                for r, (n, b, h, c) in zip(moved, rows)] or None
     return render
 
 

@@ -155,6 +155,16 @@ def test_diff_between_two_nsys_jax_runs(tmp_path, capsys):
     assert code in (0, 1), err
     diff = json.loads((tmp_path / "d.json").read_text())
     assert diff["verdict"] in ("no change", "regression", "improvement", "inconclusive")
+    # Two processes of one job run the same program; their collectives' waits differ, and each
+    # moved op is called slower or faster as its time went, never both.
+    moved = diff["measured"]["changed_ops"]
+    assert moved
+    assert main(["diff", str(archive(0)), str(archive(1))]) in (0, 1)
+    lines = [ln.strip() for ln in capsys.readouterr().out.splitlines() if "[trace]" in ln and " -> " in ln]
+    assert len(lines) == len(moved)
+    for line, op in zip(lines, moved):
+        word = "slower" if op["head_s"] > op["base_s"] else "faster"
+        assert line.startswith(f"{word} {op['name']}: "), line
 
 
 def test_truncated_archive_exits_2_with_one_line(tmp_path, capsys):
