@@ -81,12 +81,15 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware, precision: str = "d
     exp = expect(cost, hw)
     reach = achievable_time(cost, exp, hw)
     peak = flops_peak(cost, hw)
+    hbm = per_device_rates(hw, dt)[1]
     return {
         "op": "matmul", "m": m, "k": k, "n": n, "dtype": dt, "precision": asked, "hardware": hw.name,
         "flops": flops, "bytes": read + written, "intensity": flops / (read + written),
-        "ridge_intensity": hw.ridge(dt), "peak_flops_per_s": exp.peak_flops_per_s,
+        # The ridge of the roof the matmul is priced on (TF32 for an f32 dot JAX runs on TF32).
+        "ridge_intensity": hw.ridge(dt) if exp.peak_flops_per_s is None else exp.peak_flops_per_s / hbm,
+        "peak_flops_per_s": exp.peak_flops_per_s,
         "peak_flops_source": peak.source, "peak_flops_note": peak.note,
-        "hbm_bytes_per_s": per_device_rates(hw, dt)[1],
+        "hbm_bytes_per_s": hbm,
         "memory_level": exp.memory_level, "memory_bytes_per_s": memory_rate(hw, read + written)[2],
         "memory_source": memory_rate(hw, read + written)[1].source,
         "compute_s": exp.compute_s, "memory_s": exp.memory_s,

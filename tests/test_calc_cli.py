@@ -91,3 +91,16 @@ def test_bad_matmul_input_exits_2(capsys):
     assert main(["calc", "matmul", "--m", "0", "--k", "8", "--n", "8"]) == 2
     assert main(["calc", "matmul", "--m", "8", "--k", "8", "--n", "8", "--dtype", "q7"]) == 2
     assert "unknown dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("precision, peak_key", [("default", "tf32"), ("highest", "f32")])
+def test_matmul_ridge_is_the_ridge_of_the_roof_it_is_priced_on(capsys, precision, peak_key):
+    # An f32 matmul JAX runs on TF32 turns compute-bound at the TF32 ridge (148 FLOP/B on H100),
+    # not at true f32's (20 FLOP/B): the printed ridge and the bound must tell the same story.
+    out = _json(capsys, ["calc", "matmul", "--m", "4096", "--k", "4096", "--n", "4096", "--dtype", "f32",
+                         "--hardware", "h100", "--precision", precision])
+    hw = _json(capsys, ["hardware", "show", "h100"])["quantities"]
+    peak = hw[f"peak_flops_per_s.{peak_key}"]["value"]
+    assert out["peak_flops_per_s"] == pytest.approx(peak)
+    assert out["ridge_intensity"] == pytest.approx(peak / hw["hbm_bytes_per_s"]["value"])
+    assert out["ridge_intensity"] == pytest.approx(out["peak_flops_per_s"] / out["hbm_bytes_per_s"])
