@@ -49,6 +49,7 @@ def test_predicted_reports_say_so_and_carry_xla_estimate_and_memory_fit(allgathe
     assert min(gap["exposed_comm_s"], gap["overhead_s"], gap["roofline_s"]) >= 0
     assert gap["difference_s"] == pytest.approx(gap["ours_step_s"] - r["xla"]["optimal_seconds"])
     assert "op launches" in gap["text"] and "not hidden by compute" in gap["text"]
+    assert gap["overhead_per_op_source"] == "catalog" and "[catalog]" in gap["text"]
     assert r["memory"]["fits"] is True and r["memory"]["hbm_bytes"] == pytest.approx(16e9, rel=0.1)
     assert r["memory"]["verdict"].startswith("fits")
 

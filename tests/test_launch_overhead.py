@@ -44,6 +44,8 @@ def test_ops_that_launch_nothing_expect_no_time_on_the_h100_maxtext_step(maxtext
 
 def test_ops_that_launch_work_pay_the_overhead_once(maxtext_h100):
     overhead = CATALOG["h100"].op_overhead_s.value
+    assert maxtext_h100["hardware"]["op_overhead_s"] == overhead
+    assert maxtext_h100["hardware"]["op_overhead_s_source"] == "catalog"  # a figure with a source, not the trace's
     working = [o for o in maxtext_h100["ops"] if o["launches_work"] and not o["container"]]
     assert working
     for o in working:

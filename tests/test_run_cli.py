@@ -171,6 +171,10 @@ def test_default_run_profiles_the_bundled_training_step_on_8_devices(capsys):
         assert r["reasons"] and all(any(ch.isdigit() for ch in reason) for reason in r["reasons"])
     hbm = next(r for r in gaps if r["quantity"] == "HBM bytes per device")
     assert any(reason.startswith("f32 instead of bf16") for reason in hbm["reasons"])
+    # The per-op overhead is the machine's calibrated figure, never the judged trace's, and says so.
+    assert report["hardware"]["op_overhead_s_source"] == "calibrated"
+    overhead = [reason for r in gaps for reason in r["reasons"] if reason.startswith("per-op overhead")]
+    assert all("[calibrated]" in reason for reason in overhead)
 
     assert f"Why HBM bytes per device differs ({hbm['gap']})" in render(report, "markdown")
     assert "Why HBM bytes per device differs" in render(report, "html")

@@ -14,6 +14,7 @@ from typing import Any
 
 from collections import defaultdict
 
+from ..costmodel.chips.hardware import Quantity
 from ..costmodel.table.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
 from ..reports.model import Report
@@ -97,7 +98,7 @@ def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict[str, Any]) -> li
 
 
 def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[str, Any], row: dict[str, Any],
-                  overhead_s: float) -> list[str]:
+                  overhead: Quantity | None) -> list[str]:
     s = report.summary
     out = []
     by: dict[str, float] = defaultdict(float)
@@ -111,9 +112,10 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[
         bound = plan.get("step_time_lower_bound_s") or {}
         out.append("plan step: " + ", ".join(f"{k} {human(v, 's')}" for k, v in bound.items() if k != "total" and v))
     launches = sum(o.occurrences or 0.0 for o in ops if o.launches_work and o.expected_s is not None)
-    if overhead_s and launches:
-        out.append(f"per-op overhead: {count(launches / steps)} op launches x {human(overhead_s, 's')} = "
-                   f"{human(launches * overhead_s / steps, 's')} per step, which the plan does not count")
+    if overhead is not None and overhead.value and launches:
+        out.append(f"per-op overhead: {count(launches / steps)} op launches x {human(overhead.value, 's')} "
+                   f"[{overhead.source}] = {human(launches * overhead.value / steps, 's')} per step, "
+                   "which the plan does not count")
     if row.get("measured") is not None:
         measured = row["measured"]
         unjudged = sum(o.self_s or 0.0 for o in ops if o.verdict == "not judged") / steps
@@ -140,7 +142,7 @@ def _bubble_reasons(row: dict[str, Any], report: Report) -> list[str]:
     return out
 
 
-def explain(table: dict[str, Any], report: Report, main_memory: str, overhead_s: float) -> None:
+def explain(table: dict[str, Any], report: Report, main_memory: str, overhead: Quantity | None) -> None:
     """Add `gap` and `reasons` to each row of `table` whose values differ by more than 2x."""
     ops = report.timed_ops
     steps = 1.0 if report.predicted else float(report.summary.steps or 1)
@@ -159,5 +161,5 @@ def explain(table: dict[str, Any], report: Report, main_memory: str, overhead_s:
         elif row["unit"] == "B":
             reasons = _comm_reasons(ops, steps, plan)
         else:
-            reasons = _time_reasons(report, ops, steps, plan, row, overhead_s)
+            reasons = _time_reasons(report, ops, steps, plan, row, overhead)
         row["reasons"] = reasons

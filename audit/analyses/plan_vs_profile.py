@@ -80,5 +80,5 @@ def plan_vs_profile(report: Report, config: dict[str, Any], hw: Hardware) -> dic
     table = {"rows": rows, "plan_bound_by": plan["bound_by"], "plan": plan,
              "note": "plan: the book's closed forms for this configuration (a lower bound on time); "
                      "model: sum over the compiled program's ops; measured: median step in the trace"}
-    explain(table, report, hw.main_memory, hw.op_overhead_s.value if hw.op_overhead_s is not None else 0.0)
+    explain(table, report, hw.main_memory, hw.op_overhead_s)
     return table

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..costmodel.chips.hardware import Quantity
 from ..costmodel.units import count, ratio, seconds, share as share_of
 from ..reports.model import Report
 
 
-def explain_gap(report: Report, xla_s: float | None, overhead_per_op_s: float) -> dict[str, Any]:
-    """Split our overlapped step into exposed communication, per-op overhead and roofline time."""
+def explain_gap(report: Report, xla_s: float | None, overhead_per_op: Quantity | None) -> dict[str, Any]:
+    """Split our overlapped step into exposed communication, per-op overhead (the chip's figure,
+    with its source) and roofline time."""
+    overhead_per_op_s = overhead_per_op.value if overhead_per_op is not None else 0.0
+    overhead_source = overhead_per_op.source if overhead_per_op is not None else "none"
     s = report.summary
     # Communication ops' overhead is inside their exposed time already, and asynchronous copies
     # run off the compute stream: count the overhead of the ops the compute stream runs.
@@ -33,7 +37,8 @@ def explain_gap(report: Report, xla_s: float | None, overhead_per_op_s: float) -
         "ours_step_s": ours, "ours_no_overlap_s": s.expected_s, "xla_optimal_s": xla_s,
         "difference_s": None if xla_s is None else ours - xla_s,
         "exposed_comm_s": exposed, "hidden_comm_s": hidden,
-        "op_launches": launches, "overhead_per_op_s": overhead_per_op_s, "overhead_s": overhead,
+        "op_launches": launches, "overhead_per_op_s": overhead_per_op_s,
+        "overhead_per_op_source": overhead_source, "overhead_s": overhead,
         "roofline_s": rest,
         "units": "seconds per step per device; ours [model], XLA's [xla]",
     }
@@ -45,7 +50,7 @@ def explain_gap(report: Report, xla_s: float | None, overhead_per_op_s: float) -
             + f". Ours is {seconds(exposed)} communication not hidden by compute ({share(exposed)}; "
             f"{seconds(hidden)} more hides behind compute; XLA's model prices all-gather, reduce-scatter and "
             f"all-to-all at zero), {seconds(overhead)} fixed per-op overhead ({count(launches)} compute and memory op launches x "
-            f"{seconds(overhead_per_op_s)}, {share(overhead)}; ops that launch nothing are free) and "
+            f"{seconds(overhead_per_op_s)} [{overhead_source}], {share(overhead)}; ops that launch nothing are free) and "
             f"{seconds(rest)} compute and memory rooflines and waits for asynchronous copies ({share(rest)}).")
     out["text"] = text
     return out

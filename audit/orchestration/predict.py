@@ -87,7 +87,7 @@ def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path
     summary = report.summary
     ours = summary.overlap.expected_step_s if summary.overlap.expected_step_s is not None else summary.expected_s
     xla_s = record["cost_analysis"].get("optimal_seconds")
-    gap = explain_gap(report, xla_s, hw.op_overhead_s.value if hw.op_overhead_s is not None else 0.0)
+    gap = explain_gap(report, xla_s, hw.op_overhead_s)
     report = report.attach("xla", {
         "optimal_seconds": xla_s, "ours_s": ours, "ours_no_overlap_s": summary.expected_s,
         "ratio_ours_to_xla": (ours / xla_s) if xla_s and ours is not None else None,

@@ -289,6 +289,7 @@ class Hardware:
             out["mxu_tile"] = list(self.mxu_tile)
         if self.op_overhead_s is not None:
             out["op_overhead_s"] = self.op_overhead_s.value
+            out["op_overhead_s_source"] = self.op_overhead_s.source
         if self.devices_per_chip != 1:
             out["devices_per_chip"] = self.devices_per_chip
         if self.caches:
