@@ -92,6 +92,16 @@ def test_set_changes_one_figure_for_one_run_and_marks_it_user(capsys):
     assert lookup("h100").peak("bf16").value == pytest.approx(9.894e14)  # the catalog is untouched
 
 
+def test_the_hardware_line_gives_the_links_bandwidth_and_source(capsys):
+    """The terminal and markdown head named the link ('..., NVLink') with no figure unless the user
+    stated one; the HTML head gave it. Every format now says which bandwidth prices the collectives."""
+    report = _inspect(capsys, "--hardware", "h100:4")
+    terminal, markdown = render(report, "terminal"), render(report, "markdown")
+    assert "NVLink 450 GB/s per device [catalog]" in terminal
+    assert "NVLink 450 GB/s per device \\[catalog\\]" in markdown
+    assert "inter-node network" not in terminal.splitlines()[1]  # the estimate is named where it prices an op
+
+
 def test_cross_node_collectives_priced_on_an_estimate_say_so(capsys):
     report = _inspect(capsys, "--hardware", "h100:2x2")
     assert "interconnect.dcn_bytes_per_s" in report["hardware"]["estimates"]

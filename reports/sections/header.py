@@ -47,14 +47,19 @@ def _memories(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _link(hw: Mapping[str, Any]) -> str | None:
-    """The scale-up link's name, with any link figure the user stated (a file of theirs, --set) and its value."""
+    """The scale-up link with its bandwidth and source (a TPU's per ICI link, a GPU's per device), and the
+    scale-out network's where the user stated it (a file of theirs, --set)."""
     ic = hw.get("interconnect") or {}
     if not ic.get("name") or ic.get("kind") in ("none", "host-memory"):
         return None
-    stated = [f"{label} {qty.bytes_per_s(q.get('value'))} per device [user]"
-              for key, label in (("link_bytes_per_s", str(ic["name"])), ("dcn_bytes_per_s", str(ic.get("scale_out"))))
-              if isinstance(q := ic.get(key), Mapping) and q.get("source") == "user"]
-    return ", ".join(stated) if stated else str(ic["name"])
+    parts = []
+    for key, label, per in (("link_bytes_per_s", str(ic["name"]), "link" if ic.get("kind") == "ici" else "device"),
+                            ("dcn_bytes_per_s", str(ic.get("scale_out")), "device")):
+        q = ic.get(key)
+        if not isinstance(q, Mapping) or q.get("value") is None or (key == "dcn_bytes_per_s" and q.get("source") != "user"):
+            continue
+        parts.append(f"{label} {qty.bytes_per_s(q['value'])} per {per} [{_tagged(hw, 'interconnect.' + key, q.get('source'))}]")
+    return ", ".join(parts) or str(ic["name"])
 
 
 def terminal(report: Report) -> list[str]:
