@@ -115,7 +115,7 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
             data[name] = np.full(n, _DEFAULTS.get(name, 0), dtype=_INT_DTYPES[name])
         else:
             data[name] = np.asarray(values, dtype=_INT_DTYPES[name])
-    return pd.DataFrame(data)
+    return pd.DataFrame(data, copy=False)  # the columns are fresh arrays: no second copy of a big table
 
 
 def steps_frame(rows: list[tuple[str, int, int, int, int]]) -> pd.DataFrame:
