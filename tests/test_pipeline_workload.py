@@ -55,6 +55,16 @@ def test_the_plan_and_the_model_count_the_same_bytes_sent_per_device(report):
     assert row["plan"] == pytest.approx(row["model"]) == 2 * (MICROBATCHES + STAGES - 2) * microbatch
 
 
+def test_an_f32_workload_is_not_told_its_plan_counts_bf16(report):
+    """The workload runs in f32 and its plan counts 4 bytes per element, so the HBM gap's reasons
+    never blame f32 against a bf16 plan."""
+    assert report["source"]["config"]["dtype"] == "float32"
+    assert report["plan_vs_profile"]["plan"]["param_bytes"] == 4 * report["plan_vs_profile"]["plan"]["params"]
+    hbm = _rows(report)["HBM bytes per device"]
+    assert hbm.get("gap") and hbm["reasons"]
+    assert not any(r.startswith("f32 instead of") for r in hbm["reasons"])
+
+
 def test_the_bubble_is_shown_as_idle_time_next_to_the_plan(report):
     bubble = _rows(report)["pipeline bubble (idle per device)"]
     step = report["summary"]["step_time_s"]["median"]

@@ -37,15 +37,19 @@ def _is_matmul(op: OpRecord) -> bool:
     return any(w in what for w in _MATMUL_WORDS)
 
 
-def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict[str, Any], main_memory: str) -> list[str]:
+def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict[str, Any], main_memory: str,
+                   plan: dict[str, Any]) -> list[str]:
     total = sum(o.bytes or 0.0 for o in ops)
     if not total:
         return []
     out = []
     f32 = sum(o.bytes or 0.0 for o in ops if o.dtype in ("f32", "f64"))
-    if f32 / total > 0.25:
-        out.append(f"f32 instead of bf16: {human(f32 / steps, 'B')} ({share(f32, total)}) of the model's bytes "
-                   "are in f32/f64 ops; the plan counts 2 bytes per element")
+    # the plan's element size is its configuration's dtype: an f32 workload is planned in f32
+    per_element = float(plan["param_bytes"]) / float(plan["params"]) if plan.get("params") else 2.0
+    if f32 / total > 0.25 and per_element < 4:
+        planned = "bf16" if per_element == 2 else f"{per_element:g}-byte elements"
+        out.append(f"f32 instead of {planned}: {human(f32 / steps, 'B')} ({share(f32, total)}) of the model's bytes "
+                   f"are in f32/f64 ops; the plan counts {per_element:g} bytes per element")
     unfused = [o for o in ops if o.opcode != "fusion" and not _is_matmul(o) and not o.comm_bytes
                and o.bytes]
     fused = [o for o in ops if o.opcode == "fusion" and not _is_matmul(o) and o.bytes]
@@ -155,7 +159,7 @@ def explain(table: dict[str, Any], report: Report, main_memory: str, overhead: Q
         if row["quantity"].startswith("pipeline bubble"):
             reasons = _bubble_reasons(row, report)
         elif row["unit"] == "B" and row["quantity"].startswith("HBM"):
-            reasons = _bytes_reasons(ops, steps, row, main_memory)
+            reasons = _bytes_reasons(ops, steps, row, main_memory, plan)
         elif row["unit"] == "FLOP":
             reasons = _flops_reasons(ops, steps, row)
         elif row["unit"] == "B":
