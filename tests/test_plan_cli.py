@@ -158,3 +158,12 @@ def test_serving_on_gpus_names_nvlink_and_says_when_the_group_leaves_the_node(ca
     mp = run_json(capsys, "serve", "--model", "llama3-405b", "--hardware", "h100", "--chips", "8", "--batch", "32",
                   "--context", "8192")["model_parallel"]
     assert mp["link"] == "NVLink" and "spans" not in mp["degree_note"]
+
+
+def test_train_help_names_every_layout_key_the_readme_gives(capsys):
+    """The README's `--layout ...[,schedule=,v=]`: the help lists the same keys, and says what --mfu and
+    --checkpoints-per-layer are for."""
+    assert main(["plan", "train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "schedule=,v=]" in text and "interleaved chunks per chip" in text
+    assert "MFU assumed for the total training time" in text and "recomputed" in text

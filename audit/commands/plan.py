@@ -85,11 +85,14 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--batch-tokens", type=click.FloatRange(min=0, min_open=True), required=True, help="Tokens per step.")
 @hardware_options(required=True, help="Chip and topology, NAME[:TOPOLOGY] or FILE.toml[:TOPOLOGY].")
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chips (default: the topology's).")
-@click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True)
-@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True)
-@click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True)
-@click.option("--layout", "layout_text", metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=]",
-              help="Evaluate this parallel layout (dp fills the chips when left out).")
+@click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True,
+              help="MFU assumed for the total training time (the layouts bound it instead).")
+@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True,
+              help="D-sized activations saved per layer per token (remat); the rest is recomputed.")
+@click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Sequence length in tokens.")
+@click.option("--layout", "layout_text",
+              metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=,v=]",
+              help="Evaluate this parallel layout (dp fills the chips when left out; v: interleaved chunks per chip).")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Layouts to list.")
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="MoE expert capacity over an even split of the tokens.")
