@@ -188,6 +188,13 @@ def test_flagged_section_lists_the_report_flagged_rows_in_order():
     assert keys == [f["key"] for f in report["flagged"]] and len(keys) > 3
 
 
+def test_flagged_section_says_wasted_time_is_beyond_the_achievable_time():
+    # Verdicts and wasted time are judged on the achievable time, not the roofline's expected time.
+    page = render_html(sample_report(60))
+    assert "wasted time (measured self time beyond the achievable time)" in page
+    assert "measured minus expected" not in page
+
+
 def test_roofline_has_one_point_per_plottable_op():
     report = sample_report(50)
     page = render_html(report)

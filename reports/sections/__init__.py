@@ -21,7 +21,8 @@ REPORT_SECTIONS: Sequence[Section[Report]] = (
     Section("verdict", "Verdict", verdict.terminal, verdict.markdown, verdict.html),
     Section("warnings", "Warnings", warnings.terminal, warnings.markdown, warnings.html),
     Section("flagged", "Flagged ops", flagged.terminal, flagged.markdown, flagged.html,
-            "The top offenders by wasted time (measured minus expected), with the rule that fired."),
+            "The top offenders by wasted time (measured self time beyond the achievable time), "
+            "with the rule that fired."),
     # The terminal and markdown list the top ops; the page charts every op (and tables them last).
     Section("roofline", "Roofline", ops.terminal, ops.markdown, ops.roofline_html),
     Section("collectives", "Collectives", collectives.terminal, collectives.markdown, collectives.html),
