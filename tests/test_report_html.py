@@ -7,6 +7,7 @@ import math
 import random
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -274,3 +275,15 @@ def test_si_reads_back_within_rounding(value):
 @pytest.mark.parametrize("value", [None, float("nan"), float("inf"), "x", True])
 def test_unknown_values_never_print_as_zero(value):
     assert {qty.seconds(value), qty.nbytes(value), qty.percent(value), qty.count(value)} == {qty.UNKNOWN}
+
+
+def test_every_table_class_the_sections_emit_is_styled():
+    # An unstyled table runs its cells together ("process 0127 ms 1.00x" in the pod section).
+    root = Path(__file__).resolve().parents[1] / "reports"
+    css = (root / "assets" / "report.css").read_text()
+    # The first class of each table is the one that says how it looks.
+    emitted = {classes.split()[0] for p in (root / "sections").glob("*.py")
+               for classes in re.findall(r'<table[^>]*class="([^"]+)"', p.read_text())}
+    assert {"pod", "plan", "mini", "data"} <= emitted
+    unstyled = sorted(c for c in emitted if not re.search(rf"table\.{c}\b|\.{c}\s", css))
+    assert unstyled == []
