@@ -213,3 +213,32 @@ def test_serving_says_when_the_model_parallel_degree_splits_heads():
     assert replicated["degree_allowed"] and "8 KV heads on 2 chips" in replicated["degree_note"]
     assert whole["degree_allowed"] and whole["degree_note"] == ""
     assert not split["degree_allowed"] and "heads (64)" in split["degree_note"]
+
+
+def test_a_workloads_mode_sets_what_the_plan_prices():
+    """The reference workloads say `mode` (decode.py: "decode", transformer.py --mode forward); the plan
+    read only `kind`, so the decode workload was planned as a training step over batch x max_len tokens:
+    8.05 GFLOP per device against the program's 13.2 MFLOP, a 'lower bound' 6x above the measured step."""
+    cfg = dict(layers=2, d_model=256, d_ff=1024, heads=4, kv_heads=4, head_dim=64, vocab=512,
+               batch=8, seq=256, dtype="bf16", sharding="tp", mesh={"model": 4})
+    hw = lookup("tpu-v5e:2x2")
+    decode = plan_for_config({**cfg, "mode": "decode"}, hw)
+    assert decode["kind"] == "decode" and decode["tokens_per_step"] == 8
+    assert decode == plan_for_config({**cfg, "kind": "decode"}, hw)
+    forward = plan_for_config({**cfg, "mode": "forward"}, hw)
+    train = plan_for_config({**cfg, "mode": "train"}, hw)
+    assert forward["kind"] == "forward" and train["flops_per_step"] == pytest.approx(3 * forward["flops_per_step"],
+                                                                                      rel=0.05)
+
+
+def test_a_collective_the_plan_lacks_is_named_as_the_programs():
+    """'not in the plan (all-gather, reduce-scatter): all-reduce 49.2 kB' read as if the plan lacked the
+    all-gather; the reason says which kinds the plan has and which of the program's it does not."""
+    from types import SimpleNamespace
+
+    from audit.analyses.plan_gaps import _comm_reasons
+
+    op = SimpleNamespace(comm_bytes=49152.0, category="all-reduce", opcode="all-reduce")  # the fields it reads
+    reasons = _comm_reasons([op], 1.0, {"collectives": [{"kind": "all-gather"}, {"kind": "reduce-scatter"}]})
+    assert reasons[-1] == ("collectives the plan does not have (it plans all-gather, reduce-scatter): "
+                           "all-reduce 49.2 kB")

@@ -96,7 +96,7 @@ def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict[str, Any]) -> li
     extra = sorted(k for k in by_kind if k not in planned)
     out = [f"the program's collectives: {parts}"]
     if extra:
-        out.append(f"not in the plan ({', '.join(sorted(planned)) or 'none'}): "
+        out.append(f"collectives the plan does not have (it plans {', '.join(sorted(planned)) or 'none'}): "
                    + ", ".join(f"{k} {human(by_kind[k] / steps, 'B')}" for k in extra))
     return out
 

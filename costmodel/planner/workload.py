@@ -1,8 +1,8 @@
 """The plan for one workload step, to print beside its profile: FLOPs, bytes and time lower bounds.
 
 A workload describes itself with a config dict (layers, d_model, d_ff, heads, kv_heads,
-head_dim, vocab, batch sequences of seq tokens, dtype, sharding, mesh; optional `kind`:
-train, forward or decode). Collective volumes follow the book's per-layer table (ch. 5.2),
+head_dim, vocab, batch sequences of seq tokens, dtype, sharding, mesh; optional `kind` (or
+`mode`): train, forward or decode). Collective volumes follow the book's per-layer table (ch. 5.2),
 applied to every weight and to both blocks (attention, MLP) of each layer, and timed by the
 auditor's own collective model on the hardware's topology, so plan and audit agree.
 """
@@ -86,12 +86,17 @@ def collectives(kind: str, sharding: str, weights: float, block_act: float, x: i
     return out
 
 
+def step_kind(config: dict[str, Any]) -> str:
+    """train, forward or decode: the config's `kind`, else its `mode` (what the reference workloads write)."""
+    return str(config.get("kind", config.get("mode", "train")))
+
+
 def pipeline(config: dict[str, Any], stages: int) -> dict[str, Any]:
     """The book's pipeline (ch. 5) as a loop of M + S - 1 ticks: every stage runs its layers on
     the microbatch it holds, then hands it on; GPipe runs the loop forward, then backward."""
     m = int(config.get("microbatches") or 1)
     ticks = m + stages - 1
-    train = str(config.get("kind", config.get("mode", "train"))) == "train"
+    train = step_kind(config) == "train"
     return {"stages": stages, "microbatches": m, "schedule": str(config.get("schedule", "gpipe")), "ticks": ticks,
             "collective_permutes": (2 if train else 1) * (ticks - 1) if stages > 1 else 0,
             "bubble_fraction": (stages - 1) / m, "idle_fraction_of_step": (stages - 1) / ticks}
@@ -119,7 +124,7 @@ def _collective_seconds(todo: list[tuple[str, float, int, str]], mesh: dict[str,
 def plan_for_config(config: dict[str, Any], hw: Hardware) -> dict[str, Any]:
     """Predicted FLOPs and bytes per step and the step-time lower bounds, per device, in SI units."""
     cfg = _model(config)
-    kind = str(config.get("kind", "train"))
+    kind = step_kind(config)
     sharding = str(config.get("sharding") or "none").lower()
     if kind not in KINDS or sharding not in SHARDINGS:
         raise InputError(f"workload config: kind {kind!r} / sharding {sharding!r} not understood",
