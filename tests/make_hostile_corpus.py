@@ -4,7 +4,8 @@
 
 Each file is a few KB: XSpaces built from scratch in the layout of the real GPU captures (one
 `/device:GPU:0` plane of kernels with `hlo_op`/`program_id`, a `/host:CPU` plane), HLO texts from
-`hostile_inputs.HLO_TEMPLATE`, and reports. MANIFEST.json says what each must end in: the exit
+`hostile_inputs.HLO_TEMPLATE` (named *.hlo.txt: tests that read every *.hlo under tests/data
+expect modules XLA's own parser accepts), and reports. MANIFEST.json says what each must end in: the exit
 code and the words of its one line (tests/test_fuzz_hostile.py checks it).
 """
 
@@ -85,12 +86,12 @@ def corpus() -> dict[str, tuple[bytes, int, str]]:
         "ALL_HOSTS.op_stats_v2.pb": (b"\x0a\x04\x08\x01\x10\x02", 2, "an XProf cache file, not a profile; point "
                                                                      "audit at the .xplane.pb beside it"),
         "empty.xplane.pb": (b"", 2, "file is empty"),
-        "template.hlo": (hlo("trip-count-text").replace(b'"abc"', b'"4"'), 0, ""),
-        "self-fusion.hlo": (hlo("self-fusion"), 2, "a recursive call (fused -> fused)"),
-        "mutual-recursion.hlo": (hlo("mutual-recursion"), 2, "a recursive call (fused -> other -> fused)"),
-        "iota-groups-huge.hlo": (hlo("iota-groups-huge"), 2, "spans 2,000,000,000,000 devices"),
-        "rank-huge.hlo": (hlo("shape-rank-huge"), 2, "has a shape of rank 300 (at most 64)"),
-        "trip-count-text.hlo": (hlo("trip-count-text"), 2, "known_trip_count 'abc' is not a trip count"),
+        "template.hlo.txt": (hlo("trip-count-text").replace(b'"abc"', b'"4"'), 0, ""),
+        "self-fusion.hlo.txt": (hlo("self-fusion"), 2, "a recursive call (fused -> fused)"),
+        "mutual-recursion.hlo.txt": (hlo("mutual-recursion"), 2, "a recursive call (fused -> other -> fused)"),
+        "iota-groups-huge.hlo.txt": (hlo("iota-groups-huge"), 2, "spans 2,000,000,000,000 devices"),
+        "rank-huge.hlo.txt": (hlo("shape-rank-huge"), 2, "has a shape of rank 300 (at most 64)"),
+        "trip-count-text.hlo.txt": (hlo("trip-count-text"), 2, "known_trip_count 'abc' is not a trip count"),
         "report-ok.json": (report(), 0, ""),
         "report-deep.json": (b'{"schema": "audit.report/v1", "x": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", 2,
                              "JSON nested 20001 levels deep"),

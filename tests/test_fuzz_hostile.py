@@ -142,7 +142,7 @@ def test_the_corpus_ends_as_its_manifest_says(tmp_path, capsys, name):
     if name.endswith(".json"):
         args = ["diff", str(path), str(path)]
     else:
-        args = ["inspect", str(path), *(["--hardware", "h100"] if name.endswith((".hlo", ".hlo.pb")) else [])]
+        args = ["inspect", str(path), *(["--hardware", "h100"] if name.endswith((".hlo.txt", ".hlo.pb")) else [])]
     code, err = run_cli([*args, "-q"], folder, (), capsys)
     assert code == expected["exit"], err
     assert expected["says"] in err, err
