@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,17 @@ def test_a_name_is_never_enough_across_dtypes():
                         dtype="bf16")])
     triples, removed, added = match_ops_detailed(base, head)
     assert not triples and len(removed) == 1 and len(added) == 1
+
+
+def test_the_overlapped_step_of_a_measured_run_is_not_divided_by_its_steps_again(reports):
+    """`summary.expected_step_s` is one step; a run of 5 steps compared 1/5 of it (the pipeline workload
+    against the transformer read 'expected step with overlap +1.01 ms' for a 5.07 ms difference)."""
+    base, head = copy.deepcopy(reports["base"]), copy.deepcopy(reports["head"])
+    for r in (base, head):
+        r["summary"]["steps"] = 5
+    step = diff_reports(base, head)["compile_time"]["totals_per_step"]["expected_step_s"]
+    assert step["base"] == pytest.approx(base["summary"]["expected_step_s"])
+    assert step["delta"] == pytest.approx(head["summary"]["expected_step_s"] - base["summary"]["expected_step_s"])
 
 
 def test_the_overlapped_step_is_compared_at_compile_time(reports):

@@ -185,9 +185,9 @@ def compile_time(base: dict[str, Any], head: dict[str, Any], pairs: list[tuple[O
                 "expected_s": None if op.get("expected_s") is None else op["expected_s"] / _per_step(report)}
 
     step_b, step_h = (r["summary"].get("expected_step_s") for r in (base, head))
-    if step_b is not None and step_h is not None:  # the overlapped step of a scheduled program
-        b, h = step_b / _per_step(base), step_h / _per_step(head)
-        totals["expected_step_s"] = {"base": b, "head": h, "delta": h - b, "changed": _changed(b, h)}
+    if step_b is not None and step_h is not None:  # the overlapped step of a scheduled program: already one step
+        sb, sh = float(step_b), float(step_h)
+        totals["expected_step_s"] = {"base": sb, "head": sh, "delta": sh - sb, "changed": _changed(sb, sh)}
     cb, ch = _counts(base), _counts(head)
     return {
         "totals_per_step": totals,
