@@ -331,3 +331,14 @@ def test_a_process_driving_several_gpus_places_ranges_by_launcher_thread(tmp_pat
     assert [d["global"] for d in devices] == [4, 5] and {d["process"] for d in devices} == {1}
     ranges = pd.DataFrame({"tid": [8, 9, 7, 9]})
     assert _device_of_ranges(Archive(tmp_path), "", ranges, devices).tolist() == [4, 5, 4, 5]
+
+
+def test_a_folder_of_archives_and_xplane_captures_is_refused_naming_the_captures(tmp_path, capsys):
+    # Reading only the archive would drop the MI300X capture beside it without a word.
+    (tmp_path / "proc0.zip").write_bytes(archive(0).read_bytes())
+    (tmp_path / "xprof").mkdir()
+    (tmp_path / "xprof" / "gpu.xplane.pb").write_bytes(shared_fixture("gpu-mi300x/attention.xplane.pb").read_bytes())
+    assert main(["inspect", str(tmp_path), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "nsys-jax archives and XPlane captures" in err and "xprof/gpu.xplane.pb" in err

@@ -38,6 +38,7 @@ def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
     if not is_url(path):
         nsys = nsys_hosts(path)
         if nsys is not None:
+            _refuse_xplanes_beside(Path(path), nsys)
             return HostFiles(run=Path(path).name, paths=nsys)
         found = find_profile_files(path, run)
         return HostFiles(run=found.run, paths=[str(p) for p in found.paths], warnings=found.warnings)
@@ -64,6 +65,20 @@ def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
                             f"(pick another with --run NAME; others: {', '.join(runs[:-1])})")
     paths = [f"{scheme}://{p}" for p in listed if p.rsplit("/", 2)[-2] == chosen]
     return HostFiles(run=chosen, paths=paths, warnings=warnings, local=False)
+
+
+def _refuse_xplanes_beside(path: Path, hosts: list[str]) -> None:
+    """A folder of nsys-jax archives that also holds XPlane captures is two profiles, not one:
+    reading only the archives would drop the captures without a word."""
+    if not path.is_dir():
+        return
+    folders = [Path(h) for h in hosts if Path(h).is_dir()]
+    beside = sorted(str(p.relative_to(path)) for p in path.rglob(f"*{SUFFIX}")
+                    if not any(f == p or f in p.parents for f in folders))
+    if beside:
+        shown = ", ".join(beside[:3]) + (f" and {len(beside) - 3} more" if len(beside) > 3 else "")
+        raise InputError(f"holds nsys-jax archives and XPlane captures ({shown}): two kinds of profile, "
+                         "not one run", path=path, hint="inspect each on its own: an archive, or the folder of the captures")
 
 
 def protocol(url: str) -> str:
