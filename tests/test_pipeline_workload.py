@@ -91,3 +91,16 @@ def test_plan_layout_for_the_same_pipeline_agrees(report, capsys):
     assert sends and sends[0]["collective"] == "collective-permute"
     # a stage sends each microbatch on and its gradient back; the loop also permutes at fill and drain
     assert sends[0]["count"] == 2 * MICROBATCHES <= pipe["collective_permutes"]
+
+
+def test_the_roofline_fraction_says_it_is_the_judged_ops(report):
+    """The permutes are waits, not judged: the fraction (judged expected / judged measured) is far from
+    all ops' expected / measured printed beside it, so the line says whose fraction it is."""
+    from audit.costmodel.units import percent
+
+    from conftest import render
+
+    s = report["summary"]
+    assert s["not_judged_ops"] > 0 and s["roofline_fraction"] > 1.5 * s["expected_s"] / s["measured_s"]
+    assert f"roofline fraction of the judged ops {percent(s['roofline_fraction'])}" in render(report, "terminal")
+    assert "measured time of the judged ops" in render(report, "html")

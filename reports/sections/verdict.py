@@ -26,7 +26,7 @@ def headline(report: Report) -> str:
     if report.predicted:
         words.append("Predicted from the compiled program, not measured.")
     elif qty.known(s.roofline_fraction):
-        words.append(f"Ops ran at {qty.percent(s.roofline_fraction)} of their roofline overall.")
+        words.append(f"Judged ops ran at {qty.percent(s.roofline_fraction)} of their roofline overall.")
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
     if ops_parts and total > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
@@ -80,7 +80,8 @@ def terminal(report: Report, _: RenderOptions) -> list[str]:
         lines = [f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
                  f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]",
                  f"op time per device {qty.seconds(s.measured_s)} [trace], expected {qty.seconds(s.expected_s)} "
-                 f"[model]: roofline fraction {qty.percent(s.roofline_fraction)}; idle {qty.seconds(s.idle_s)} [trace]",
+                 f"[model]: roofline fraction of the judged ops {qty.percent(s.roofline_fraction)}; "
+                 f"idle {qty.seconds(s.idle_s)} [trace]",
                  f"achievable op time {qty.seconds(s.achievable_s)}, {qty.seconds(s.achievable_step_s)} per step "
                  f"[model, achievable figures]: judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"]
     lines += [x for x in (_xla(report), _memory(report)) if x]
@@ -128,7 +129,8 @@ def html(report: Report, _: RenderOptions) -> str:
         _stat("Step time (median)" if not predicted else "Predicted step time",
               qty.seconds(st.median if st.median is not None else s.expected_s),
               f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}"),
-        _stat("Roofline fraction", qty.percent(s.roofline_fraction), "sum of expected / sum of measured op time")
+        _stat("Roofline fraction", qty.percent(s.roofline_fraction),
+              "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
         if not predicted else _stat("Expected step (no overlap)", qty.seconds(_no_overlap_step(s)),
                                     "from the cost model"),
         _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
