@@ -167,3 +167,8 @@ def test_train_help_names_every_layout_key_the_readme_gives(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "schedule=,v=]" in text and "interleaved chunks per chip" in text
     assert "MFU assumed for the total training time" in text and "recomputed" in text
+
+
+def test_serve_help_says_what_mfu_prices(capsys):
+    assert main(["plan", "serve", "--help"]) == 0
+    assert "MFU of prefill" in " ".join(capsys.readouterr().out.split())

@@ -118,7 +118,8 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
 @click.option("--kv-dtype", type=_DTYPES, default="bf16", show_default=True)
 @click.option("--compute-dtype", type=_DTYPES, default="bf16", show_default=True)
 @click.option("--prefill-tokens", type=click.IntRange(min=0), default=0, help="Prompt length to time.")
-@click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True)
+@click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True,
+              help="MFU of prefill (prompt tokens are compute-bound); sizes prefill servers.")
 @click.option("--layout", "layout_text", metavar="tp=N,pp=N[,dp=N,ep=N]",
               help="Evaluate a serving layout (dp fills the chips when left out).")
 @click.option("--requests-per-s", type=click.FloatRange(min=0, min_open=True), default=None,
