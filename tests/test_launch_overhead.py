@@ -109,3 +109,12 @@ def test_events_at_the_timer_resolution_are_not_launches():
     # 3 runs of 1 ns each: markers, not kernels; 3 runs of 2 us: judged
     assert not_judged(work, 3e-9, hw, occurrences=3) == AT_TIMER_RESOLUTION
     assert not_judged(work, 6e-6, hw, occurrences=3) == ""
+
+
+def test_simulated_cpu_collectives_are_not_judged_on_any_chip_they_are_projected_onto():
+    from audit.costmodel.records import OpCost
+    from audit.costmodel.table.judge import SIMULATED_COLLECTIVE, not_judged
+
+    gather = OpCost(flops=0.0, bytes_read=1e6, bytes_written=8e6, dtype="f32", comm_bytes=7e6)
+    assert not_judged(gather, 1e-3, CATALOG["h100"], measured_on="cpu") == SIMULATED_COLLECTIVE
+    assert not_judged(gather, 1e-3, CATALOG["h100"], measured_on="gpu") == ""

@@ -342,3 +342,14 @@ def test_a_folder_of_archives_and_xplane_captures_is_refused_naming_the_captures
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "nsys-jax archives and XPlane captures" in err and "xprof/gpu.xplane.pb" in err
+
+
+def test_collective_waits_stay_not_judged_when_the_gpu_profile_is_projected_onto_another_chip(capsys):
+    # The NCCL kernel's wait for the other ranks is in the measurement, whatever chip the
+    # report is projected onto: with --hardware tpu-v5e the single process's reduce-scatter was
+    # judged (and flagged) on a time that is mostly waiting.
+    assert main(["inspect", str(archive(0)), "--hardware", "tpu-v5e", "--json", "-", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rs = next(o for o in report["ops"] if o["name"] == "reduce-scatter-start")
+    assert rs["verdict"] == "not judged" and not rs["flagged"]
+    assert rs["reasons"][0].startswith("spans devices the profile does not show")

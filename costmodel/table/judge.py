@@ -63,12 +63,15 @@ def safe_ratio(a: float | None, b: float | None) -> float | None:
 
 def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = Thresholds(), *,
                 per_device: pd.DataFrame | None = None, walks: Mapping[int, StepWalk | None] | None = None,
-                overlapped: Mapping[str, bool] | None = None) -> list[OpRecord]:
+                overlapped: Mapping[str, bool] | None = None, measured_on: str | None = None) -> list[OpRecord]:
     """Every op's record with its verdict, the largest self time (else expected time) first.
 
     `per_device` (measured reports) adds each op's per-device times and spread; `walks`
     (costmodel.schedule) adds how much of each asynchronous op hides behind compute;
-    `overlapped` says which async collectives the trace shows other ops running beside.
+    `overlapped` says which async collectives the trace shows other ops running beside;
+    `measured_on` is the platform the trace was taken on (default: `hw`'s): a GPU's collective
+    kernels wait for the other ranks, and simulated CPU devices' collectives are rendezvous, whatever
+    chip the report is projected onto.
     """
     rows = list(rows)
     total_self = sum(r.self_s or 0.0 for r in rows if r.opcode not in CONTAINER_OPCODES) or None
@@ -76,14 +79,15 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = T
     windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
     ridge = _ridge(hw)
     records = [_record(r, hw, thresholds, total_self, by_key, windows, overlapped or {}, ridge,
-                       bool(by_key)) for r in rows]
+                       bool(by_key), measured_on or hw.kind) for r in rows]
     records.sort(key=lambda o: -(o.self_s if o.self_s is not None else (o.expected_s or 0.0)))
     return records
 
 
 def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float | None,
             by_key: Mapping[tuple[int, str], tuple[DeviceTime, ...]], windows: Mapping[tuple[int, str], Window],
-            overlapped: Mapping[str, bool], ridge: float | None, measured_report: bool) -> OpRecord:
+            overlapped: Mapping[str, bool], ridge: float | None, measured_report: bool,
+            measured_on: str) -> OpRecord:
     occ = r.occurrences
     cost, exp = r.cost, r.expectation
     container = r.opcode in CONTAINER_OPCODES
@@ -96,8 +100,9 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     achievable_efficiency = safe_ratio(achievable, r.measured_s)
     reasons: list[str] = []
     bound_only = bytes_only_bound(cost, exp)
-    unjudged = not_judged(cost, r.measured_s, hw, occ) if r.measured_s is not None and not container else ""
-    if not unjudged and measured_report and hw.kind == "gpu" and not container:
+    unjudged = (not_judged(cost, r.measured_s, hw, occ, measured_on=measured_on)
+                if r.measured_s is not None and not container else "")
+    if not unjudged and measured_report and measured_on == "gpu" and not container:
         unjudged = collective_wait(cost, by_key.get((r.program_id, r.name)))
     if unjudged:
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
@@ -185,13 +190,15 @@ def bytes_only_bound(cost: OpCost | None, exp: Expectation | None) -> str:
             "bound, which cannot show it slow, so it is not flagged")
 
 
-def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware, occurrences: float = 1.0) -> str:
-    """Why a measured op's expected time cannot be compared with its measured time ("" if it can)."""
+def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware, occurrences: float = 1.0, *,
+               measured_on: str | None = None) -> str:
+    """Why a measured op's expected time cannot be compared with its measured time ("" if it can);
+    `measured_on` is the platform the trace was taken on (default: `hw`'s)."""
     if measured_s is not None and measured_s <= TIMER_RESOLUTION_S * max(occurrences, 1.0):
         return AT_TIMER_RESOLUTION
     if cost is None:
         return ""
-    if hw.kind == "cpu" and (cost.collective is not None or cost.comm_bytes):
+    if (measured_on or hw.kind) == "cpu" and (cost.collective is not None or cost.comm_bytes):
         return SIMULATED_COLLECTIVE
     if launches_work(cost) is False and measured_s:
         return WAIT_ONLY
