@@ -13,7 +13,7 @@ from audit.cli import main
 from audit.orchestration.pipeline import analyse_profile
 from audit.parsers.report_file import read_report
 from audit.pod.reduce import PodSettings
-from conftest import shared_fixture
+from conftest import render, shared_fixture
 
 FOLDER = "gpu-a100-pax-nsys-jax"
 QUIET = PodSettings(progress=False, cache="")
@@ -353,3 +353,13 @@ def test_collective_waits_stay_not_judged_when_the_gpu_profile_is_projected_onto
     rs = next(o for o in report["ops"] if o["name"] == "reduce-scatter-start")
     assert rs["verdict"] == "not judged" and not rs["flagged"]
     assert rs["reasons"][0].startswith("spans devices the profile does not show")
+
+
+def test_whether_an_async_collective_overlapped_is_unknown_not_no(four):
+    # Thunk ranges carry no -done event bounding the collective's window, so the trace cannot
+    # tell whether compute ran beside it: the report says unknown, and the flagged reduce-scatter
+    # is not told to "overlap this collective with compute" on a fact nobody measured.
+    assert four["collectives"] and all(c["overlapped"] is None for c in four["collectives"])
+    assert "Overlapped —" in render(four, "terminal") or "| — |" in render(four, "markdown")
+    flagged = [o for o in four["ops"] if o["flagged"]]
+    assert flagged and not any(o["suggestion"].startswith("Overlap this collective") for o in flagged)

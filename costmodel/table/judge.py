@@ -158,7 +158,10 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         achieved_bytes_per_s=safe_ratio(bytes_, r.measured_s), provenance=prov,
         collective=cost.collective if cost is not None else None,
         placement=exp.collective if exp is not None and cost is not None and cost.collective is not None else None,
-        overlapped=(overlapped.get(r.name, False) if cost is not None and cost.collective is not None else None),
+        # A synchronous collective never overlaps; an async one is None where the trace cannot tell
+        # (no -done event bounds its window, as in nsys thunk ranges).
+        overlapped=((overlapped.get(r.name) if r.opcode.endswith("-start") else False)
+                    if cost is not None and cost.collective is not None else None),
         overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ)
                  if not container and expected is not None else None),
         per_device=per_device, spread=_spread(per_device) if per_device else None,

@@ -158,7 +158,7 @@ class OpRecord:
         out["reasons"] = list(self.reasons)
         out["provenance"] = self.provenance.to_json()
         if self.collective is not None:
-            out["overlapped"] = bool(self.overlapped)
+            out["overlapped"] = None if self.overlapped is None else bool(self.overlapped)
         if self.overlap is not None:
             out.update(self.overlap.to_json())
         if self.per_device is not None:
@@ -290,7 +290,7 @@ def collective_row(op: OpRecord) -> CollectiveRow | None:
         expected_s=expected, measured_s=per_exec, occurrences=occ, bound_by=op.bound_by,
         achieved_bytes_per_s=moved / per_exec if per_exec else None,
         peak_bytes_per_s=placed.bandwidth_bytes_per_s if placed is not None else None,
-        overlapped=bool(op.overlapped) if per_exec is not None else None,
+        overlapped=bool(op.overlapped) if per_exec is not None and op.overlapped is not None else None,
         exposed_s=overlap.exposed_s / occ if overlap is not None and occ else None,
         hidden_s=overlap.hidden_s / occ if overlap is not None and occ else None,
         window_compute_s=((overlap.window_compute_s or 0.0) / occ) if overlap is not None and occ else None,
