@@ -73,3 +73,15 @@ def test_audit_cache_dir_names_the_only_place_to_look(fresh_home: Path, tmp_path
     monkeypatch.setattr(calibrate, "measure", lambda: calls.append(1) or dict(_RECORD))
     calibrate.cpu_hardware()
     assert calls == [1]
+
+
+def test_a_newer_install_calibration_wins_over_an_older_one_in_the_users_cache(
+        fresh_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calibrate, "measure",
+                        lambda: dict(_RECORD, matmul_flops_per_s=1e10, measured_at="2026-01-01T00:00:00Z"))
+    calibrate.cpu_hardware(refresh=True)  # an old measurement in the user's cache (a busy hour)
+    monkeypatch.setattr(calibrate, "measure",
+                        lambda: dict(_RECORD, matmul_flops_per_s=2e11, measured_at="2026-03-01T00:00:00Z"))
+    calibrate.calibrate_install()  # a later reinstall measured again
+    monkeypatch.setattr(calibrate, "measure", lambda: pytest.fail("measured again"))
+    assert calibrate.cpu_hardware().peak("f32").value == pytest.approx(2e11)

@@ -98,14 +98,18 @@ def cached_cpu_hardware() -> Hardware | None:
 
 
 def cached_record(key: str) -> dict[str, Any] | None:
-    """This machine's record from the user's cache, else (unless $AUDIT_CACHE_DIR names the one
-    place to look) from the calibration its install made ahead (`python -m audit.prepare`)."""
+    """This machine's newest record: the user's cache, or (unless $AUDIT_CACHE_DIR names the one
+    place to look) the calibration its install made ahead (`python -m audit.prepare`); the user's
+    on a tie. A reinstall measures again, so an old measurement (of a busier hour, an older JAX)
+    left in the user's cache does not hide it."""
     places = [cache_dir()] + ([] if os.environ.get("AUDIT_CACHE_DIR") else [user_cache.install_dir("calibration")])
+    found: list[dict[str, Any]] = []
     for directory in places:
         entry = _read_cache(directory).get("entries", {}).get(key)
         if isinstance(entry, dict) and _valid(entry):
-            return entry
-    return None
+            found.append(entry)
+    # ISO 8601 UTC stamps of one format order as text; max() keeps the first (the user's) on a tie.
+    return max(found, key=lambda e: str(e["measured_at"]), default=None)
 
 
 def measure() -> dict[str, Any]:
