@@ -41,6 +41,16 @@ CREATE TABLE TARGET_INFO_NVTX_CUDA_DEVICE (name TEXT, hwId INTEGER, vmId INTEGER
 """
 
 
+def _insert_ranges(db, nvtx, runtime, kernels) -> None:
+    """NVTX ranges, CUDA launches and kernels, as the export's tables hold them."""
+    db.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES (?,?,?,?,?,?)",
+                   nvtx)
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId) VALUES (?,?,?,?)",
+                   runtime)
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, correlationId) VALUES (?,?,?,?)",
+                   kernels)
+
+
 def build_export(path: Path, archive: Path, with_xla: bool = True) -> Path:
     with zipfile.ZipFile(archive) as z:
         trace = pq.read_table(io.BytesIO(z.read("nvtx_gpu_proj_trace/trace.parquet"))).to_pandas()
@@ -63,12 +73,7 @@ def build_export(path: Path, archive: Path, with_xla: bool = True) -> Path:
             runtime.append((start + 1, start + 2, GLOBAL_TID, correlation))
             kernels.append((int(gpu_start), int(gpu_start) + int(gpu_dur), 0, correlation))
     db.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", [(i, s) for s, i in strings.items()])
-    db.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES (?,?,?,?,?,?)",
-                   nvtx)
-    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId) VALUES (?,?,?,?)",
-                   runtime)
-    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, correlationId) VALUES (?,?,?,?)",
-                   kernels)
+    _insert_ranges(db, nvtx, runtime, kernels)
     db.execute("INSERT INTO TARGET_INFO_GPU (id, name, l2CacheSize, totalMemory, memoryBandwidth, clockRate, smCount, "
                "chipName, computeMajor, computeMinor) VALUES (0, 'NVIDIA A100-SXM4-40GB', 41943040, 42505273344, "
                "1555200000000, 1410000000, 108, 'GA100', 8, 0)")
@@ -204,12 +209,7 @@ def build_export_from_hlo(path: Path, executions: int = 3, kernel_ns: int = 10_0
         nvtx.append((start, clock["cpu"], 59, "TSL:XlaModule:#hlo_module=jit_train_step,program_id=16#", GLOBAL_TID,
                      None))
         clock["gpu"] += 50_000
-    db.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES (?,?,?,?,?,?)",
-                   nvtx)
-    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId) VALUES (?,?,?,?)",
-                   runtime)
-    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, correlationId) VALUES (?,?,?,?)",
-                   kernels)
+    _insert_ranges(db, nvtx, runtime, kernels)
     db.execute("INSERT INTO TARGET_INFO_GPU (id, name, totalMemory, memoryBandwidth, clockRate, smCount, computeMajor, "
                "computeMinor) VALUES (0, 'NVIDIA H100 80GB HBM3', 85520809984, 3352320000000, 1980000000, 132, 9, 0)")
     db.commit()

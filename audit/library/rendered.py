@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..reports.render import Renderer
 
 
-class Rendered:
+class Rendered(ABC):
     """A document the renderers write; subclasses say which (`_renderer`) and how many rows the text shows."""
 
     _top = 15
 
+    @abstractmethod
     def _renderer(self) -> Renderer:
-        raise NotImplementedError
+        """The renderer of this document (the report's or the diff's)."""
 
     def _render(self, fmt: str, *, top: int | None = None, html_path: str | None = None) -> str:
         from ..reports.render import Format
