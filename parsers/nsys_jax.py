@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError
+from .compressed import xz_bytes, zip_member
 from .nvtx_xla import RANGE_COLUMNS, has_xla_ranges, read_xla_ranges
 from .profile_model import HostProfile
 
@@ -64,7 +65,7 @@ class Archive:
     def read(self, name: str) -> bytes:
         try:
             if self._zip is not None:
-                return self._zip.read(name)
+                return zip_member(self._zip, name)
             return (self.path / name).read_bytes()
         except (zipfile.BadZipFile, OSError, EOFError, KeyError, lzma.LZMAError) as exc:
             raise InputError(f"cannot read {name} ({exc}): the archive is truncated or damaged", path=self.path) from None
@@ -180,11 +181,26 @@ def _ranges(archive: Archive, stem: str) -> pd.DataFrame:
         raise InputError(f"{TRACE} cannot be read ({exc}): the archive is truncated or damaged",
                          path=archive.path) from None
     table = table.rename(columns=layout)
+    try:
+        out = _range_frame(table)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"{TRACE}: a column holds values that are not range names, times or ids ({exc})",
+                         path=archive.path) from None
+    repeated = out["range_id"][out["range_id"].duplicated()]
+    if len(repeated):
+        raise InputError(f"{TRACE}: range id {repeated.iloc[0]} is on more than one row ({len(repeated)} repeated "
+                         "ids); Nsight numbers each range once, so the file is damaged or joined from several",
+                         path=archive.path)
+    assert set(out.columns) >= set(RANGE_COLUMNS) - {"device"}
+    return out
+
+
+def _range_frame(table: pd.DataFrame) -> pd.DataFrame:
     if "end_ns" in table.columns:
         table["dur_ns"] = table.pop("end_ns") - table["start_ns"]
     table = table.dropna(subset=["range_id"])
     # A range that launched nothing has no projection (NaN start): -1, as RANGE_COLUMNS says.
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "name": table["name"].fillna("").astype(str),
         "start_ns": table["start_ns"].fillna(-1).to_numpy(np.int64),
         "dur_ns": table["dur_ns"].fillna(0).to_numpy(np.int64),
@@ -193,8 +209,6 @@ def _ranges(archive: Archive, stem: str) -> pd.DataFrame:
         "tid": table["tid"].fillna(-1).to_numpy(np.int64),
         "gpu_ops": table["gpu_ops"].fillna(-1).to_numpy(np.int64) if "gpu_ops" in table else -1,
     })
-    assert set(out.columns) >= set(RANGE_COLUMNS) - {"device"}
-    return out
 
 
 def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:
@@ -206,7 +220,10 @@ def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:
         frame = pq.read_table(io.BytesIO(data)).to_pandas()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"{DEVICES} cannot be read ({exc})", path=archive.path) from None
-    return device_rows(frame)
+    try:
+        return device_rows(frame)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"{DEVICES} holds a value that is not a device fact ({exc})", path=archive.path) from None
 
 
 def device_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -285,10 +302,9 @@ def _programs(archive: Archive, stem: str, names: dict[int, str]) -> tuple[dict[
         data = archive.read(chosen)
         if data[:6] == _XZ_MAGIC:
             try:
-                data = lzma.decompress(data)
-            except lzma.LZMAError as exc:
-                raise InputError(f"{chosen} is not valid xz ({exc}): the archive is truncated or damaged",
-                                 path=archive.path) from None
+                data = xz_bytes(data, chosen)
+            except InputError as exc:
+                raise InputError(exc.message, path=archive.path) from None
         protos[program] = data
     return protos, missing
 
