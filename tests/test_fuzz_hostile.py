@@ -140,9 +140,11 @@ def test_the_corpus_ends_as_its_manifest_says(tmp_path, capsys, name):
     path = folder / name
     path.write_bytes((CORPUS / name).read_bytes())
     if name.endswith(".json"):
-        args = ["diff", str(path), str(path)]
+        args = ["diff", str(path), str(path), "-q"]
+    elif name.endswith(".toml"):
+        args = ["calc", "matmul", "--m", "1024", "--k", "1024", "--n", "1024", "--dtype", "bf16", "--hardware", str(path)]
     else:
-        args = ["inspect", str(path), *(["--hardware", "h100"] if name.endswith((".hlo.txt", ".hlo.pb")) else [])]
-    code, err = run_cli([*args, "-q"], folder, (), capsys)
+        args = ["inspect", str(path), "-q", *(["--hardware", "h100"] if name.endswith((".hlo.txt", ".hlo.pb")) else [])]
+    code, err = run_cli(args, folder, (), capsys)
     assert code == expected["exit"], err
     assert expected["says"] in err, err
