@@ -70,8 +70,9 @@ def read_sqlite_host(path: str, hlo_dir: str | None) -> tuple[HostProfile, dict[
                              "be placed on the GPU timeline (nsys profile --trace=cuda)", path=path)
         ranges = _project(db, ranges, gpu)
         devices = device_rows(_device_frame(db, tables))
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"cannot read the SQLite export ({exc}): truncated or damaged", path=path) from None
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # pandas wraps the errors of its queries
+        raise InputError(f"cannot read the SQLite export ({str(exc).rsplit(': ', 1)[-1]}): truncated or damaged",
+                         path=path) from None
     except (ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"TARGET_INFO_GPU holds a value that is not a device fact ({exc})", path=path) from None
     finally:

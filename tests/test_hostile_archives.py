@@ -116,6 +116,8 @@ def export(tmp_path_factory) -> tuple[Path, Path]:
     ("values-text", 0, "CUPTI_ACTIVITY_KIND_KERNEL.deviceId holds 'gpu', not an integer: the export is damaged"),
     ("values-extreme", 0, "NVTX_EVENTS.end: time (ns) 9223372036854775807 is out of range (0 to 36,028,797,018,963, "
                           "a 10-hour session)"),
+    # Damage pandas meets in the GPU activity query (its own DatabaseError, not sqlite3's).
+    ("pages-damaged", 89, "cannot read the SQLite export (database disk image is malformed): truncated or damaged"),
 ])
 def test_sqlite_cells_that_are_not_times_or_ids_exit_2_naming_the_column(tmp_path, capsys, export, craft, seed,
                                                                          words):
