@@ -29,6 +29,7 @@ from ..errors import InputError
 from .compressed import xz_bytes, zip_member
 from .nvtx_xla import RANGE_COLUMNS, has_xla_ranges, read_xla_ranges
 from .profile_model import HostProfile
+from .ranges import MAX_TIMESTAMP_NS, time_range, whole_int64
 
 TRACE = "nvtx_gpu_proj_trace/trace.parquet"
 DEVICES = "device-metadata.parquet"
@@ -200,15 +201,31 @@ def _range_frame(table: pd.DataFrame) -> pd.DataFrame:
         table["dur_ns"] = table.pop("end_ns") - table["start_ns"]
     table = table.dropna(subset=["range_id"])
     # A range that launched nothing has no projection (NaN start): -1, as RANGE_COLUMNS says.
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "name": table["name"].fillna("").astype(str),
-        "start_ns": table["start_ns"].fillna(-1).to_numpy(np.int64),
-        "dur_ns": table["dur_ns"].fillna(0).to_numpy(np.int64),
-        "range_id": table["range_id"].to_numpy(np.int64),
-        "parent_id": table["parent_id"].fillna(-1).to_numpy(np.int64),
-        "tid": table["tid"].fillna(-1).to_numpy(np.int64),
-        "gpu_ops": table["gpu_ops"].fillna(-1).to_numpy(np.int64) if "gpu_ops" in table else -1,
+        "start_ns": _int64s(table["start_ns"].fillna(-1), "start"),
+        "dur_ns": _int64s(table["dur_ns"].fillna(0), "duration"),
+        "range_id": _int64s(table["range_id"], "range id"),
+        "parent_id": _int64s(table["parent_id"].fillna(-1), "parent id"),
+        "tid": _int64s(table["tid"].fillna(-1), "thread id"),
+        "gpu_ops": _int64s(table["gpu_ops"].fillna(-1), "GPU op count") if "gpu_ops" in table else -1,
     })
+    for column, what, low in (("start_ns", "start (ns)", -1), ("dur_ns", "duration (ns)", 0)):
+        bad = out[column][(out[column] < low) | (out[column] > MAX_TIMESTAMP_NS)]
+        if len(bad):
+            time_range(int(bad.iloc[0]), what, TRACE, low=low, high=MAX_TIMESTAMP_NS)
+    return out
+
+
+def _int64s(values: pd.Series, what: str) -> np.ndarray:
+    """Whole numbers of 64 bits. **Raises:** `ValueError` for text, a fraction, an infinity or more bits."""
+    numbers = pd.to_numeric(values, errors="raise")
+    if numbers.dtype.kind != "i":
+        floats = numbers.to_numpy(np.float64)
+        bad = ~whole_int64(floats)
+        if bad.any():
+            raise ValueError(f"a {what} of {float(floats[bad][0])!r}")
+    return numbers.to_numpy(np.int64)
 
 
 def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:

@@ -23,14 +23,13 @@ from .compressed import xz_bytes
 from .nsys_jax import device_rows
 from .nvtx_xla import has_xla_ranges, read_xla_ranges
 from .profile_model import HostProfile
-from .ranges import MAX_PS, time_range
+from .ranges import MAX_TIMESTAMP_NS as MAX_NS, time_range, whole_int64
 
 HEADER = b"SQLite format 3\x00"
 PUSH_POP = 59  # NVTX_EVENTS.eventType of a push/pop range
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 _NEEDED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME")
 _ID_COLUMNS = (".globalTid", ".deviceId")
-MAX_NS = MAX_PS // 1000  # a 10-hour session, as XPlane times are bounded
 
 
 def looks_like_sqlite(path: Path) -> bool:
@@ -130,7 +129,7 @@ def integer_columns(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFram
     for name, column in columns.items():
         values = pd.to_numeric(frame[name], errors="coerce")
         if values.dtype.kind != "i":  # text or reals among the integers
-            whole = values.notna() & np.isfinite(values) & (values.abs() < 2.0**63) & (values % 1 == 0)
+            whole = pd.Series(whole_int64(values.to_numpy(np.float64, na_value=np.nan)), index=values.index)
             if not whole.all():
                 raise InputError(f"{column} holds {str(frame[name][~whole].iloc[0])[:40]!r}, not an "
                                  "integer: the export is damaged")

@@ -80,6 +80,13 @@ def stat_int(value: Any, what: str, where: str, *, low: int, high: int) -> int:
     return value
 
 
+def whole_int64(values: np.ndarray) -> np.ndarray:
+    """Which of `values` (floats) are whole numbers an int64 holds."""
+    ok: np.ndarray = np.isfinite(values)
+    ok[ok] = (np.abs(values[ok]) < 2.0**63) & (values[ok] % 1 == 0)
+    return ok
+
+
 def finite_or_nan(value: Any) -> float:
     """A count stat (FLOPs, bytes) as a float: NaN (unknown) unless a finite, non-negative number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -95,6 +95,19 @@ def test_a_trace_column_of_lists_exits_2_naming_the_member(tmp_path, capsys):
     assert "nvtx_gpu_proj_trace/trace.parquet: a column holds values that are not range names, times or ids" in err
 
 
+@pytest.mark.parametrize(("seed", "words"), [
+    (2, "nvtx_gpu_proj_trace/trace.parquet: start (ns) -9223372036854775808 is out of range (-1 to 36,028,797,018,963, "
+        "a 10-hour session)"),
+    (4, "nvtx_gpu_proj_trace/trace.parquet: duration (ns) -1 is out of range (0 to 36,028,797,018,963, a 10-hour "
+        "session)"),
+    (8, "nvtx_gpu_proj_trace/trace.parquet: a column holds values that are not range names, times or ids (a duration "
+        "of inf)"),
+])
+def test_range_times_beyond_a_session_exit_2_as_xplane_times_do(tmp_path, capsys, seed, words):
+    code, err = _inspect(_crafted_archive(tmp_path, "trace-values", seed), capsys)
+    assert (code, err) == (ExitCode.INPUT, f"audit: error: {tmp_path / 'crafted.zip'}: {words}")
+
+
 def test_a_program_id_beyond_64_bits_exits_2_naming_the_range(tmp_path, capsys):
     code, err = _inspect(_crafted_archive(tmp_path, "trace-names"), capsys)
     assert code == ExitCode.INPUT
