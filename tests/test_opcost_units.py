@@ -363,9 +363,13 @@ def fmha_config(key: str, mask: str) -> str:
     return f'{{"cudnn_fmha_backend_config":{{"mask_type":"{mask}","{key}":{dims}}}}}'
 
 
+# A top-left causal mask over 128 queries and 256 keys lets query i see keys 0..i: 128*129/2 pairs.
+TOP_LEFT = 128 * 129 / 2 / (128 * 256)
+
+
 @pytest.mark.parametrize("target,key,mask,scale", [
     ("__cudnn$fmhaSoftmax", "bmm1_dot_dimension_numbers", "NO_MASK", 1.0),
-    ("__cudnn$fmhaSoftmax", "bmm1_dot_dimension_numbers", "CAUSAL", 0.5),
+    ("__cudnn$fmhaSoftmax", "bmm1_dot_dimension_numbers", "CAUSAL", TOP_LEFT),
     ("__cudnn$fmhaSoftmaxBackward", "bmm2_grad_gemm2_dot_dimension_numbers", "NO_MASK", 2.5),
 ])
 def test_cudnn_attention_costs_its_two_batched_matmuls(target, key, mask, scale):
@@ -377,7 +381,7 @@ def test_cudnn_attention_costs_its_two_batched_matmuls(target, key, mask, scale)
   ROOT %a = (bf16[2,128,4,64], u8[0]) custom-call(%q, %k, %v), custom_call_target="{target}", backend_config={fmha_config(key, mask)}""")
     forward = 2 * (2 * 4) * 128 * 256 * (64 + 64)
     assert costs["a"].flops == forward * scale
-    assert costs["a"].transcendentals == 2 * 4 * 128 * 256
+    assert costs["a"].transcendentals == 2 * 4 * 128 * 256 * (scale if mask == "CAUSAL" else 1)
 
 
 def test_an_operand_named_as_a_tuple_element_has_that_elements_shape():
