@@ -8,6 +8,9 @@ project's real H100 captures (JAX 0.11.2, tests/data/captures/h100-jax0.11).
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import math
 from functools import cache
 from pathlib import Path
 
@@ -17,9 +20,11 @@ from hypothesis import given, settings, strategies as st
 from audit.costmodel.achievable import achievable_time
 from audit.costmodel.attention import flops, pairs
 from audit.costmodel.chips.catalog import CATALOG
+from audit.costmodel.chips.hwfile import dumps, loads
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.records import AttentionProblem, OpCost
 from audit.costmodel.roofline import expect
+from audit.errors import InputError
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
 from audit.parsers.hlo_text import parse_hlo_text
 
@@ -196,6 +201,26 @@ def test_each_cudnn_attention_op_is_costed_from_its_own_program():
     assert {k: o["flops"] / o["occurrences"] for k, o in ops.items()} == expected
 
 
+def test_cudnn_attention_runs_at_what_the_held_out_figures_predict():
+    # The H100 figures are fitted to the sweep capture; the microbenchmark is a separate capture.
+    for o in _attention(_report("microbench.xplane.pb")):
+        assert not o["flagged"] and 0.95 < o["measured_s"] / o["achievable_s"] < 1.05, o["name"]
+        assert o["achievable_s"] >= o["expected_s"]
+
+
+def test_grouped_query_heads_windows_and_padding_on_a_real_h100():
+    ops = {o["program_id"]: o for o in _attention(_report("attention-sweep/attention-sweep.xplane.pb"))
+           if "fwd" in o["name"]}
+    gqa, window, padding = ops[19893], ops[27840], ops[22543]
+    assert gqa["flops"] / gqa["occurrences"] == 4 * 4 * 32 * 2048 * 2048 * 128  # 32 query heads, 8 KV heads
+    assert 0.9 < gqa["measured_s"] / gqa["achievable_s"] < 1.1  # held out of the fit
+    # sliding_window_length 256: query i attends min(i + 1, 256) keys.
+    assert window["flops"] / window["occurrences"] == 2 * 4 * 16 * sum(min(i + 1, 256) for i in range(2048)) * 256
+    # Half the positions valid at runtime: the stated lengths bound the work, and the kernel beats that bound.
+    assert any("runtime operands" in r for r in padding["reasons"])
+    assert padding["measured_s"] < padding["achievable_s"] and not padding["flagged"]
+
+
 def test_hlo_text_of_recent_xla_names_tuple_elements_without_get_tuple_element():
     # JAX 0.11's dumps pass the forward's softmax stats as `%dot_product_attention_fwd.5#1`.
     report = analyse_hlo(H100 / "attention" / "module_207089.jit__lambda.sm_9.0a_gpu_after_optimizations.txt",
@@ -205,3 +230,50 @@ def test_hlo_text_of_recent_xla_names_tuple_elements_without_get_tuple_element()
     step = analyse_hlo(H100 / "dump" / "module_0000.jit_train_step.sm_9.0a_gpu_after_optimizations.txt",
                        hardware="h100").to_json()
     assert step["summary"]["unmodeled_ops"] == 0
+
+
+# --- the figures ---------------------------------------------------------------------------------
+
+
+def test_every_chip_states_attention_figures_below_its_peak_with_sources():
+    for name, hw in CATALOG.items():
+        ach = hw.achievable
+        assert ach is not None
+        assert set(ach.attention_flops_per_s) == {"forward", "backward", "forward_causal", "backward_causal"}, name
+        assert set(ach.attention_half_rate_keys) == {"forward", "backward"}, name
+        for key, q in ach.attention_flops_per_s.items():
+            assert 0 < q.value <= hw.peak("bf16").value and q.unit == "FLOP/s" and q.note, (name, key)
+            assert q.kind == "measured" or q.note.startswith("estimate"), (name, key)
+        # A causal mask leaves partly masked blocks: it never raises the rate.
+        for direction in ("forward", "backward"):
+            assert ach.attention_flops_per_s[f"{direction}_causal"].value <= ach.attention_flops_per_s[direction].value
+
+
+def test_the_h100_figures_are_the_fit_to_its_sweep_capture():
+    spec = importlib.util.spec_from_file_location("attention_rates", Path(__file__).parents[1] / "bench" /
+                                                  "attention_rates.py")
+    assert spec is not None and spec.loader is not None
+    rates = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rates)
+    SWEEP, fit, fitted, points = rates.SWEEP, rates.fit, rates.fitted, rates.points
+    figures = fit([r for r in points(_report("attention-sweep/attention-sweep.xplane.pb"), SWEEP / "hlo")
+                   if fitted(r)])
+    ach = CATALOG["h100"].achievable
+    for key in ("forward", "backward", "forward_causal", "backward_causal"):
+        assert ach.attention_flops_per_s[key].value == pytest.approx(figures[key], rel=1e-3)
+    for key in ("forward", "backward"):
+        assert ach.attention_half_rate_keys[key].value == figures[f"{key}_half"]
+
+
+def test_a_hardware_file_with_an_unknown_attention_key_is_refused():
+    text = dumps(CATALOG["h100"]).replace("\nforward_causal = ", "\nforwards_causal = ")
+    with pytest.raises(InputError) as raised:
+        loads(text, "mine.toml")
+    assert "attention_flops_per_s.forwards_causal" in str(raised.value) and "forward_causal" in str(raised.value)
+
+
+def test_the_catalog_round_trips_its_attention_figures():
+    hw = CATALOG["mi355x"]
+    again = loads(dumps(hw), "mi355x.toml", provenance="catalog")
+    assert again.achievable == hw.achievable and json.dumps(again.to_json()["achievable"], allow_nan=False)
+    assert math.isfinite(again.achievable.attention_half_rate_keys["forward"].value)
