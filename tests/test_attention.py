@@ -277,3 +277,20 @@ def test_the_catalog_round_trips_its_attention_figures():
     again = loads(dumps(hw), "mi355x.toml", provenance="catalog")
     assert again.achievable == hw.achievable and json.dumps(again.to_json()["achievable"], allow_nan=False)
     assert math.isfinite(again.achievable.attention_half_rate_keys["forward"].value)
+
+
+def test_fp8_attention_runs_on_the_fp8_tensor_core_rate():
+    dims = ('{"lhs_contracting_dimensions":["3"],"rhs_contracting_dimensions":["3"],'
+            '"lhs_batch_dimensions":["0","2"],"rhs_batch_dimensions":["0","2"]}')
+    text = ("HloModule m\nENTRY %main {\n" + "".join(
+        f"  %{n} = f8e4m3fn[4,2048,16,128]{{3,2,1,0}} parameter({i})\n" for i, n in enumerate("qkv")) +
+        '  ROOT %a = (f8e4m3fn[4,2048,16,128]{3,2,1,0}, u8[0]{0}) custom-call(%q, %k, %v), '
+        'custom_call_target="__cudnn$fmhaSoftmaxF8", backend_config={"cudnn_fmha_backend_config":'
+        f'{{"mask_type":"NO_MASK","bmm1_dot_dimension_numbers":{dims}}}}}\n}}\n')
+    a = cost_module(parse_hlo_text(text))["a"]
+    hw = CATALOG["h100"]
+    reach = achievable_time(a, expect(a, hw), hw)
+    assert a.flops == 4 * 4 * 16 * 2048 * 2048 * 128 and a.dtype == "f8e4m3fn"
+    fp8, bf16 = (hw.achievable.matmul_flops_per_s[k].value for k in ("fp8", "bf16"))
+    bf16_time = a.flops * (2048 + 335) / 2048 / hw.achievable.attention_flops_per_s["forward"].value
+    assert reach.compute_s == pytest.approx(bf16_time * 1056 / 1024 * bf16 / fp8)  # 8 waves of 1024 blocks
