@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .attention import achievable_compute
 from .chips.hardware import Achievable, Hardware, Quantity
 from .chips.precision import matmul_mode
 from .network.collectives import CollectiveTime
@@ -82,6 +83,8 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
              sources: list[str]) -> float | None:
     if exp.compute_s is None or cost.flops is None:
         return exp.compute_s
+    if cost.attention is not None:
+        return achievable_compute(cost, exp.compute_s, hw, ach, notes, sources)
     if not (cost.precision or cost.gemm or cost.convolution):
         return exp.compute_s  # vector work: no published achievable rate, priced at the peak
     mode = matmul_mode(hw, cost.dtype, cost.precision)

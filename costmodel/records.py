@@ -36,6 +36,40 @@ class CollectiveInfo:
 
 
 @dataclass(frozen=True)
+class AttentionProblem:
+    """A fused attention call as its config states it: Q.K^T then softmax then P.V, per batch and head.
+
+    `window` is (left, right) keys around each query's diagonal, -1 for no limit; `causal` keys come
+    after the diagonal no further than it (top-left aligned, or bottom-right when `bottom_right`).
+    `padded`: the valid lengths are runtime operands (padding masks, ragged `thd` rows, several
+    segments per row), so the lengths here are the most each sequence can have; `segments` the most
+    sequences one row of `q_len` positions may hold. `config` says what
+    the problem was read from, for the reasons.
+    """
+
+    batch: int
+    heads: int
+    kv_heads: int
+    q_len: int
+    kv_len: int
+    qk_dim: int
+    v_dim: int
+    # Which kernel: "forward"; "backward" (dQ, dK and dV); or one half of a split backward,
+    # "backward dK dV" or "backward dQ".
+    kernel: str = "forward"
+    causal: bool = False
+    bottom_right: bool = False
+    window: tuple[int, int] = (-1, -1)
+    padded: bool = False
+    segments: int = 1  # sequences a row may hold (packed `thd` rows), at runtime boundaries
+    config: str = ""
+
+    @property
+    def backward(self) -> bool:
+        return self.kernel != "forward"
+
+
+@dataclass(frozen=True)
 class OpCost:
     """Per-execution cost of one HLO op on one device.
 
@@ -69,6 +103,9 @@ class OpCost:
     # Convolutions (HLO, cuDNN/MIOpen calls, a fusion around one): (batch, output spatial sizes, input
     # channels, output channels, kernel spatial sizes), so reasons speak of the convolution itself.
     convolution: tuple[int, tuple[int, ...], int, int, tuple[int, ...]] | None = None
+    # Fused attention kernels: the problem their FLOPs come from, which sets the rate good attention
+    # kernels reach (costmodel.attention). None elsewhere.
+    attention: AttentionProblem | None = None
     # Set when only part of the cost is known (an opaque kernel's operand and result bytes):
     # why the expected time is a lower bound and not the roofline of the whole op.
     lower_bound: str = ""

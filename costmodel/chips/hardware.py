@@ -130,6 +130,12 @@ class MemoryLevel:
                 "bytes_per_s": self.bytes_per_s.to_json()}
 
 
+# The keys each attention table of `Achievable` takes: the pass, and whether a causal or window
+# mask leaves blocks partly masked.
+ATTENTION_KEYS = {"attention_flops_per_s": ("forward", "backward", "forward_causal", "backward_causal"),
+                  "attention_half_rate_keys": ("forward", "backward")}
+
+
 @dataclass(frozen=True)
 class Achievable:
     """What good kernels reach on a chip, the second ceiling beside the datasheet peaks: each
@@ -143,7 +149,10 @@ class Achievable:
     network between nodes or slices); `collective_latency_s` the fixed time of one message.
     `launch_s`: the shortest time a small kernel takes. `compute_units` (SMs, CUs) and
     `gemm_tile_rows` x `gemm_tile_columns` (the largest output tile a matmul library schedules
-    per unit) set GPU wave and tile quantization.
+    per unit) set GPU wave and tile quantization. `attention_flops_per_s`: fused (flash) attention at
+    long sequences with 16-bit inputs, by pass and mask (`forward`, `backward`, `forward_causal`,
+    `backward_causal`: see `ATTENTION_KEYS`); `attention_half_rate_keys`: by pass (`forward`,
+    `backward`), the mean keys per query at which those kernels reach half that rate.
     """
 
     matmul_flops_per_s: dict[str, Quantity]
@@ -155,6 +164,8 @@ class Achievable:
     compute_units: Quantity | None = None
     gemm_tile_rows: Quantity | None = None
     gemm_tile_columns: Quantity | None = None
+    attention_flops_per_s: dict[str, Quantity] = field(default_factory=dict)
+    attention_half_rate_keys: dict[str, Quantity] = field(default_factory=dict)
 
     def quantities(self) -> dict[str, Quantity]:
         """Every figure, by dotted name under `achievable.`."""
@@ -166,6 +177,8 @@ class Achievable:
             q = getattr(self, name)
             if q is not None:
                 out[f"achievable.{name}"] = q
+        for table in ("attention_flops_per_s", "attention_half_rate_keys"):
+            out.update({f"achievable.{table}.{k}": q for k, q in getattr(self, table).items()})
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from .hardware import Hardware, Quantity
+from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 
 FORMAT = 1
 KINDS = ("datasheet", "measured", "estimate")
@@ -183,6 +183,9 @@ def _dataclass(cls: type, raw: Any, key: str, ctx: _Context, provenance: str) ->
             values[f.name] = _build(hints[f.name], table[f.name], _join(key, f.name), ctx, provenance)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(key, f"missing key {_join(key, f.name)!r}")
+    if cls is Achievable:
+        for name, allowed in ATTENTION_KEYS.items():
+            _unknown(table.get(name, {}), list(allowed), _join(key, name), ctx)
     return cls(**values)
 
 
