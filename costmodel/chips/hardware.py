@@ -207,6 +207,7 @@ class Hardware:
     peak_flops: dict[str, Quantity]
     hbm_bytes_per_s: Quantity
     hbm_bytes: Quantity | None = None
+    # On-chip memory that is not one of `caches` (TPU VMEM); `onchip_capacity` falls back to them.
     onchip_bytes: Quantity | None = None
     interconnect: Interconnect = field(default_factory=lambda: Interconnect(kind="none"))
     mxu_tile: tuple[int, int] | None = None
@@ -241,6 +242,13 @@ class Hardware:
             if working_set_bytes <= level.capacity_bytes.value and level.bytes_per_s.value > best[1].value:
                 best = (level.name, level.bytes_per_s)
         return best
+
+    def onchip_capacity(self) -> Quantity | None:
+        """On-chip memory: what `onchip_bytes` states (memory the program fills, TPU VMEM), else the
+        largest cache's capacity, which a file states once, in its `[[caches]]`."""
+        if self.onchip_bytes is not None:
+            return self.onchip_bytes
+        return self.caches[-1].capacity_bytes if self.caches else None
 
     def peak(self, dtype: str) -> Quantity:
         """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states."""
@@ -283,8 +291,9 @@ class Hardware:
             "topology": list(self.topology),
             "notes": list(self.notes),
         }
-        if self.onchip_bytes is not None:
-            out["onchip_bytes"] = self.onchip_bytes.value
+        onchip = self.onchip_capacity()
+        if onchip is not None:
+            out["onchip_bytes"] = onchip.value
         if self.mxu_tile is not None:
             out["mxu_tile"] = list(self.mxu_tile)
         if self.op_overhead_s is not None:
