@@ -141,9 +141,14 @@ class Achievable:
     `cache_bytes_per_s`: by cache level name, data resident in that level. `collective_bytes_per_s`:
     bus bandwidth per chip by link level, `scale_up` (NVLink, xGMI, ICI) and `scale_out` (the
     network between nodes or slices); `collective_latency_s` the fixed time of one message.
-    `launch_s`: the shortest time a small kernel takes. `compute_units` (SMs, CUs) and
+    `launch_s`: the shortest time an op that runs anything takes on the device timeline (a GPU
+    kernel; a TPU op of the program, its fixed cost). `compute_units` (SMs, CUs) and
     `gemm_tile_rows` x `gemm_tile_columns` (the largest output tile a matmul library schedules
-    per unit) set GPU wave and tile quantization.
+    per unit) set GPU wave and tile quantization; `gemm_k_step_s` is the least time one 64-deep
+    step of a GPU matmul's K loop takes, however small its tile (the loop runs on one unit, step
+    after step), and `gemm_fill_s` what starting and ending the loop adds. `pipeline_block_bytes`
+    (TPU): the operands of one pipeline step; the first block's load and the last's store do not
+    overlap the matrix unit (its pipeline fill).
     """
 
     matmul_flops_per_s: dict[str, Quantity]
@@ -155,6 +160,9 @@ class Achievable:
     compute_units: Quantity | None = None
     gemm_tile_rows: Quantity | None = None
     gemm_tile_columns: Quantity | None = None
+    gemm_k_step_s: Quantity | None = None
+    gemm_fill_s: Quantity | None = None
+    pipeline_block_bytes: Quantity | None = None
 
     def quantities(self) -> dict[str, Quantity]:
         """Every figure, by dotted name under `achievable.`."""
@@ -162,7 +170,8 @@ class Achievable:
         out["achievable.memory_bytes_per_s"] = self.memory_bytes_per_s
         out.update({f"achievable.cache_bytes_per_s.{k}": q for k, q in self.cache_bytes_per_s.items()})
         out.update({f"achievable.collective_bytes_per_s.{k}": q for k, q in self.collective_bytes_per_s.items()})
-        for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns"):
+        for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns",
+                     "gemm_k_step_s", "gemm_fill_s", "pipeline_block_bytes"):
             q = getattr(self, name)
             if q is not None:
                 out[f"achievable.{name}"] = q
