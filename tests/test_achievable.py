@@ -241,3 +241,19 @@ def test_the_achievable_reason_says_its_times_are_one_run():
                            source="f32 matmul 202 GFLOP/s (calibrated, measured)")
     assert achievable_reasons(reach, 3e-4)[0] == ("took 3.0x its achievable time per run (300 µs measured, "
                                                   "100 µs achievable from f32 matmul 202 GFLOP/s (calibrated, measured))")
+
+
+@pytest.mark.parametrize("hardware, mesh, reach, latency", [
+    # A v5e all-gather around a wrapped 16-long axis uses both directions of its links: each link at
+    # the book's 82% of its rate (it read 2.44x its roofline, the link's share taken of both at once).
+    ("tpu-v5e:16x16", "X=16,Y=16", 0.82, 8e-6),
+    # 8 H100s: ring collectives reach 350 of NVLink 4's 450 GB/s (nccl-tests), plus one message's 25.6 us.
+    ("h100:8", "X=8", 350 / 450, 2.56e-5),
+])
+def test_collective_bus_bandwidth_is_a_share_of_each_links_rate(capsys, hardware, mesh, reach, latency):
+    argv = ["calc", "collective", "--op", "all-gather", "--shape", "bf16[8192,8192]", "--mesh", mesh,
+            "--axes", "X", "--hardware", hardware, "--json", "-"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bound_by"] == "collective"
+    assert out["achievable_s"] == pytest.approx(out["bandwidth_s"] / reach + latency, rel=1e-3)
