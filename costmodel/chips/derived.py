@@ -21,10 +21,9 @@ Error = Callable[[str, str], InputError]
 def resolve(raw: dict[str, Any], error: Error) -> dict[str, Any]:
     """`raw` (a hardware file as tomllib read it) with every derived figure given its value; the
     tables are changed in place. `error(key, message)` makes the InputError for a bad one."""
-    derived = dict(_derived_tables(raw, ""))
-    done: set[str] = set()
-    for key in derived:
-        _compute(key, raw, derived, done, (), error)
+    resolver = _Resolver(raw, error)
+    for key in resolver.derived:
+        resolver.compute(key, ())
     return raw
 
 
@@ -56,55 +55,60 @@ def _lookup(raw: dict[str, Any], ref: str) -> dict[str, Any] | None:
     return node if isinstance(node, dict) else None
 
 
-def _figure(ref: str, user: str, raw: dict[str, Any], derived: dict[str, dict[str, Any]], done: set[str],
-            chain: tuple[str, ...], error: Error) -> tuple[float, str]:
-    """(value, unit) of the figure `ref` that `user` refers to, computing it first if it is derived."""
-    table = _lookup(raw, ref.strip())
-    if table is None:
-        raise error(user, f"refers to {ref.strip()!r}, which the file does not state")
-    if ref.strip() in derived:
-        _compute(ref.strip(), raw, derived, done, chain, error)
-    value, unit = table.get("value"), table.get("unit")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(unit, str):
-        raise error(user, f"refers to {ref.strip()!r}, which is not a number with a unit")
-    return float(value), unit
+class _Resolver:
+    """Computes the derived figures of one file, each once, following references between them."""
 
+    def __init__(self, raw: dict[str, Any], error: Error):
+        self.raw, self.error = raw, error
+        self.derived = dict(_derived_tables(raw, ""))
+        self.done: set[str] = set()
 
-def _compute(key: str, raw: dict[str, Any], derived: dict[str, dict[str, Any]], done: set[str],
-             chain: tuple[str, ...], error: Error) -> None:
-    if key in done:
-        return
-    if key in chain:
-        raise error(key, f"its ratio refers back to itself ({' -> '.join(chain + (key,))})")
-    chain += (key,)
-    table = derived[key]
-    if "value" in table:
-        raise error(key, "states both a value and a ratio; give one")
-    ratio, of = table.get("ratio"), table.get("of")
-    if not isinstance(of, str) or ratio is None:
-        raise error(key, 'a derived figure needs both ratio and of (ratio = 0.9, of = "hbm_bytes_per_s")')
-    base, unit = _figure(of, key, raw, derived, done, chain, error)
-    if unit != table.get("unit"):
-        raise error(key, f"is in {table.get('unit')!r} but {of!r} is in {unit!r}")
-    factor, how = _ratio(ratio, key, raw, derived, done, chain, error)
-    table["value"] = factor * base
-    source = str(table.get("source", ""))
-    table["source"] = f"{source}; computed: {factor:.1%}{how} of {of} ({base:.4g} {unit})".lstrip("; ")
-    del table["ratio"], table["of"]
-    done.add(key)
+    def figure(self, ref: str, user: str, chain: tuple[str, ...]) -> tuple[float, str]:
+        """(value, unit) of the figure `ref` that `user` refers to, computed first if it is derived."""
+        ref = ref.strip()
+        table = _lookup(self.raw, ref)
+        if table is None:
+            raise self.error(user, f"refers to {ref!r}, which the file does not state")
+        if ref in self.derived:
+            self.compute(ref, chain)
+        value, unit = table.get("value"), table.get("unit")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(unit, str):
+            raise self.error(user, f"refers to {ref!r}, which is not a number with a unit")
+        return float(value), unit
 
+    def compute(self, key: str, chain: tuple[str, ...]) -> None:
+        if key in self.done:
+            return
+        if key in chain:
+            raise self.error(key, f"its ratio refers back to itself ({' -> '.join(chain + (key,))})")
+        chain += (key,)
+        table = self.derived[key]
+        if "value" in table:
+            raise self.error(key, "states both a value and a ratio; give one")
+        ratio, of = table.get("ratio"), table.get("of")
+        if not isinstance(of, str) or ratio is None:
+            raise self.error(key, 'a derived figure needs both ratio and of (ratio = 0.9, of = "hbm_bytes_per_s")')
+        base, unit = self.figure(of, key, chain)
+        if unit != table.get("unit"):
+            raise self.error(key, f"is in {table.get('unit')!r} but {of!r} is in {unit!r}")
+        factor, how = self.ratio(ratio, key, chain)
+        table["value"] = factor * base
+        if isinstance(table.get("source", ""), str):  # any other type is refused where sources are read
+            table["source"] = f"{table.get('source', '')}; computed: {factor:.1%}{how} of {of} ({base:.4g} {unit})"
+            table["source"] = table["source"].lstrip("; ")
+        del table["ratio"], table["of"]
+        self.done.add(key)
 
-def _ratio(ratio: Any, key: str, raw: dict[str, Any], derived: dict[str, dict[str, Any]], done: set[str],
-           chain: tuple[str, ...], error: Error) -> tuple[float, str]:
-    """(the ratio, how it was found): a number as written, or `A / B` of two figures of the file."""
-    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool):
-        if not ratio >= 0:
-            raise error(key, f"ratio must be a number >= 0, got {ratio!r}")
-        return float(ratio), ""
-    if isinstance(ratio, str) and ratio.count("/") == 1:
-        top, bottom = ratio.split("/")
-        (a, a_unit), (b, b_unit) = (_figure(ref, key, raw, derived, done, chain, error) for ref in (top, bottom))
-        if a_unit != b_unit or b <= 0:
-            raise error(key, f"ratio {ratio!r} divides figures of different units or by zero")
-        return a / b, f" ({top.strip()} / {bottom.strip()})"
-    raise error(key, f'ratio must be a number or "A / B" of two figures of the file, got {ratio!r}')
+    def ratio(self, ratio: Any, key: str, chain: tuple[str, ...]) -> tuple[float, str]:
+        """(the ratio, how it was found): a number as written, or `A / B` of two figures of the file."""
+        if isinstance(ratio, (int, float)) and not isinstance(ratio, bool):
+            if not ratio >= 0:
+                raise self.error(key, f"ratio must be a number >= 0, got {ratio!r}")
+            return float(ratio), ""
+        if isinstance(ratio, str) and ratio.count("/") == 1:
+            top, bottom = ratio.split("/")
+            (a, a_unit), (b, b_unit) = (self.figure(ref, key, chain) for ref in (top, bottom))
+            if a_unit != b_unit or b <= 0:
+                raise self.error(key, f"ratio {ratio!r} divides figures of different units or by zero")
+            return a / b, f" ({top.strip()} / {bottom.strip()})"
+        raise self.error(key, f'ratio must be a number or "A / B" of two figures of the file, got {ratio!r}')
