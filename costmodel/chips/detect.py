@@ -58,6 +58,8 @@ def _family_rates() -> dict[tuple[str | int, ...], tuple[float, str]]:
             out[key] = rate
     return out
 _BW_DISAGREEMENT = 0.2  # relative difference from the datasheet worth a note
+# TensorCores in one megacore device (TPU v4, v5p): XProf's TensorCore plane states one core's peaks.
+_MEGACORE_CORES = 2
 # Below this fraction of the datasheet, a trace's memory_bandwidth is not a ceiling: no SKU of
 # a catalog chip is that much slower. ROCm states 2 x memory clock x bus width, half of what
 # HBM3 moves (4 transfers per clock): MI300X traces say 2.66e12 B/s, and their own kernels
@@ -174,20 +176,36 @@ def _split(q: Quantity, cores: int) -> Quantity:
 
 
 def _tpu_trace_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Hardware:
+    """The trace's peak stats over the catalog's, in the unit the HLO ops run on: a megacore
+    device (v4, v5p: `has_megacore`) is two TensorCores that one program drives as one, and the
+    plane states each TensorCore's peaks, so they are doubled."""
     tflops = _num(stats, "peak_teraflops_per_second")
     hbm_gbs = _num(stats, "peak_hbm_bw_gigabytes_per_second")
-    peaks, bandwidth, used = dict(hw.peak_flops), hw.hbm_bytes_per_s, False
-    if tflops is not None:
-        peaks["bf16"] = _trace(tflops * 1e12, "FLOP/s", f"{plane}: peak_teraflops_per_second = {tflops:g}")
-        used = True
-    if hbm_gbs is not None:
-        bandwidth = _trace(hbm_gbs * 1e9, "B/s", f"{plane}: peak_hbm_bw_gigabytes_per_second = {hbm_gbs:g}")
-        used = True
-    if not used:
+    if tflops is None and hbm_gbs is None:
         return hw
+    cores = _MEGACORE_CORES if _flag(stats.get("has_megacore")) else 1
+    per_core = f" x {cores} TensorCores per megacore device" if cores > 1 else ""
+    peaks, bandwidth = dict(hw.peak_flops), hw.hbm_bytes_per_s
+    if tflops is not None:
+        peaks["bf16"] = _trace(tflops * 1e12 * cores, "FLOP/s",
+                               f"{plane}: peak_teraflops_per_second = {tflops:g}{per_core}")
+    if hbm_gbs is not None:
+        bandwidth = _trace(hbm_gbs * 1e9 * cores, "B/s",
+                           f"{plane}: peak_hbm_bw_gigabytes_per_second = {hbm_gbs:g}{per_core}")
     stated = " and ".join(n for n, v in (("peak bf16 FLOP/s", tflops), ("HBM bandwidth", hbm_gbs)) if v)
-    return replace(hw, peak_flops=peaks, hbm_bytes_per_s=bandwidth, source="trace",
-                   notes=hw.notes + (f"{stated} from the trace's {plane} stats, over the catalog",))
+    note = f"{stated} from the trace's {plane} stats, over the catalog"
+    if cores > 1:
+        note += (f"; the plane states one TensorCore's (has_megacore), the device the HLO ops run on is "
+                 f"{cores}: doubled")
+    return replace(hw, peak_flops=peaks, hbm_bytes_per_s=bandwidth, source="trace", notes=hw.notes + (note,))
+
+
+def _flag(value: Any) -> bool:
+    """An integer or boolean stat that is set (1, True); anything else, malformed included, is not."""
+    try:
+        return bool(int(value))
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def _chip(name: str) -> Hardware:

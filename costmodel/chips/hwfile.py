@@ -3,7 +3,8 @@
 A file describes one `Hardware` value, field for field: its tables and keys are the dataclass
 fields, nested dataclasses are tables (`[interconnect]`, `[detection]`), tuples of them arrays of
 tables (`[[caches]]`). Every number is a table `{ value, unit, kind, source }`: `kind` is
-`datasheet`, `measured` or `estimate`, `source` says where the figure comes from. Reading and
+`datasheet`, `measured` or `estimate`, `source` says where the figure comes from; a figure that is
+a ratio of another is written `{ ratio, of, ... }` and computed on reading (`derived`). Reading and
 writing walk the dataclass types, so a field added to `Hardware` (or to a dataclass it holds)
 is read and written with no change here. The README section "Hardware files" has an example.
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from . import derived
 from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 
 FORMAT = 1
@@ -75,6 +77,7 @@ def loads_as(cls: type[H], text: str, origin: str, provenance: str = "user") -> 
     version = raw.pop("format", FORMAT)
     if version != FORMAT:
         raise ctx.error("format", f"format {version!r} is not one this version reads", hint=f"format = {FORMAT}")
+    raw = derived.resolve(raw, ctx.error)
     hw = _build(cls, raw, "", ctx, provenance)
     assert isinstance(hw, cls)
     return dataclasses.replace(hw, source=provenance)
