@@ -4,8 +4,9 @@ Weights are sharded over every device on their first dimension and gathered for 
 backward passes; the weight gradients are reduce-scattered back onto the shards. Compiled for a
 TPU topology (`audit run --target`), XLA writes the reduce-scatter as an all-reduce-scatter fusion
 (`fusion(kind=kCustom, calls=%all-reduce-scatter)`), the gathers as all-gathers or, with
-`--xla_tpu_enable_async_collective_fusion*`, as async collective fusions that carry them beside
-the matmuls, and on v6e as collective matmuls (collective-permutes in loops).
+`--xla_tpu_enable_async_collective_fusion*` and `--xla_enable_async_all_gather`, as async
+collective fusions that carry them beside the matmuls, and on v6e as collective matmuls
+(collective-permutes in loops). The compiled HLO is in `../hlo/tpu-aot/`.
 """
 
 import jax
@@ -26,8 +27,7 @@ def _loss(weights, x):
 
 @workload
 def build(ctx: Context) -> Workload:
-    # The devices in the order the topology lists them (jax.make_mesh would reorder them into a
-    # ring): with this order libtpu forms the async collective fusions on v5p.
+    # One FSDP axis over every device, in the order the topology lists them.
     mesh = Mesh(np.array(ctx.devices), ("fsdp",))
     weights = [(ctx.array((D_MODEL, D_FF), "bfloat16", spec=("fsdp", None), mesh=mesh, seed=2 * i),
                 ctx.array((D_FF, D_MODEL), "bfloat16", spec=("fsdp", None), mesh=mesh, seed=2 * i + 1))
