@@ -33,6 +33,7 @@ class CollectiveInfo:
     wraparound: bool | None = None
     leaves_domain: bool = False  # crosses the ICI slice / NVLink domain
     note: str = ""
+    fused: str = ""  # the fused computation that carries it ("" for a collective op of its own)
 
 
 @dataclass(frozen=True)

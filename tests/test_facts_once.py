@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from hypothesis import given, strategies as st
 from jaxlib import _hlo
@@ -40,6 +42,19 @@ def test_elementwise_is_exactly_arithmetic_and_transcendental_and_each_has_a_cos
     assert not set(ARITHMETIC) & set(TRANSCENDENTAL)
     assert ELEMENTWISE == set(ARITHMETIC) | set(TRANSCENDENTAL) | {"bitcast-convert"}
     assert all(op in HANDLERS for op in ELEMENTWISE)
+
+
+def test_collective_spellings_and_their_handlers_come_from_the_one_list():
+    from audit.costmodel.ops import collective
+
+    for kind in COLLECTIVES:
+        for opcode in (kind, f"{kind}-start", f"{kind}-done"):
+            assert opcode in HANDLERS, opcode
+    assert set(collective.VOLUME) == set(COLLECTIVES)
+    # The handlers' module writes no start or done spelling of its own beside the list.
+    source = inspect.getsource(collective)
+    relisted = [s for kind in COLLECTIVES for s in (f'"{kind}-start"', f'"{kind}-done"') if s in source]
+    assert not relisted, relisted
 
 
 @pytest.mark.parametrize("dtype", sorted(d for d, bits in DTYPE_BITS.items() if bits >= 8 and d != "pred"))

@@ -25,7 +25,7 @@ from ..records import Expectation, OpCost
 from ..roofline import flag_reasons, judge, launches_work
 from ..schedule import StepWalk, Window
 from .join import PS, Joined
-from .overlap import overlap_of
+from .overlap import fused_work, overlap_of
 from .record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .suggest import suggest
 from .waits import collective_wait
@@ -162,7 +162,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         # (no -done event bounds its window, as in nsys thunk ranges).
         overlapped=((overlapped.get(r.name) if r.opcode.endswith("-start") else False)
                     if cost is not None and cost.collective is not None else None),
-        overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ)
+        overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ, fused_work(cost, exp, occ))
                  if not container and expected is not None else None),
         per_device=per_device, spread=_spread(per_device) if per_device else None,
         achievable_s=achievable, achievable_efficiency=achievable_efficiency, achievable_source=reach.source,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..records import Expectation, OpCost
 from ..schedule import StepWalk, Window
 from .record import OpRecord, Overlap
 
@@ -20,14 +21,31 @@ OVERLAP_MODEL = ("schedule walk: one compute stream and collective streams (TPU:
                  "one shared); an async op hides behind the compute scheduled between its start and done")
 
 
-def overlap_of(window: Window | None, expected_s: float, comm_bytes: float, occurrences: float) -> Overlap | None:
-    """An op's place in the walk: its async window, or a synchronous collective fully exposed."""
+def overlap_of(window: Window | None, expected_s: float, comm_bytes: float, occurrences: float,
+               fused: tuple[float, float] | None = None) -> Overlap | None:
+    """An op's place in the walk: its async window, a synchronous collective fully exposed, or a
+    fusion that carries a collective beside its own work (`fused`: (its compute or memory time
+    with its overhead, its collective's time), summed over occurrences), which exposes only the
+    part of the transfer that outlasts that work."""
     if window is not None:
         return Overlap(window.exposed_s * occurrences, window.hidden_s * occurrences,
                        window.window_compute_s * occurrences)
+    if comm_bytes and fused is not None:
+        own_s, comm_s = fused
+        exposed = max(0.0, expected_s - own_s)
+        return Overlap(exposed, max(0.0, comm_s - exposed))
     if comm_bytes:
         return Overlap(expected_s, 0.0)
     return None
+
+
+def fused_work(cost: OpCost | None, exp: Expectation | None, occurrences: float) -> tuple[float, float] | None:
+    """(own compute or memory time with its overhead, collective time), summed over occurrences, of a
+    fusion that carries a collective; None for any other op."""
+    if cost is None or exp is None or cost.collective is None or not cost.collective.fused:
+        return None
+    own = max(exp.compute_s or 0.0, exp.memory_s or 0.0) + exp.overhead_s
+    return own * occurrences, (exp.comm_s or 0.0) * occurrences
 
 
 @dataclass(frozen=True)

@@ -244,6 +244,7 @@ class CollectiveRow:
     hidden_s: float | None
     window_compute_s: float | None
     note: str
+    fused: str = ""  # the fused computation that carries it, "" for a collective op of its own
 
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -264,7 +265,8 @@ class CollectiveRow:
             expected_s=e.get("expected_s"), measured_s=e.get("measured_s"), occurrences=e.get("occurrences") or 0.0,
             bound_by=e.get("bound_by") or "unknown", achieved_bytes_per_s=e.get("achieved_bytes_per_s"),
             peak_bytes_per_s=e.get("peak_bytes_per_s"), overlapped=e.get("overlapped"), exposed_s=e.get("exposed_s"),
-            hidden_s=e.get("hidden_s"), window_compute_s=e.get("window_compute_s"), note=e.get("note") or "")
+            hidden_s=e.get("hidden_s"), window_compute_s=e.get("window_compute_s"), note=e.get("note") or "",
+            fused=e.get("fused") or "")
 
 
 def collective_row(op: OpRecord) -> CollectiveRow | None:
@@ -295,5 +297,6 @@ def collective_row(op: OpRecord) -> CollectiveRow | None:
         hidden_s=overlap.hidden_s / occ if overlap is not None and occ else None,
         window_compute_s=((overlap.window_compute_s or 0.0) / occ) if overlap is not None and occ else None,
         note="; ".join(n for n in [info.note, *(placed.notes if placed is not None else ())] if n),
+        fused=info.fused,
     )
 

@@ -22,10 +22,15 @@ def _bandwidth(c: CollectiveRow) -> str:
     return text
 
 
+def _kind(c: CollectiveRow) -> str:
+    """The collective, and the fusion computation that carries it when XLA fused it."""
+    return f"{c.kind} (fused: {c.fused})" if c.fused else c.kind
+
+
 # (header, numeric, cell, measured only)
 _COLUMNS: tuple[tuple[str, bool, Callable[[CollectiveRow], str], bool], ...] = (
     ("Collective", False, lambda c: c.name, False),
-    ("Kind", False, lambda c: c.kind, False),
+    ("Kind", False, _kind, False),
     ("Bytes", True, lambda c: qty.nbytes(c.bytes), False),
     ("Group", True, lambda c: qty.count(c.group_size), False),
     ("Axes", False, lambda c: ", ".join(c.axes) or qty.UNKNOWN, False),
@@ -53,7 +58,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     lines = [f"{len(rows)} collective(s) per execution, expected [model] and measured [trace]:"]
     for c in rows[:opts.top]:
         cells = [f"{label} {get(c)}" for label, _, get, _ in _columns(report, _TEXT[2:])]
-        lines.append(f"  {clip(c.name, 40)} ({c.kind}): " + ", ".join(cells))
+        lines.append(f"  {clip(c.name, 40)} ({_kind(c)}): " + ", ".join(cells))
     return lines
 
 
