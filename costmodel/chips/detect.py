@@ -144,7 +144,7 @@ def _tpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
         what = f"TPU type {type_string!r}" if type_string else "TPU type (no device_type_string)"
         hw = _unknown("tpu", "Google", (f"{what} is not in the catalog",))
     else:
-        hw = _per_device(_chip(name))
+        hw = replace(_per_device(_chip(name)), identified_by=f"device_type_string {type_string!r} (device plane {plane})")
     hw = _tpu_trace_overrides(hw, stats, plane)
     return replace(hw, notes=hw.notes + _mixed_note(planes, ("device_type_string",)))
 
@@ -198,17 +198,26 @@ def _chip(name: str) -> Hardware:
 
 def _gpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
     plane, stats = planes[0] if planes else ("", {})
+    where, said = _provenance(plane, stats)
     vendor = _gpu_vendor(stats)
     name, how = _gpu_match(stats, vendor)
     if name is None:
-        hw = _derived_gpu(stats, vendor, plane)
+        hw = _derived_gpu(stats, vendor, where, said)
     else:
         chip = _chip(name)
-        hw = replace(chip, notes=chip.notes + (f"identified as {name} by {how}",))
-        hw = _check_peak(hw, stats, vendor, plane)
-    hw = _gpu_memory_overrides(hw, stats, plane)
+        hw = replace(chip, notes=chip.notes + (f"identified as {name} by {how} ({where})",),
+                     identified_by=f"{how} ({said})")
+        hw = _check_peak(hw, stats, vendor, where)
+    hw = _gpu_memory_overrides(hw, stats, where)
     keys = ("clock_rate", "core_count", "compute_cap_major", "compute_cap_minor", "memory_size")
     return replace(hw, notes=hw.notes + _mixed_note(planes, keys))
+
+
+def _provenance(plane: str, stats: dict[str, Any]) -> tuple[str, str]:
+    """(the file or plane the stats come from, what that is in words): a device plane, nsys-jax's
+    device metadata, XLA's gpu_target_config in the dump, or the dump's file names."""
+    where = str(stats.get("described_in") or plane or "the trace")
+    return where, str(stats.get("described_by") or f"device plane {plane}")
 
 
 def _gpu_vendor(stats: dict[str, Any]) -> str:
@@ -246,14 +255,36 @@ def _gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
     candidates = [hw for hw in known if print_ in hw.detection.fingerprints]
     if not candidates:
         return None, ""
-    memory = _num(stats, "memory_size")
-    if memory is not None:
-        candidates.sort(key=lambda hw: abs((hw.hbm_bytes.value if hw.hbm_bytes else 0.0) - memory))
+    memory, bandwidth = _num(stats, "memory_size"), _num(stats, "memory_bandwidth")
+    # Variants sharing a fingerprint: the nearest HBM size decides, then the nearest bandwidth
+    # (second, as ROCm states half what HBM3 moves); chips still level are named in the note.
+    candidates.sort(key=lambda hw: (_distance(hw.hbm_bytes, memory), _distance(hw.hbm_bytes_per_s, bandwidth)))
     unit = "CUs" if vendor == "amd" else "SMs"
     how = f"vendor {vendor}, compute capability {cap[0]}.{cap[1]}, {int(cores)} {unit}"
     if len(candidates) > 1 and memory is not None:
         how += f", {memory / 1e9:.0f} GB of memory"
+    if len(candidates) > 1 and bandwidth is not None and memory is not None \
+            and _distance(candidates[0].hbm_bytes, memory) == _distance(candidates[1].hbm_bytes, memory):
+        how += f", {bandwidth / 1e12:.2f} TB/s"
+    level = [hw.name for hw in candidates[1:] if _same_figures(hw, candidates[0], memory, bandwidth)]
+    if level:
+        how += (f"; {', '.join(level)} {'matches' if len(level) == 1 else 'match'} these figures as well and "
+                "differs elsewhere (pass --hardware to choose)")
     return candidates[0].name, how
+
+
+def _distance(q: Quantity | None, stated: float | None) -> float:
+    """How far a catalog figure is from what the device states (0 when it states none)."""
+    if stated is None:
+        return 0.0
+    if q is None or not q.value > 0:
+        return math.inf
+    return abs(math.log(stated / q.value))
+
+
+def _same_figures(a: Hardware, b: Hardware, memory: float | None, bandwidth: float | None) -> bool:
+    return (_distance(a.hbm_bytes, memory), _distance(a.hbm_bytes_per_s, bandwidth)) == \
+        (_distance(b.hbm_bytes, memory), _distance(b.hbm_bytes_per_s, bandwidth))
 
 
 def _clock_peak(stats: dict[str, Any], vendor: str, chip: Hardware | None = None) -> tuple[float, str] | None:
@@ -283,12 +314,13 @@ def _check_peak(hw: Hardware, stats: dict[str, Any], vendor: str, plane: str) ->
     return replace(hw, notes=hw.notes + (note,))
 
 
-def _derived_gpu(stats: dict[str, Any], vendor: str, plane: str) -> Hardware:
+def _derived_gpu(stats: dict[str, Any], vendor: str, plane: str, said: str) -> Hardware:
     cap = _capability(stats)
     label = f"{vendor} GPU" + (f" with compute capability {cap[0]}.{cap[1]}" if cap else "")
     derived = _clock_peak(stats, vendor)
     if derived is None:
-        return _unknown("gpu", vendor, (f"{label} is not in the catalog and its peak FLOP/s cannot be "
+        stated = f" ({said})" if stats else ""
+        return _unknown("gpu", vendor, (f"{label}{stated} is not in the catalog and its peak FLOP/s cannot be "
                                         "derived from the trace",))
     value, how = derived
     peaks = {"bf16": _trace(value, "FLOP/s", f"{plane}: derived: {how}")}
@@ -296,6 +328,7 @@ def _derived_gpu(stats: dict[str, Any], vendor: str, plane: str) -> Hardware:
     return Hardware(name=name, kind="gpu", vendor=vendor, peak_flops=peaks,
                     hbm_bytes_per_s=_nan_quantity("B/s", "memory_bandwidth not in the trace"),
                     interconnect=Interconnect(kind="none"), source="trace",
+                    identified_by=f"compute capability, clock and SM/CU count ({said})",
                     notes=(f"{label} is not in the catalog: peak derived from the trace's clock and core "
                            "count; other dtypes fall back to the bf16 rate, interconnect unknown",))
 
@@ -356,3 +389,31 @@ def _unknown(kind: str, vendor: str, notes: tuple[str, ...]) -> Hardware:
                     vendor=vendor, peak_flops={"bf16": _nan_quantity("FLOP/s", "device not recognised")},
                     hbm_bytes_per_s=_nan_quantity("B/s", "device not recognised"),
                     interconnect=Interconnect(kind="none"), notes=notes)
+
+
+def priceable(hw: Hardware) -> bool:
+    """Whether `hw` states the two ceilings every op is priced on: a bf16 peak and a main-memory bandwidth."""
+    peak = hw.peak_flops.get("bf16") or next(iter(hw.peak_flops.values()), None)
+    return peak is not None and math.isfinite(peak.value) and math.isfinite(hw.hbm_bytes_per_s.value)
+
+
+def device_facts(device_stats: dict[str, dict[str, Any]] | Any) -> tuple[str, str, tuple[int, int] | None]:
+    """(what the first device plane states that could identify a chip, in words; its GPU vendor,
+    "nvidia" or "amd" or ""; its compute capability or gfx version), for a message when the chip
+    is not identified."""
+    planes = _device_planes(dict(device_stats or {}))
+    if not planes:
+        return "", "", None
+    plane, stats = planes[0]
+    _, said = _provenance(plane, stats)
+    cap = _capability(stats)
+    vendor = _gpu_vendor(stats) if "device_vendor" in stats or cap else ""
+    parts = [f"{stats[k]!r}" for k in _GPU_NAME_STATS if str(stats.get(k, "")).strip()]
+    if cap is not None:
+        parts.append(f"{'gfx target' if vendor == 'amd' else 'compute capability'} {cap[0]}.{cap[1]}")
+    if (cores := _num(stats, "core_count")) is not None:
+        parts.append(f"{int(cores)} {'CUs' if vendor == 'amd' else 'SMs'}")
+    if not parts:
+        return "", vendor if vendor in ("nvidia", "amd") else "", cap
+    return (f"{said} states only {', '.join(parts)}, which names no catalog chip",
+            vendor if vendor in ("nvidia", "amd") else "", cap)
