@@ -14,6 +14,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..costmodel.table.carriers import attribute_to_carriers
+from ..costmodel.table.command_buffers import price_command_buffers
 from ..costmodel.table.join import Joined, join_measured, join_static, measure
 from ..costmodel.table.judge import Thresholds, judge_table
 from ..costmodel.table.overlap import step_overlap
@@ -85,6 +86,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
+    joined, buffer_notes = price_command_buffers(joined, modules, costs, expectations, hw, per_device)
+    warnings[:0] = buffer_notes
     if (disagree := trace_flops_warning(joined)) is not None:
         warnings.append(disagree)
     missing = sorted({names.get(r.program_id, str(r.program_id)) for r in joined if r.program_id not in modules})
