@@ -337,5 +337,5 @@ def device_facts(device_stats: dict[str, dict[str, Any]] | Any) -> tuple[str, st
         parts.append(f"{int(cores)} {'CUs' if vendor == 'amd' else 'SMs'}")
     if not parts:
         return "", vendor if vendor in ("nvidia", "amd") else "", cap
-    return (f"{said} states only {', '.join(parts)}, which names no catalog chip",
+    return (f"all it carries is {', '.join(parts)}, from {said}, which does not tell which chip it is",
             vendor if vendor in ("nvidia", "amd") else "", cap)
