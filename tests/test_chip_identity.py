@@ -205,3 +205,12 @@ def test_chips_the_stated_figures_cannot_tell_apart_are_named(capsys):
     assert hw.name == "h100" and "h800 matches these figures as well" in hw.identified_by
     assert "--hardware" in hw.identified_by
     assert math.isfinite(hw.peak("bf16").value)
+
+
+def test_a_gpu_capture_whose_planes_state_nothing_exits_2(tmp_path, capsys):
+    # The hostile corpus's well-formed GPU capture: kernels of one XLA op, and no device plane stats.
+    path = tmp_path / "gpu-ok.xplane.pb"
+    path.write_bytes((ROOT / "tests" / "data" / "hostile" / "gpu-ok.xplane.pb").read_bytes())
+    assert main(["inspect", str(path)]) == 2
+    assert "the GPU this profile ran on cannot be identified" in capsys.readouterr().err
+    assert main(["inspect", str(path), "--hardware", "h100", "-q", "--json", str(tmp_path / "r.json")]) == 0
