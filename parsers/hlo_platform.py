@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .gpu_target import gfx_version, sm_version
 from .hlo_model import Module
 
-_SM = re.compile(r"(?<![a-z0-9])sm_(\d+)\.(\d+)")
-_GFX = re.compile(r"(?<![a-z0-9])gfx(\d{1,2})([0-9a-f])([0-9a-f])(?![0-9a-z])")
 _GPU_TARGETS = ("__cublas$", "__cudnn$", "__hipblas$", "__rocblas$", "__triton", "__gpu$", "__nccl",
                 "__miopen")
 _TPU_TARGETS = ("tpu_custom_call", "PrepareAsyncCallStart", "PrepareAsyncCallDone")
@@ -49,12 +48,12 @@ class Platform:
 def platform_of(module: Module, path: str = "") -> Platform:
     """The platform `module` (read from `path`) was compiled for; CPU when nothing says otherwise."""
     for name, whose in _names(module, path):
-        hit = _SM.search(name)
-        if hit:
-            return Platform("gpu", "nvidia", (int(hit[1]), int(hit[2])), f"{whose} says {hit[0]}")
-        hit = _GFX.search(name)
-        if hit:
-            return Platform("gpu", "amd", (int(hit[1]), int(hit[2], 16)), f"{whose} says {hit[0]}")
+        sm = sm_version(name)
+        if sm is not None:  # sm_9.0a (the arch-specific target XLA 0.11 names) is compute capability 9.0
+            return Platform("gpu", "nvidia", sm[:2], f"{whose} says {sm[2]}")
+        gfx = gfx_version(name)
+        if gfx is not None:
+            return Platform("gpu", "amd", gfx[:2], f"{whose} says {gfx[2]}")
     tiled = 0
     for _, instr in module.instructions():
         target = instr.custom_call_target

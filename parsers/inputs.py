@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import InputError
-from .hlo_files import load_hlo_file, read_hlo_if_module
+from .hlo_files import dump_folder_files, load_hlo_file, read_hlo_if_module
 from .hlo_model import Module
 from .input_files import is_special
 from .report_file import REPORT_SCHEMA, read_report
@@ -25,7 +25,7 @@ __all__ = ["REPORT_SCHEMA", "InputKind", "OpenedInput", "open_input", "read_repo
 InputKind = Literal["profile", "hlo", "report"]
 _HLO_SUFFIXES = (".hlo.pb", ".txt", ".hlo")
 _ACCEPTS_TEXT = {"profile": "a profile (.xplane.pb, run dir or logdir, nsys-jax archive, Nsight Systems SQLite)",
-                 "hlo": "an HLO dump (.hlo.pb, .txt, .hlo)",
+                 "hlo": "an HLO dump (.hlo.pb, .txt, .hlo, or an --xla_dump_to folder)",
                  "report": "an audit JSON report (.json)"}
 
 
@@ -39,10 +39,18 @@ class OpenedInput:
     report: dict[str, Any] | None = None
 
 
+def _is_dump_folder(p: Path) -> bool:
+    """An `--xla_dump_to` folder: HLO after optimization, and no profile (XPlane run or logdir, nsys-jax)."""
+    if not dump_folder_files(p) or any(p.glob(f"*{XPLANE_SUFFIX}")):
+        return False
+    return not any((p / sub).is_dir() for sub in ("plugins", "profile")) and not is_nsys_input(p)
+
+
 def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hlo", "report")) -> OpenedInput:
     """Recognise and (for HLO dumps and reports) read `path`.
 
-    A directory is a profile (a run dir or a logdir; the profile reader finds its files).
+    A directory is a profile (a run dir or a logdir; the profile reader finds its files), or an
+    HLO dump folder (`--xla_dump_to`: modules after optimization, no profile), read by the caller.
     A file is a report (`*.json`), an XPlane (`*.xplane.pb`), or an HLO dump (text by its
     `HloModule` header, binary by `*.hlo.pb` or by parsing as a module); any other `*.pb`
     is taken for an XPlane, whose reader says clearly if it is not one.
@@ -64,7 +72,7 @@ def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hl
 
 def _recognise(p: Path) -> OpenedInput:
     if p.is_dir():
-        return OpenedInput("profile", p)
+        return OpenedInput("hlo", p) if _is_dump_folder(p) else OpenedInput("profile", p)
     name = p.name.lower()
     refuse_xprof_cache(p)
     if name.endswith(".json"):

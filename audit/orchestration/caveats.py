@@ -91,12 +91,13 @@ def not_judged_warning(ops: Sequence[OpRecord]) -> str:
 
 
 def peaks_used(ops: Sequence[OpRecord], hw: Hardware) -> list[dict[str, Any]]:
-    """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows)."""
+    """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows),
+    each once; an unknown peak (NaN) priced nothing, so it is not one of them."""
     share = max(hw.devices_per_chip, 1)
     used: dict[float, dict[str, Any]] = {}
     for o in ops:
         rate = o.peak_flops_per_s
-        if o.container or not rate or not o.flops:
+        if o.container or not rate or not math.isfinite(rate) or not o.flops:
             continue
         entry = used.setdefault(rate, {"flops_per_s": rate * share, "ops": 0, "flops": 0.0, "dtypes": set()})
         entry["ops"] += 1

@@ -14,6 +14,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..costmodel.table.carriers import attribute_to_carriers
+from ..costmodel.table.command_buffers import price_command_buffers
 from ..costmodel.table.join import Joined, join_measured, join_static, measure
 from ..costmodel.table.judge import Thresholds, judge_table
 from ..costmodel.table.overlap import step_overlap
@@ -23,8 +24,7 @@ from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
 from ..reports.model import Report, StepTimes
 from .assemble import assemble
 from .caveats import check_partitions, loop_caveats, trace_flops_warning
-from .misleading import (hardware_mismatch_warning, platform_mismatch_warning, pre_optimization_warning,
-                         refuse_mixed_chips)
+from .misleading import (hardware_mismatch_warning, refuse_mixed_chips, refuse_unidentified_chip)
 
 if TYPE_CHECKING:
     from ..pod.reduce import PodSettings
@@ -73,6 +73,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
                          hint="was the program running while the profiler was on?")
     refuse_mixed_chips([(h.path, h.platform, h.device_stats) for h in hosts])
     hw = _hardware(hardware, profile.platform, profile.device_stats, options.overrides)
+    if not hardware:
+        refuse_unidentified_chip(hw, profile.platform, profile.device_stats, path)
     modules, names = profile.modules, profile.module_names
     events = attribute_to_carriers(events, modules)
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
@@ -84,6 +86,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
+    joined, buffer_notes = price_command_buffers(joined, modules, costs, expectations, hw, per_device)
+    warnings[:0] = buffer_notes
     if (disagree := trace_flops_warning(joined)) is not None:
         warnings.append(disagree)
     missing = sorted({names.get(r.program_id, str(r.program_id)) for r in joined if r.program_id not in modules})
@@ -135,26 +139,11 @@ def attach_plan(report: Report, hw: Hardware) -> Report:
 
 def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
                 options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> Report:
-    """Cost an HLO dump with no measurement: every op with its expected time (`module`: already read)."""
-    from ..costmodel.ops.module import device_count
-    from ..parsers.hlo_files import load_hlo_file
+    """Cost an HLO dump (a module's file, or an `--xla_dump_to` folder) with no measurement: every
+    op with its expected time (`module`: the file's module, already read). See `hlo_dumps`."""
+    from .hlo_dumps import analyse_dump
 
-    from ..parsers.hlo_platform import platform_of
-
-    module = module if module is not None else load_hlo_file(path)
-    warnings: list[str] = []
-    if (before := pre_optimization_warning(module, str(path))) is not None:
-        warnings.append(before)
-    if hardware is None:
-        _refuse_accelerator_without_hardware(module, str(path))
-        warnings.append("no --hardware given: expected times are for this machine's CPU")
-    hw = _hardware(hardware, "cpu", {}, options.overrides)
-    if hardware and (mismatch := platform_mismatch_warning(hw, platform_of(module, str(path)))) is not None:
-        warnings.append(mismatch)
-    warnings += check_partitions(hw, hardware, device_count(module), options.allow_smaller)
-    with _naming(path):
-        return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)],
-                                                                **(source or {})}, warnings=warnings, options=options)
+    return analyse_dump(path, hardware=hardware, source=source, options=options, module=module)
 
 
 @contextmanager

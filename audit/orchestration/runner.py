@@ -171,6 +171,7 @@ def run_source(cap: Capture, req: RunRequest, command: str, keep_out: bool) -> d
         "jax_version": rec.get("jax_version"), "config": rec.get("config") or {}, "mesh": rec.get("mesh"),
         "compile_s": rec.get("compile_s"), "host_step_time_s": rec.get("step_times_s"),
         "warmup_steps": req.warmup, "status": rec.get("status"),
+        **({"xla_flags_added": rec["xla_flags_added"]} if rec.get("xla_flags_added") else {}),
     }
 
 

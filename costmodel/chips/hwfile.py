@@ -32,7 +32,8 @@ from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 
 FORMAT = 1
 KINDS = ("datasheet", "measured", "estimate")
-_NOT_IN_FILES = frozenset({"topology", "source"})  # named on the command line, or set by where the file lives
+# Named on the command line, set by where the file lives, or by what identified the chip in a profile.
+_NOT_IN_FILES = frozenset({"topology", "source", "identified_by"})
 _QUANTITY_KEYS = ("value", "unit", "kind", "source")
 H = typing.TypeVar("H", bound=Hardware)
 

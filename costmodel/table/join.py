@@ -18,6 +18,7 @@ import pandas as pd
 
 from ...parsers.hlo_category import category, fingerprint
 from ...parsers.hlo_model import Module
+from ..achievable import AchievableTime
 from ..chips.hardware import Hardware
 from ..records import Expectation, OpCost
 from ..roofline import expect
@@ -89,6 +90,10 @@ class Joined:
     trace_category: str = ""
     position: float | None = None  # 0..1 in its computation's schedule, for matching across compiles
     custom_call_target: str = ""
+    # An op priced as the ops it runs (a command buffer): their summed achievable time, and why its
+    # time cannot be judged ("" when it can); None and "" for every other op.
+    achievable: AchievableTime | None = None
+    unjudged: str = ""
 
 
 class _MeasuredOp(Protocol):

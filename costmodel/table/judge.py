@@ -93,14 +93,14 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     container = r.opcode in CONTAINER_OPCODES
     flops, bytes_, transcendentals, comm, prov = _quantities(r)
     expected = _times(exp.expected_s, occ) if exp else None
-    reach = achievable_time(cost, exp, hw)
+    reach = r.achievable or achievable_time(cost, exp, hw)
     achievable = _times(reach.seconds, occ)
     share = safe_ratio(r.self_s, total_self)
     flagged, efficiency = False, safe_ratio(expected, r.measured_s)
     achievable_efficiency = safe_ratio(achievable, r.measured_s)
     reasons: list[str] = []
     bound_only = bytes_only_bound(cost, exp)
-    unjudged = (not_judged(cost, r.measured_s, hw, occ, measured_on=measured_on)
+    unjudged = (r.unjudged or not_judged(cost, r.measured_s, hw, occ, measured_on=measured_on)
                 if r.measured_s is not None and not container else "")
     if not unjudged and measured_report and measured_on == "gpu" and not container:
         unjudged = collective_wait(cost, by_key.get((r.program_id, r.name)))
@@ -118,7 +118,8 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
                        f"({exp.memory_level or hw.main_memory} roof for its bytes)"] + list(exp.reasons)
         elif cost is not None and exp is not None:
             per_exec = r.measured_s / occ if occ else r.measured_s
-            roofline = list(flag_reasons(cost, exp, per_exec, hw))
+            # An op priced as the ops it runs has no one bound to explain: its expectation says what it is.
+            roofline = list(flag_reasons(cost, exp, per_exec, hw)) if r.achievable is None else list(exp.reasons)
             reasons = roofline[:1] + achievable_reasons(reach, per_exec) + roofline[1:]
     elif exp is not None:
         reasons = list(exp.reasons)
