@@ -155,12 +155,17 @@ def time_by_bound_share(s: Summary) -> dict[str, float]:
 
 @dataclass(frozen=True, eq=False)  # frames do not compare as one truth value
 class DeviceSteps:
-    """One representative step on every device, as the trace recorded it [trace]: what the
-    trace-viewer export draws. In memory only; the JSON report keeps the one-strip `timeline`."""
+    """What the trace-viewer export draws, as the trace recorded it [trace]: one representative
+    step on every device, or, for a host whose steps are not one repeated program (`capture`), the
+    capture window of every device, at most `cap` events each. In memory only; the JSON report keeps
+    the one-strip `timeline`."""
 
     events: pd.DataFrame  # host, device, program_id, op, start_ps, dur_ps, occurrences (the trace's clock)
-    windows: pd.DataFrame  # host, device, step, start_ps, end_ps: that step's window on each device
+    windows: pd.DataFrame  # host, device, step, start_ps, end_ps: the window on each device (step -1: capture)
     device_names: Mapping[tuple[str, int], str]  # (host, device) -> the device's name in the trace
+    capture: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # host -> device -> events left out
+    cap: int | None = None  # events per device the export keeps
+    steps: pd.DataFrame | None = None  # host, device, step, start_ps, end_ps: the steps of the capture hosts
 
 
 @dataclass(frozen=True)
