@@ -90,6 +90,10 @@ class Summary:
     achievable_s: float | None = None
     achievable_step_s: float | None = None
     achievable_fraction: float | None = None
+    # [trace] ops slowed by what ran beside them (costmodel.table.identical), and their self time beyond
+    # what their kernel takes at its fastest, summed like measured_s.
+    interference_ops: int = 0
+    interference_s: float | None = None
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -105,6 +109,7 @@ class Summary:
             "time_by_bound_share": time_by_bound_share(self),
             "achievable_s": self.achievable_s, "achievable_step_s": self.achievable_step_s,
             "achievable_fraction": self.achievable_fraction,
+            "interference_ops": self.interference_ops, "interference_s": self.interference_s,
         }
         if self.platform is not None:
             out["platform"] = self.platform
@@ -134,6 +139,7 @@ class Summary:
             expected_op_step_s=s.get("expected_op_step_s"), wasted_step_s=s.get("wasted_step_s"),
             achievable_s=s.get("achievable_s"), achievable_step_s=s.get("achievable_step_s"),
             achievable_fraction=s.get("achievable_fraction"),
+            interference_ops=s.get("interference_ops") or 0, interference_s=s.get("interference_s"),
         )
 
 
@@ -192,6 +198,11 @@ class Report:
     def flagged(self) -> list[OpRecord]:
         """Flagged ops, most wasted time first."""
         return sorted((o for o in self.ops if o.flagged), key=lambda o: -(o.wasted_s or 0.0))
+
+    @property
+    def interference(self) -> list[OpRecord]:
+        """Ops slowed by what ran beside them, most time beyond their kernel's first."""
+        return sorted((o for o in self.ops if o.verdict == "interference"), key=lambda o: -(o.interference_s or 0.0))
 
     @property
     def timed_ops(self) -> list[OpRecord]:

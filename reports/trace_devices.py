@@ -31,7 +31,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Window:
+class StepSpan:
     """A step drawn on the device's step track, on the device's clock."""
 
     step: int | None
@@ -44,7 +44,7 @@ class Device:
     host: str
     device: int
     label: str
-    windows: tuple[Window, ...]
+    windows: tuple[StepSpan, ...]
     events: tuple[Event, ...]
 
 
@@ -97,10 +97,10 @@ def _from_device_steps(steps: DeviceSteps) -> list[Device]:
                     for op, pid, st, du, n in zip(group["op"], group["program_id"], group["start_ps"],
                                                   group["dur_ps"], group["occurrences"]))
         if key[0] in origins:  # a capture window: every step inside it
-            drawn = tuple(Window(n, (max(a, t0) - t0) * PS, (min(b, t1 or b) - max(a, t0)) * PS)
+            drawn = tuple(StepSpan(n, (max(a, t0) - t0) * PS, (min(b, t1 or b) - max(a, t0)) * PS)
                           for n, a, b in marks.get(key, ()) if b > t0 and (t1 is None or a < t1))
         else:
-            drawn = () if t1 is None else (Window(step, 0.0, (t1 - t0) * PS),)
+            drawn = () if t1 is None else (StepSpan(step, 0.0, (t1 - t0) * PS),)
         out.append(Device(key[0], key[1], steps.device_names.get(key, ""), drawn, evs))
     return out
 
@@ -129,7 +129,7 @@ def _from_timeline(timeline: Sequence[Mapping[str, Any]]) -> list[Device]:
                     for e in strip.get("events") or [] if e.get("start_s") is not None and e.get("dur_s") is not None)
         if evs:
             start, end = strip.get("start_s"), strip.get("end_s")
-            drawn = ((Window(strip.get("step"), 0.0, float(end) - float(start)),)
+            drawn = ((StepSpan(strip.get("step"), 0.0, float(end) - float(start)),)
                      if start is not None and end is not None else ())
             out.append(Device(str(strip.get("host") or ""), int(strip.get("device") or 0),
                               str(strip.get("device_class") or ""), drawn, evs))

@@ -7,7 +7,8 @@ Per device (process) the threads are, top to bottom:
 - `step`: the step's window (each step, in a capture window); `flags`: an instant marker at each
   flagged op, with its reasons;
 - `measured`: each op as the trace recorded it, its verdict and reasons as slice arguments
-  (category `flagged`, `ok`, `not judged`...); ops that overlap go on further `measured` lanes;
+  (category `flagged`, `ok`, `interference`, `not judged`...), and where it has identical ops the
+  fastest of them per run; ops that overlap go on further `measured` lanes;
 - `expected (roofline)`: each op at its measured start, lasting its roofline time (the model's
   lower bound), so a gap under a measured slice is time the model cannot explain;
 - `achievable`: the same at the achievable time (what good kernels take; flags judge against it).
@@ -162,6 +163,9 @@ def _measured_slice(ev: Event, op: OpRecord | None) -> dict[str, Any]:
                 reasons=list(op.reasons), framework_op=op.framework_op, source=op.source, module=op.module)
     if op.flagged:
         args["suggestion"] = op.suggestion
+    if op.identical is not None:  # per run: what the kernel takes at its fastest, and this op against it
+        args.update(fastest_identical_s=op.identical.kernel_s, fastest_identical=op.identical.kernel_key,
+                    vs_fastest_identical=op.identical.ratio)
     args.update(_collective_args(ev, op))
     return args
 

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..costmodel.table.beside import EventWindow
 from ..costmodel.units import seconds
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.xplane import SUFFIX
 from ..reports.model import DeviceSteps
 from . import cluster, files
@@ -90,6 +92,16 @@ class Pod:
                             for op, pid, st, du in zip(ev["op"], ev["program_id"], ev["start_ps"], ev["dur_ps"])]}
                 for host, step, ev in self.strips if step]
 
+
+    def exported_window(self) -> EventWindow | None:
+        """The events the trace-viewer export holds, named for the reasons that cite them."""
+        if self.trace.empty:
+            return None
+        capture = any(h.trace_scope == CAPTURE for h in self.hosts)
+        label = "the capture window" if capture else f"step {int(self.trace['step'].iloc[0])}"
+        collectives = frozenset(f"{pid}/{i.name}" for pid, m in self.modules.items() for _, i in m.instructions()
+                                if i.opcode.removesuffix("-start").removesuffix("-done") in COLLECTIVES)
+        return EventWindow(self.trace[["host", "device", "program_id", "op", "start_ps", "dur_ps"]], label, collectives)
 
     def device_steps(self, device_names: Mapping[tuple[str, int], str]) -> DeviceSteps | None:
         """What the trace-viewer export draws of each host: its representative step on every device,
