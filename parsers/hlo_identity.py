@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 
-from .hlo_model import Computation, Instruction, Module
+from .hlo_model import Computation, Instruction, Module, Shape
 
 # Attributes that name computations (walked through `called`) or carry no work.
 _NAMING = frozenset({"calls", "to_apply", "body", "condition", "branch_computations", "called_computations",
@@ -36,7 +37,7 @@ def identity(module: Module, instr: Instruction) -> str:
     operands = []
     for name in instr.operands:
         found = module.find(name)
-        operands.append(repr(found[1].shape) if found is not None else "?")
+        operands.append(_shape(found[1].shape) if found is not None else "?")
     text = "|".join([_own(instr, {}), ",".join(operands), ",".join(called)])
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
@@ -75,10 +76,18 @@ def _own(instr: Instruction, position: dict[str, int]) -> str:
     """What one instruction does, its operands named by their place in the computation."""
     operands = ",".join(str(position.get(o, "p")) for o in instr.operands)
     attrs = ";".join(f"{k}={v}" for k, v in sorted(instr.attributes) if k not in _NAMING)
-    return "|".join([instr.opcode, instr.fusion_kind, repr(instr.shape), operands, repr(instr.dot), repr(instr.conv),
+    return "|".join([instr.opcode, instr.fusion_kind, _shape(instr.shape), operands, repr(instr.dot), repr(instr.conv),
                      repr(instr.dimensions), repr(instr.slice), repr(instr.replica_groups),
                      repr(instr.source_target_pairs), instr.custom_call_target, _work_config(instr.backend_config),
                      attrs])
+
+
+@lru_cache(maxsize=4096)
+def _shape(shape: Shape) -> str:
+    """A shape with its layout, tiles and memory space (a module repeats a few shapes many times)."""
+    if shape.is_tuple:
+        return "(" + ",".join(_shape(s) for s in shape.tuple_shapes) + ")"
+    return f"{shape.dtype}{list(shape.dims)}{shape.layout}{shape.tiles}S{shape.memory_space}"
 
 
 def _work_config(config: str) -> str:

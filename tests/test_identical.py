@@ -26,6 +26,7 @@ import audit
 from audit.cli import main
 from audit.costmodel.table.beside import _Running
 from audit.costmodel.table.identical import FAR
+from audit.costmodel.units import human
 from audit.parsers.hlo_category import fingerprint
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_identity import identity
@@ -225,3 +226,18 @@ def test_running_integral_is_the_summed_overlap(spans: list[tuple[int, int]], a:
     brute = sum(max(0.0, min(b, e) - max(a, s)) for s, e in zip(start, end))
     got = _Running(start, end).integral(np.array([float(a)]), np.array([float(b)]))[0]
     assert got == pytest.approx(brute, abs=1e-6)
+
+
+def test_the_step_time_gap_names_the_interference(cpu_run: Path) -> None:
+    """Why the measured step is far from the plan: part of the time beyond the expected one is
+    interference, per step, summed from the ops that carry it."""
+    from audit.analyses.plan_gaps import explain
+
+    report = audit.load(cpu_run / "r.json").model
+    step = report.summary.step_time_s.median
+    table = {"rows": [{"quantity": "step time", "unit": "s", "plan": step / 40, "model": step / 30,
+                       "measured": step}], "plan": {}}
+    explain(table, report, "DRAM", None)
+    line = next(r for r in table["rows"][0]["reasons"] if r.startswith("interference: "))
+    per_step = sum(o.interference_s or 0.0 for o in report.ops) / report.summary.steps
+    assert line.startswith(f"interference: {human(per_step, 's')} per step of that")

@@ -54,35 +54,45 @@ class Overlaps:
 
 
 class _HostOverlaps:
-    """One host's events of the window, indexed once for every op asked about."""
+    """One host's events of the window, indexed once for every op asked about: ops by integer code."""
 
     def __init__(self, frame: pd.DataFrame, containers: frozenset[str], collectives: frozenset[str]):
-        keys = [f"{int(p)}/{o}" for p, o in zip(frame["program_id"], frame["op"].astype(str))]
-        keep = np.array([k not in containers for k in keys], dtype=bool)
-        self.keys = np.array(keys, dtype=object)[keep]
-        self.place = np.array([f"{h}/{int(d)}" for h, d in zip(frame["host"].astype(str), frame["device"])],
-                              dtype=object)[keep]
+        codes, names = pd.factorize(frame["program_id"].astype(str) + "/" + frame["op"].astype(str))
+        self.names = [str(n) for n in names]
+        self.code = {n: c for c, n in enumerate(self.names)}
+        keep = ~np.array([n in containers for n in self.names], dtype=bool)[codes]
+        self.codes = codes[keep]
+        self.host = str(frame["host"].iloc[0]) if len(frame) else ""
+        self.device = frame["device"].to_numpy(np.int64)[keep]
         start = frame["start_ps"].to_numpy(np.float64)[keep]
         origin = float(start.min()) if len(start) else 0.0
         self.start = start - origin  # small numbers keep the running sums exact enough
         self.end = self.start + frame["dur_ps"].to_numpy(np.float64)[keep]
-        self.collectives = collectives
-        self.collective = np.array([k in collectives for k in self.keys], dtype=bool)
+        self.collective_op = np.array([n in collectives for n in self.names], dtype=bool)
+        self.collective = self.collective_op[self.codes]
         self._all = _Running(self.start, self.end)
         self._comm = _Running(self.start[self.collective], self.end[self.collective])
 
+    def _runs(self, key: str, device: int | None = None) -> np.ndarray:
+        code = self.code.get(key)
+        if code is None:
+            return np.array([], dtype=np.int64)
+        hit = self.codes == code
+        return np.flatnonzero(hit if device is None else hit & (self.device == device))
+
     def beside(self, key: str, kernel: tuple[str, str] | None, label: str) -> Beside | None:
-        runs = np.flatnonzero(self.keys == key)
+        runs = self._runs(key)
         if not len(runs):
             return None
         together, comm = self._concurrency(runs)
-        kernel_runs = (np.flatnonzero((self.keys == kernel[0]) & (self.place == kernel[1]))
-                       if kernel is not None else np.array([], dtype=np.int64))
+        kernel_runs = np.array([], dtype=np.int64)
+        if kernel is not None and kernel[1].rpartition("/")[0] == self.host:
+            kernel_runs = self._runs(kernel[0], int(kernel[1].rpartition("/")[2]))
         around = self._concurrency(kernel_runs) if len(kernel_runs) else (None, None)
         return Beside(window=label, runs=int(len(runs)), run_s=self._mean_run(runs) or 0.0, concurrency=together,
                       collective_concurrency=comm, kernel_concurrency=around[0],
                       kernel_collective_concurrency=around[1], kernel_run_s=self._mean_run(kernel_runs),
-                      ops=self._named(runs, key))
+                      ops=self._named(runs, self.code[key]))
 
     def _mean_run(self, runs: np.ndarray) -> float | None:
         return float((self.end[runs] - self.start[runs]).mean()) * 1e-12 if len(runs) else None
@@ -96,22 +106,27 @@ class _HostOverlaps:
         comm = self._comm.integral(a, b) - np.where(self.collective[runs], b - a, 0.0)
         return max(others, 0.0) / busy, max(float(comm.sum()), 0.0) / busy
 
-    def _named(self, runs: np.ndarray, key: str) -> tuple[BesideOp, ...]:
+    def _named(self, runs: np.ndarray, code: int) -> tuple[BesideOp, ...]:
         """The ops that overlapped the first runs most, with the devices they ran on."""
-        time: dict[str, float] = {}
-        places: dict[str, set[str]] = {}
+        hits, overlaps = [], []
         for i in runs[:RUNS_EXAMINED]:
             a, b = self.start[i], self.end[i]
             hit = np.flatnonzero((self.start < b) & (self.end > a))
             hit = hit[hit != i]
-            overlap = np.minimum(self.end[hit], b) - np.maximum(self.start[hit], a)
-            for j, t in zip(hit, overlap):
-                k = str(self.keys[j])
-                time[k] = time.get(k, 0.0) + float(t)
-                places.setdefault(k, set()).add(str(self.place[j]))
-        top = sorted(time.items(), key=lambda kv: -kv[1])[:TOP_BESIDE]
-        return tuple(BesideOp(k, k.split("/", 1)[1], len(places[k]), t * 1e-12, k in self.collectives, k == key)
-                     for k, t in top)
+            hits.append(hit)
+            overlaps.append(np.minimum(self.end[hit], b) - np.maximum(self.start[hit], a))
+        hit, overlap = np.concatenate(hits), np.concatenate(overlaps)
+        if not len(hit):
+            return ()
+        time = np.bincount(self.codes[hit], weights=overlap, minlength=len(self.names))
+        out = []
+        for c in np.argsort(-time, kind="stable")[:TOP_BESIDE]:
+            if time[c] <= 0:
+                break
+            devices = len(np.unique(self.device[hit[self.codes[hit] == c]]))
+            out.append(BesideOp(self.names[c], self.names[c].split("/", 1)[1], devices, float(time[c]) * 1e-12,
+                                bool(self.collective_op[c]), int(c) == code))
+        return tuple(out)
 
 
 class _Running:
