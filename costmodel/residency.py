@@ -140,7 +140,7 @@ def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footpr
         for name in params:
             recency.forget(name)
         for name, output in donated.items():
-            for buffer in aliases.get(output, frozenset({output})):
+            for buffer in sorted(aliases.get(output, frozenset({output}))):
                 recency.rename(buffer, name)
         reads, first_read = _one_run(order, comp, size, aliases, recency, footprint, entry)
         # An output the next run reads as a donated parameter is read when that parameter first is.
@@ -165,8 +165,9 @@ def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, flo
         if instr.opcode in _ALIASES:
             aliases[instr.name] = names
             continue
-        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in sorted(names)]
-        for b in names:
+        ordered = sorted(names)  # a set's order changes with the hash seed: the touches must not
+        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in ordered]
+        for b in ordered:
             if b in produced and b not in first_read:
                 first_read[b] = recency.since(b) or 0.0
             recency.touch(b, size.get(b, 0.0))

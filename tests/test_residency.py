@@ -177,3 +177,25 @@ def test_history_puts_every_op_between_the_working_set_roof_and_main_memory():
         assert fastest * (1 - 1e-9) <= history <= cost.bytes / hw.hbm_bytes_per_s.value * (1 + 1e-9)
         checked += 1
     assert checked > 500
+
+
+def test_the_levels_do_not_depend_on_the_hash_seed(tmp_path) -> None:
+    """The operands of one op are touched in a fixed order: with a set's order, the default run's
+    capture priced convert_bitcast_fusion.38 from L3 in one process and from DRAM in another."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    run = ROOT / "tests/data/captures/cpu-default-run"
+    levels = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"r{seed}.json"
+        subprocess.run([sys.executable, "-m", "audit", "inspect", str(run / "vm.xplane.pb"), "--hardware",
+                        str(run / "cpu.toml"), "--quiet", "--json", str(out)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+        levels.append({o["key"]: o["memory_level"] for o in json.loads(out.read_text())["ops"]})
+    assert levels[0] == levels[1]
+    assert levels[0]["0/convert_bitcast_fusion.38"] in ("L3", "DRAM")
