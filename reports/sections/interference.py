@@ -66,7 +66,7 @@ def html(report: Report, _: RenderOptions) -> str | None:
         return None
     rows = "".join(
         f'<tr data-key="{escape(o.key)}"><td><code>{escape(o.name)}</code></td><td>{escape(o.module)}</td>'
-        + "".join(f"<td>{escape(x)}</td>" for x in _facts(o))
+        + "".join(f'<td class="prose">{escape(x)}</td>' for x in _facts(o))
         + f'<td class="num">{escape(qty.seconds(o.interference_s))}</td></tr>' for o in ops)
     return (f'<p class="note">{len(ops)} op(s) {escape(INTRO)}. Their time beyond the kernel\'s is what ran '
             "beside them: ops of other devices or streams in the exported window [trace].</p>"
