@@ -133,6 +133,8 @@ def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str 
     for fmt, path in paths.items():
         if path and path != "-" and fmt in doc.formats:
             click.echo(f"Wrote {_LABEL[fmt.value]} report to {path}", err=True)
+            for note in doc.notes(fmt):
+                click.echo(f"warning: {note}", err=True)
 
 
 _LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON", "trace": "trace-viewer"}

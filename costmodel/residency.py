@@ -165,8 +165,9 @@ def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, flo
         if instr.opcode in _ALIASES:
             aliases[instr.name] = names
             continue
-        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in sorted(names)]
-        for b in sorted(names):
+        ordered = sorted(names)  # a set's order changes with the hash seed: the touches must not
+        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in ordered]
+        for b in ordered:
             if b in produced and b not in first_read:
                 first_read[b] = recency.since(b) or 0.0
             recency.touch(b, size.get(b, 0.0))

@@ -132,7 +132,7 @@ def count(value: object) -> str:
     return f"{int(float(value)):,}"
 
 
-Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "count", "bool"]
+Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "ratio", "count", "bool"]
 """The unit of a reported quantity; `text` and `bool` are not numbers."""
 
 
@@ -147,5 +147,5 @@ def format_as(value: object, unit: Unit) -> str:
 
 _BY_UNIT: dict[str, Callable[[object], str]] = {
     "s": seconds, "FLOP": flops, "B": nbytes, "FLOP/s": flops_per_s, "B/s": bytes_per_s,
-    "FLOP/B": intensity, "fraction": percent, "count": count,
+    "FLOP/B": intensity, "fraction": percent, "ratio": ratio, "count": count,
 }

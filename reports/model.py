@@ -90,6 +90,10 @@ class Summary:
     achievable_s: float | None = None
     achievable_step_s: float | None = None
     achievable_fraction: float | None = None
+    # [trace] ops slowed by what ran beside them (costmodel.table.identical), and their self time beyond
+    # what their kernel takes at its fastest, summed like measured_s.
+    interference_ops: int = 0
+    interference_s: float | None = None
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -105,6 +109,7 @@ class Summary:
             "time_by_bound_share": time_by_bound_share(self),
             "achievable_s": self.achievable_s, "achievable_step_s": self.achievable_step_s,
             "achievable_fraction": self.achievable_fraction,
+            "interference_ops": self.interference_ops, "interference_s": self.interference_s,
         }
         if self.platform is not None:
             out["platform"] = self.platform
@@ -134,6 +139,7 @@ class Summary:
             expected_op_step_s=s.get("expected_op_step_s"), wasted_step_s=s.get("wasted_step_s"),
             achievable_s=s.get("achievable_s"), achievable_step_s=s.get("achievable_step_s"),
             achievable_fraction=s.get("achievable_fraction"),
+            interference_ops=s.get("interference_ops") or 0, interference_s=s.get("interference_s"),
         )
 
 
@@ -155,12 +161,17 @@ def time_by_bound_share(s: Summary) -> dict[str, float]:
 
 @dataclass(frozen=True, eq=False)  # frames do not compare as one truth value
 class DeviceSteps:
-    """One representative step on every device, as the trace recorded it [trace]: what the
-    trace-viewer export draws. In memory only; the JSON report keeps the one-strip `timeline`."""
+    """What the trace-viewer export draws, as the trace recorded it [trace]: one representative
+    step on every device, or, for a host whose steps are not one repeated program (`capture`), the
+    capture window of every device, at most `cap` events each. In memory only; the JSON report keeps
+    the one-strip `timeline`."""
 
     events: pd.DataFrame  # host, device, program_id, op, start_ps, dur_ps, occurrences (the trace's clock)
-    windows: pd.DataFrame  # host, device, step, start_ps, end_ps: that step's window on each device
+    windows: pd.DataFrame  # host, device, step, start_ps, end_ps: the window on each device (step -1: capture)
     device_names: Mapping[tuple[str, int], str]  # (host, device) -> the device's name in the trace
+    capture: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # host -> device -> events left out
+    cap: int | None = None  # events per device the export keeps
+    steps: pd.DataFrame | None = None  # host, device, step, start_ps, end_ps: the steps of the capture hosts
 
 
 @dataclass(frozen=True)
@@ -187,6 +198,11 @@ class Report:
     def flagged(self) -> list[OpRecord]:
         """Flagged ops, most wasted time first."""
         return sorted((o for o in self.ops if o.flagged), key=lambda o: -(o.wasted_s or 0.0))
+
+    @property
+    def interference(self) -> list[OpRecord]:
+        """Ops slowed by what ran beside them, most time beyond their kernel's first."""
+        return sorted((o for o in self.ops if o.verdict == "interference"), key=lambda o: -(o.interference_s or 0.0))
 
     @property
     def timed_ops(self) -> list[OpRecord]:

@@ -46,6 +46,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         step = overlap.expected_step_s if overlap.expected_step_s is not None else expected_total
         step_time = StepTimes(step, step, step)
     flagged = [o for o in ops if o.flagged]
+    interfered = [o for o in ops if o.verdict == "interference"]
     summary = Summary(
         devices=devices, hosts=hosts, steps=len(steps), step_time_s=step_time, idle_s=idle_s,
         step_source=step_source,
@@ -65,6 +66,8 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         achievable_step_s=None if achievable_total is None else achievable_total / per_step,
         achievable_fraction=None if predicted else safe_ratio(
             sum(o.achievable_s or 0.0 for o in judged) if judged else None, sum(o.self_s or 0.0 for o in judged)),
+        interference_ops=len(interfered),
+        interference_s=None if predicted else sum(o.interference_s or 0.0 for o in interfered),
     )
     return Report(
         tool={"name": "audit", "version": __version__},

@@ -98,7 +98,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     comm_names = {r.name for r in joined if r.cost is not None and r.cost.comm_bytes}
     ops = judge_table(joined, hw, options.thresholds, per_device=per_device, walks=walks,
                       overlapped={k: v for k, v in profile.overlapped.items() if k in comm_names},
-                      measured_on=profile.platform)
+                      measured_on=profile.platform, window=profile.exported_window())
     step_list = step_table(steps, events)
     nsys = hosts[0].step_source == NSYS_STEPS
     if nsys and len(hosts) > 1:

@@ -85,7 +85,19 @@ _ALL = (
        measured=True),
     _c("achieved_bytes_per_s", "Bandwidth", "B/s", "verdict", "Achieved bytes/s (bytes / measured time)",
        measured=True),
-    _c("verdict", "Verdict", "text", "verdict", "flagged, ok, not judged, unknown or not measured"),
+    _c("verdict", "Verdict", "text", "verdict",
+       "flagged, ok, interference, not judged, bound only, unknown or not measured"),
+    _c("interference_s", "Interference", "s", "verdict",
+       "Self time beyond what its identical ops take at their fastest: what ran beside it (s)", measured=True),
+    _c("identical_ops", "Identical ops", "count", "trace",
+       "Ops running the same computation on the same shapes, this one included",
+       get=lambda op: op.identical.ops if op.identical is not None else None, measured=True),
+    _c("kernel_s", "Fastest identical", "s", "trace",
+       "Per run: the fastest instance of its identical ops, what the kernel itself does (s)",
+       get=lambda op: op.identical.kernel_s if op.identical is not None else None, measured=True),
+    _c("identical_ratio", "Vs fastest identical", "ratio", "trace",
+       "Its time per run over the fastest identical instance's",
+       get=lambda op: op.identical.ratio if op.identical is not None else None, measured=True),
     _c("flagged", "Flag", "bool", "verdict", "Flagged: far from its achievable time"),
     _c("achievable_source", "Achievable from", "text", "model", "The figures that set the achievable time"),
     _c("flops_source", "FLOPs from", "text", "verdict", "Where the FLOPs came from: model, trace, xla or unknown",
@@ -106,13 +118,14 @@ CSV_COLUMNS = columns(
     "program_id", "module", "name", "opcode", "category", "framework_op", "source", "devices", "occurrences",
     "measured_s", "measured_s_max", "self_s", "flops", "bytes", "comm_bytes", "dtype", "compute_s", "memory_s",
     "comm_s", "expected_s", "exposed_s", "hidden_s", "bound_by", "memory_level", "efficiency", "flagged",
-    "flops_source", "bytes_source", "reasons", "achievable_s", "achievable_efficiency", "achievable_source")
+    "flops_source", "bytes_source", "reasons", "achievable_s", "achievable_efficiency", "achievable_source",
+    "verdict", "interference_s", "identical_ops", "kernel_s", "identical_ratio")
 """Every column of the CSV, in its order (headers are the keys)."""
 TABLE_COLUMNS = columns(
     "name", "module", "opcode", "bound_by", "memory_level", "measured_s", "expected_s", "efficiency",
-    "achievable_s", "achievable_efficiency", "wasted_s",
+    "achievable_s", "achievable_efficiency", "wasted_s", "interference_s",
     "share", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "occurrences",
-    "framework_op", "source", "flagged")
+    "framework_op", "source", "verdict", "flagged")
 """The HTML op table's columns."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from ...parsers.hlo_category import category, fingerprint
+from ...parsers.hlo_identity import identity
 from ...parsers.hlo_model import Module
 from ..achievable import AchievableTime
 from ..chips.hardware import Hardware
@@ -33,6 +34,8 @@ def measure(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
            "self_ps": ("self_ps", "sum")}
     if "kernels" in events.columns:
         agg["kernels"] = ("kernels", "sum")
+    # Each device's fastest and slowest run, where the rows state them (per-host summaries do).
+    agg.update({c: (c, how) for c, how in (("dur_min_ps", "min"), ("dur_max_ps", "max")) if c in events.columns})
     per_device = events.groupby(keys, observed=True, sort=False).agg(**agg).reset_index()
     trace_cols = {c: (c, "first") for c in ("trace_flops", "trace_model_flops", "trace_bytes",
                                               "trace_category") if c in events.columns}
@@ -94,6 +97,7 @@ class Joined:
     # time cannot be judged ("" when it can); None and "" for every other op.
     achievable: AchievableTime | None = None
     unjudged: str = ""
+    identity: str = ""  # the same for ops that run the same computation on the same shapes (hlo_identity)
 
 
 class _MeasuredOp(Protocol):
@@ -145,6 +149,7 @@ def join_measured(per_op: pd.DataFrame, modules: dict[int, Module], module_names
             trace_bytes=_num(getattr(rec, "trace_bytes", None)),
             position=module.position(str(rec.op)) if (module and instr) else None,
             custom_call_target=instr.custom_call_target if instr else "",
+            identity=identity(module, instr) if (module and instr) else "",
         ))
     return [_with_trace_costs(r, hw) for r in rows]
 

@@ -7,7 +7,9 @@ time. The roofline time stays `expected_s` and `efficiency`, the lower bound; `n
 measured time is a wait (a collective between simulated CPU devices, an op that launches
 nothing), an event at the timer's resolution, or it is a container; `bound only` when it is an
 opaque kernel whose only bound is its bytes (a lower bound cannot show it slow); `unknown`
-without an expected time; `not measured` in a prediction; else `ok`.
+without an expected time; `not measured` in a prediction; else `ok`. Then identical ops are judged
+together (costmodel.table.identical): an op far slower than its identical instances elsewhere
+is `interference`, not `flagged`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from ..units import human
 from ..records import Expectation, OpCost
 from ..roofline import flag_reasons, judge, launches_work
 from ..schedule import StepWalk, Window
+from .beside import EventWindow, Overlaps
+from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
 from .record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
@@ -63,10 +67,12 @@ def safe_ratio(a: float | None, b: float | None) -> float | None:
 
 def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = Thresholds(), *,
                 per_device: pd.DataFrame | None = None, walks: Mapping[int, StepWalk | None] | None = None,
-                overlapped: Mapping[str, bool] | None = None, measured_on: str | None = None) -> list[OpRecord]:
+                overlapped: Mapping[str, bool] | None = None, measured_on: str | None = None,
+                window: EventWindow | None = None) -> list[OpRecord]:
     """Every op's record with its verdict, the largest self time (else expected time) first.
 
-    `per_device` (measured reports) adds each op's per-device times and spread; `walks`
+    `per_device` (measured reports) adds each op's per-device times and spread, and judges
+    identical ops together (`window`: the exported events, for what ran beside them); `walks`
     (costmodel.schedule) adds how much of each asynchronous op hides behind compute;
     `overlapped` says which async collectives the trace shows other ops running beside;
     `measured_on` is the platform the trace was taken on (default: `hw`'s): a GPU's collective
@@ -81,7 +87,12 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = T
     records = [_record(r, hw, thresholds, total_self, by_key, windows, overlapped or {}, ridge,
                        bool(by_key), measured_on or hw.kind) for r in rows]
     records.sort(key=lambda o: -(o.self_s if o.self_s is not None else (o.expected_s or 0.0)))
-    return records
+    if not by_key:
+        return records
+    overlaps = Overlaps(window, {o.key for o in records if o.container},
+                        {o.key for o in records if o.collective is not None or o.comm_bytes}) if window else None
+    return judge_identical(records, {r.key: r.identity for r in rows}, min_efficiency=thresholds.min_efficiency,
+                           overlaps=overlaps, simulated=(measured_on or hw.kind) == "cpu")
 
 
 def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float | None,
@@ -249,12 +260,15 @@ def _quantities(r: Joined) -> tuple[float | None, float | None, float | None, fl
 
 def _per_device_lists(per_device: pd.DataFrame) -> dict[tuple[int, str], tuple[DeviceTime, ...]]:
     out: dict[tuple[int, str], list[DeviceTime]] = {}
-    for host, dev, pid, op, occ, dur, self_ in zip(per_device["host"], per_device["device"],
-                                                   per_device["program_id"], per_device["op"],
-                                                   per_device["occurrences"], per_device["dur_ps"],
-                                                   per_device["self_ps"]):
+    stated = "dur_min_ps" in per_device.columns and "dur_max_ps" in per_device.columns
+    nothing = [None] * len(per_device)
+    for host, dev, pid, op, occ, dur, self_, lo, hi in zip(
+            per_device["host"], per_device["device"], per_device["program_id"], per_device["op"],
+            per_device["occurrences"], per_device["dur_ps"], per_device["self_ps"],
+            per_device["dur_min_ps"] if stated else nothing, per_device["dur_max_ps"] if stated else nothing):
+        runs = (float(lo) * PS, float(hi) * PS) if lo is not None and hi is not None and lo == lo else (None, None)
         out.setdefault((int(pid), str(op)), []).append(
-            DeviceTime(str(host), int(dev), int(occ), float(dur) * PS, float(self_) * PS))
+            DeviceTime(str(host), int(dev), int(occ), float(dur) * PS, float(self_) * PS, *runs))
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -11,17 +11,19 @@ over that device's occurrences in the analysed steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, Mapping
 
 from ..network.collectives import CollectiveTime
 from ..records import Bound, CollectiveInfo, Origin
+from .interference import Identical
 
 __all__ = ["CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
            "collective_row"]
-Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured", "bound only"]
+Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured", "bound only", "interference"]
 """flagged | ok | not judged (a wait, a container) | unknown (no expected time) | not measured (a prediction)
-| bound only (an opaque kernel judged on its bytes alone: a lower bound cannot show it slow)"""
+| bound only (an opaque kernel judged on its bytes alone: a lower bound cannot show it slow)
+| interference (identical ops run far faster elsewhere in the capture: what ran beside it, not its kernel)"""
 TimeOrigin = Literal["measured", "predicted"]
 
 
@@ -46,10 +48,15 @@ class DeviceTime:
     occurrences: int
     measured_s: float
     self_s: float
+    run_min_s: float | None = None  # its fastest run (None where the trace aggregates runs unseen)
+    run_max_s: float | None = None  # its slowest run
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "device": self.device, "occurrences": self.occurrences,
-                "measured_s": self.measured_s, "self_s": self.self_s}
+        out: dict[str, Any] = {"host": self.host, "device": self.device, "occurrences": self.occurrences,
+                               "measured_s": self.measured_s, "self_s": self.self_s}
+        if self.run_min_s is not None:
+            out.update(run_min_s=self.run_min_s, run_max_s=self.run_max_s)
+        return out
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,10 @@ class OpRecord:
     achievable_s: float | None = None
     achievable_efficiency: float | None = None  # achievable / measured
     achievable_source: str = ""  # which figures set the achievable time
+    # Among its identical ops [trace] (costmodel.table.identical): the kernel at its fastest, and for an
+    # `interference` verdict its self time beyond that kernel time, summed over occurrences.
+    identical: Identical | None = None
+    interference_s: float | None = None
 
     @property
     def timed(self) -> bool:
@@ -165,6 +176,8 @@ class OpRecord:
             out["per_device"] = [d.to_json() for d in self.per_device]
         if self.spread is not None:
             out.update(self.spread.to_json())
+        if self.identical is not None:
+            out["identical"] = self.identical.to_json()
         return out
 
     @classmethod
@@ -183,6 +196,7 @@ class OpRecord:
             overlap=(Overlap(entry["exposed_s"], entry.get("hidden_s") or 0.0, entry.get("window_compute_s"))
                      if entry.get("exposed_s") is not None else None),
             per_device=_device_times(per_device),
+            identical=Identical.from_json(entry["identical"]) if isinstance(entry.get("identical"), Mapping) else None,
             spread=(Spread(entry["measured_s_median"], entry.get("straggler_ratio"),
                            {h: (v["measured_s"], v["measured_s_max"]) for h, v in per_host.items()}
                            if per_host is not None else None)
@@ -192,18 +206,19 @@ class OpRecord:
 
 def _device_times(entries: Any) -> tuple[DeviceTime, ...] | None:
     """`per_device` read back: the fields DeviceTime has (a newer writer may add more); None when an
-    entry lacks one of them."""
+    entry lacks one it cannot do without."""
     if entries is None:
         return None
     names = [f.name for f in fields(DeviceTime)]
-    if not all(isinstance(e, Mapping) and all(n in e for n in names) for e in entries):
+    needed = [f.name for f in fields(DeviceTime) if f.default is MISSING]
+    if not all(isinstance(e, Mapping) and all(n in e for n in needed) for e in entries):
         return None
-    return tuple(DeviceTime(**{n: e[n] for n in names}) for e in entries)
+    return tuple(DeviceTime(**{n: e[n] for n in names if n in e}) for e in entries)
 
 
 # Fields serialised by hand in to_json (nested records, or tuples that JSON writes as lists).
 _NESTED = frozenset({"reasons", "provenance", "collective", "placement", "overlapped", "overlap", "per_device",
-                     "spread"})
+                     "spread", "identical"})
 _DEFAULTS: dict[str, Any] = {
     "key": "", "program_id": 0, "module": "", "name": "", "opcode": "", "category": "", "framework_op": "",
     "source": "", "shape": "", "fingerprint": "", "custom_call_target": "", "container": False, "devices": 0,
