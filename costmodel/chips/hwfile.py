@@ -5,7 +5,7 @@ fields, nested dataclasses are tables (`[interconnect]`, `[detection]`), tuples 
 tables (`[[caches]]`). Every number is a table `{ value, unit, kind, source }`: `kind` is
 `datasheet`, `measured` or `estimate`, `source` says where the figure comes from. Reading and
 writing walk the dataclass types, so a field added to `Hardware` (or to a dataclass it holds)
-is read and written with no change here. The README section "Hardware files" has an example.
+is read and written with no change here. docs/hardware.md has an example.
 
 `topology` and `source` are not in a file: the topology is named with `--hardware FILE:TOPOLOGY`,
 and the provenance is where the file lives (`catalog` for the package's own, `user` otherwise).
