@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from conftest import shared_fixture
 
 
@@ -47,6 +49,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.slow
 def test_a_local_cluster_closing_under_its_workers_prints_no_traceback(tmp_path):
     """A busy machine can close the local scheduler before a worker's heartbeat or the client's reconnect:
     distributed's own error lines are not audit's output, whose report was already written."""
