@@ -15,7 +15,7 @@ Pairs = tuple[tuple[str, str], ...]
 
 HARDWARE_METAVAR = "NAME[:TOPOLOGY]|FILE.toml[:TOPOLOGY]"
 _SET_HELP = ("Change one figure of the chip for this run, e.g. scale_out_bytes_per_s=12.5e9, node_gpus=4, "
-             "peak_flops.bf16=8e14 (repeatable; reports mark it 'user'; keys: README 'Hardware files').")
+             "peak_flops.bf16=8e14 (repeatable; reports mark it 'user'; keys: docs/hardware.md).")
 
 
 def _parse_sets(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Pairs:

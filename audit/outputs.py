@@ -68,8 +68,11 @@ def check_outputs(json_path: str | None, markdown_path: str | None, csv_path: st
     """
     if json_path == "-" and markdown_path == "-":
         raise UsageError("--json - and --markdown - cannot both write to stdout")
-    if trace_path is not None and not trace_path.endswith((".json", ".json.gz")):
-        raise UsageError(f"--trace writes FILE.json or FILE.json.gz (gzip-compressed), got {trace_path!r}")
+    if trace_path is not None:
+        from .reports.trace_events import TRACE_SUFFIXES
+
+        if not trace_path.endswith(TRACE_SUFFIXES):
+            raise UsageError(f"--trace writes FILE.json or FILE.json.gz (gzip-compressed), got {trace_path!r}")
     named = {"--json": json_path, "--csv": csv_path, "--html": html_path, "--markdown": markdown_path,
              "--trace": trace_path}
     for option, out in named.items():

@@ -80,7 +80,7 @@ class Summary:
     unknown_trip_count_loops: tuple[JSON, ...] | None = None  # predicted reports
     unknown_trip_count_ops: int | None = None
     expected_op_step_s: float | None = None  # [model] expected_s for one step (no overlap)
-    wasted_step_s: float | None = None  # flagged ops' time beyond their expectation, one step
+    wasted_step_s: float | None = None  # flagged ops' self time beyond their achievable time, one step
     units: str = ("seconds per device, summed over the analysed steps; fields named step "
                   "(expected_step_s, expected_op_step_s, achievable_step_s, exposed_comm_s, hidden_comm_s, hidden_s, "
                   "wasted_step_s) "

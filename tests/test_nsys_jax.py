@@ -117,6 +117,7 @@ def test_every_format_is_written(tmp_path, capsys):
     assert code == 0 and "matching: " in out and "a100" in out
 
 
+@pytest.mark.slow
 def test_unpacked_and_combined_archives_read_like_the_zips(tmp_path, four):
     unpacked = tmp_path / "proc2"
     with zipfile.ZipFile(archive(2)) as z:
@@ -149,6 +150,7 @@ def _combine(out: Path, inputs: list[Path]) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_diff_between_two_nsys_jax_runs(tmp_path, capsys):
     code = main(["diff", str(archive(0)), str(archive(1)), "--json", str(tmp_path / "d.json")])
     err = capsys.readouterr().err

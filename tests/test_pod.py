@@ -139,6 +139,7 @@ def _dask_cli(*args) -> list[str]:
     return [str(Path(sys.executable).parent / "dask"), *args]
 
 
+@pytest.mark.slow
 def test_hand_started_dask_cluster_gives_the_same_per_op_table(pod, tmp_path, capsys):
     embedded = _inspect(capsys, pod, "--cache", "")
     scheduler_file = tmp_path / "scheduler.json"

@@ -73,6 +73,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any
     return json.loads((out / "r.json").read_text()), json.loads(gzip.decompress((out / "t.json.gz").read_bytes()))
 
 
+@pytest.mark.slow
 def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_run):
     report, doc = default_run
     check_trace_format(doc)
@@ -100,6 +101,7 @@ def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_r
         assert op["achievable_s"] >= op["expected_s"] * (1 - 1e-9)
 
 
+@pytest.mark.slow
 def test_flagged_ops_are_marked_with_their_reasons(default_run):
     report, doc = default_run
     flagged = {o["name"] for o in report["ops"] if o["flagged"]}
@@ -113,6 +115,7 @@ def test_flagged_ops_are_marked_with_their_reasons(default_run):
     assert not {e["name"] for e in ok} & flagged
 
 
+@pytest.mark.slow
 def test_collectives_carry_exposed_and_hidden_time(default_run):
     report, doc = default_run
     collectives = {o["name"] for o in report["ops"] if o["comm_bytes"] and o.get("exposed_s") is not None}

@@ -39,7 +39,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
       and its share of op time above the second.
     - `allow_smaller`: accept a topology with fewer devices than the program spans.
     - `cache`: folder for per-host summaries (default: the user cache; "" for none).
-    - `scheduler`, `workers`, `skip_bad_hosts`: how several hosts are read (see the README).
+    - `scheduler`, `workers`, `skip_bad_hosts`: how several hosts are read (docs/inputs.md).
     - `hlo`: the HLO dump folder of an Nsight Systems SQLite export, which holds no HLO.
 
     **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.

@@ -62,10 +62,6 @@ def _num(x: float | None) -> float | None:
     return None if math.isnan(f) or math.isinf(f) else f
 
 
-def _scaled(value: float | None, times: float) -> float | None:
-    return None if value is None else value * times
-
-
 @dataclass(frozen=True)
 class Joined:
     """Everything known about one op before its verdict: the measurement, the HLO, the cost."""

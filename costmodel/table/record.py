@@ -136,7 +136,7 @@ class OpRecord:
     reasons: tuple[str, ...]
     suggestion: str
     share: float | None  # of the measured op time
-    wasted_s: float | None  # self time beyond expected
+    wasted_s: float | None  # self time beyond the achievable time (what flags judge against)
     intensity: float | None
     achieved_flops_per_s: float | None
     achieved_bytes_per_s: float | None
