@@ -54,7 +54,7 @@ _ALL = (
     _c("framework_op", "Framework op", "text", "hlo", "JAX operation that produced this op"),
     _c("source", "Source", "text", "hlo", "Python source location"),
     _c("devices", "Devices", "count", "trace", "Devices that ran the op"),
-    _c("occurrences", "Runs", "count", "trace", "Executions per device in the analysed steps"),
+    _c("occurrences", "Runs", "count", "trace", "Executions per device in the analysed steps (the mean over the devices that ran it)"),
     _c("measured_s", "Measured", "s", "trace", "Measured time per device, summed over occurrences (s)", measured=True),
     _c("measured_s_max", "Slowest device", "s", "trace", "Measured time of the slowest device (s)", measured=True),
     _c("self_s", "Self", "s", "trace", "Measured time minus nested ops, per device (s)", measured=True),
