@@ -19,6 +19,7 @@ from ..costmodel.table.judge import Thresholds, judge_table
 from ..costmodel.table.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_platform import Platform
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
 from ..reports.model import Report, StepTimes
 from .assemble import assemble
@@ -147,7 +148,7 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
         warnings.append(before)
     if hardware is None:
         _refuse_accelerator_without_hardware(module, str(path))
-        warnings.append("no --hardware given: expected times are for this machine's CPU")
+        warnings.append(_priced_here(platform_of(module, str(path))))
     hw = _hardware(hardware, "cpu", {}, options.overrides)
     if hardware and (mismatch := platform_mismatch_warning(hw, platform_of(module, str(path)))) is not None:
         warnings.append(mismatch)
@@ -155,6 +156,14 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     with _naming(path):
         return analyse_modules({module.id: module}, hw, source={"kind": "hlo", "paths": [str(path)],
                                                                 **(source or {})}, warnings=warnings, options=options)
+
+
+def _priced_here(platform: Platform) -> str:
+    """The warning of a dump priced as this machine's CPU for want of --hardware."""
+    if platform.kind == "cpu":
+        return f"no --hardware given: expected times are for this machine's CPU (the dump is a CPU program: {platform.evidence})"
+    return ("no --hardware given: expected times are for this machine's CPU, but the platform the program was "
+            f"compiled for is unknown ({platform.evidence}): pass --hardware for the chip it runs on")
 
 
 @contextmanager
