@@ -90,6 +90,9 @@ class Summary:
     achievable_s: float | None = None
     achievable_step_s: float | None = None
     achievable_fraction: float | None = None
+    # Measured ops judged against their expected time (ok or flagged); None in a prediction. The
+    # fractions above are theirs, and null when it is 0.
+    judged_ops: int | None = None
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -104,7 +107,7 @@ class Summary:
             "expected_op_step_s": self.expected_op_step_s, "wasted_step_s": self.wasted_step_s,
             "time_by_bound_share": time_by_bound_share(self),
             "achievable_s": self.achievable_s, "achievable_step_s": self.achievable_step_s,
-            "achievable_fraction": self.achievable_fraction,
+            "achievable_fraction": self.achievable_fraction, "judged_ops": self.judged_ops,
         }
         if self.platform is not None:
             out["platform"] = self.platform
@@ -133,7 +136,7 @@ class Summary:
             unknown_trip_count_ops=s.get("unknown_trip_count_ops"),
             expected_op_step_s=s.get("expected_op_step_s"), wasted_step_s=s.get("wasted_step_s"),
             achievable_s=s.get("achievable_s"), achievable_step_s=s.get("achievable_step_s"),
-            achievable_fraction=s.get("achievable_fraction"),
+            achievable_fraction=s.get("achievable_fraction"), judged_ops=s.get("judged_ops"),
         )
 
 

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jaxlib import _hlo
 
 from audit.costmodel import units as qty
 from audit.orchestration.pipeline import analyse_profile
+from audit.parsers.xplane_schema import XSpace
 from audit.reports.model import Report
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import RenderOptions
 from conftest import ROOT, shared_fixture
+from test_events_tpu import LINE_NS, PROGRAM, PROGRAM_AS_INT64, _Plane
+from test_opaque_kernels import _pallas_profile
 
 H100_MICROBENCH = ROOT / "tests/data/captures/h100-jax0.11/microbench.xplane.pb"
 
@@ -47,3 +52,61 @@ def test_a_mean_run_count_shows_its_fraction_in_every_format():
 @given(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False))
 def test_a_count_reads_back_to_three_decimals(value):
     assert float(qty.count(value).replace(",", "")) == pytest.approx(value, abs=5e-4 + 1e-12 * abs(value))
+
+
+def _tpu_profile(tmp_path: Path, hlo: str, op: str, launch_ps: int = 75_750_000) -> Path:
+    """One TPU v6e device running `op` of the program `hlo` three times, as libtpu writes it."""
+    space = XSpace(hostnames=["t1v"])
+    meta = _Plane(space.planes.add(name="/host:metadata"))
+    entry = meta.plane.event_metadata[PROGRAM_AS_INT64]
+    entry.id, entry.name = PROGRAM_AS_INT64, f"jit_f({PROGRAM})"
+    meta.add_stat(entry.stats, "Hlo Proto", _hlo.hlo_module_from_text(hlo).as_serialized_hlo_module_proto())
+    plane = _Plane(space.planes.add(name="/device:TPU:0", id=0))
+    plane.add_stat(plane.plane.stats, "device_type_string", "TPU v6 Lite")
+    plane.metadata(1, f"%{op} = custom-call(...)", op, symbol_id=1, program_id=PROGRAM)
+    plane.metadata(9, f"jit_f({PROGRAM})")
+    modules = plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=LINE_NS)
+    ops = plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=LINE_NS)
+    for launch in range(3):
+        t0 = LINE_NS * 1000 + launch * 200_000_000
+        plane.event(modules, 9, t0, 100_000_000, run_id=launch + 1)
+        plane.event(ops, 1, t0 + 1_000_000, launch_ps)
+    path = tmp_path / "t1v.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def _verdict_text(r: Report) -> dict[Format, str]:
+    """The verdict of each text format: the terminal's head, the markdown's verdict, the page's stats."""
+    terminal = text(r, Format.TERMINAL).split("\n\n")[0]
+    markdown = text(r, Format.MARKDOWN).split("### ")[0]
+    page = text(r, Format.HTML)
+    return {Format.TERMINAL: terminal, Format.MARKDOWN: markdown,
+            Format.HTML: page[page.index('class="headline"'):page.index('class="breakdown"')]}
+
+
+def test_no_fraction_is_printed_for_no_judged_op(tmp_path):
+    # The only op is an opaque Pallas kernel whose bound is its bytes: "bound only", not judged. The
+    # terminal printed "roofline fraction of the judged ops 27.0%" and the headline "Judged ops ran at
+    # 27.0% of their roofline".
+    r = analyse_profile(_pallas_profile(tmp_path))
+    (op,) = r.timed_ops
+    assert op.verdict == "bound only"
+    assert r.summary.roofline_fraction is None and r.summary.achievable_fraction is None
+    assert r.to_json()["summary"]["judged_ops"] == 0
+    for fmt, said in _verdict_text(r).items():
+        assert "%" not in said.split("Most op time")[0].split("time by bound")[0], fmt
+        assert "no op is judged: 1 op is bound only" in said.lower(), fmt
+    assert "none judged" in _verdict_text(r)[Format.MARKDOWN]
+
+
+def test_a_profile_none_of_whose_ops_has_a_cost_says_so_in_words(tmp_path):
+    hlo = 'HloModule m\nENTRY e {\n  ROOT c = token[] custom-call(), custom_call_target="vendor_kernel"\n}\n'
+    r = analyse_profile(_tpu_profile(tmp_path, hlo, "c"))
+    assert [o.verdict for o in r.timed_ops] == ["unknown"]
+    s = r.to_json()["summary"]
+    # No expected time anywhere: the overlapped step is unknown, not 0 s.
+    assert s["expected_s"] is None and s["expected_step_s"] is None and s["exposed_comm_s"] is None
+    for fmt, said in _verdict_text(r).items():
+        assert qty.UNKNOWN not in said and " 0 s with async overlap" not in said, fmt
+        assert "no op has an expected time" in said.lower() or "1 op has no cost model" in said.lower(), fmt

@@ -11,7 +11,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import BOUNDS, Bound
 from ..costmodel.table.judge import safe_ratio
 from ..costmodel.table.overlap import StepOverlap
-from ..costmodel.table.record import OpRecord, collective_row
+from ..costmodel.table.record import JUDGED, OpRecord, collective_row
 from ..reports.model import DeviceSteps, Report, StepTimes, Summary
 from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
 
@@ -29,7 +29,9 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
     expected_total = sum(o.expected_s for o in modeled if o.expected_s is not None) if modeled else None
     reachable = [o for o in timed if o.achievable_s is not None]
     achievable_total = sum(o.achievable_s for o in reachable if o.achievable_s is not None) if reachable else None
-    judged = [o for o in modeled if o.verdict != "not judged"]
+    # Judged: measured against an expected time that can show them slow (not waits, markers or
+    # opaque kernels with only a bytes bound); the fractions are theirs, and unknown without any.
+    judged = [o for o in timed if o.verdict in JUDGED]
     expected_judged = sum(o.expected_s for o in judged if o.expected_s is not None) if judged else None
     unmodeled = unmodeled_list(ops)
     unjudged = [o for o in timed if o.verdict == "not judged"]
@@ -54,7 +56,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         roofline_fraction=None if predicted else safe_ratio(expected_judged,
                                                             sum(o.self_s or 0.0 for o in judged)),
         time_by_bound_s=_by_bound(timed, "expected_s" if predicted else "self_s"),
-        flagged_ops=len(flagged), unmodeled_ops=len(unmodeled),
+        flagged_ops=len(flagged), unmodeled_ops=len(unmodeled), judged_ops=None if predicted else len(judged),
         lower_bound_ops=sum(1 for o in unmodeled if o.expected_s is not None), not_judged_ops=sum(1 for o in ops if o.verdict == "not judged"),
         unmodeled_by_target=unmodeled_groups(ops), predicted=predicted, overlap=overlap, platform=platform,
         unknown_trip_count_loops=tuple(dict(x) for x in loops) if loops is not None else None,

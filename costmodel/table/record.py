@@ -17,11 +17,13 @@ from typing import Any, Literal, Mapping
 from ..network.collectives import CollectiveTime
 from ..records import Bound, CollectiveInfo, Origin
 
-__all__ = ["CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
+__all__ = ["JUDGED", "CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
            "collective_row"]
 Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured", "bound only"]
 """flagged | ok | not judged (a wait, a container) | unknown (no expected time) | not measured (a prediction)
 | bound only (an opaque kernel judged on its bytes alone: a lower bound cannot show it slow)"""
+JUDGED: tuple[Verdict, ...] = ("ok", "flagged")
+"""The verdicts of ops measured against an expected time that can show them slow."""
 TimeOrigin = Literal["measured", "predicted"]
 
 

@@ -9,6 +9,7 @@ from ...costmodel.table.record import OpRecord
 from ..model import Report
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
+from .judged import judged_any, none_judged
 
 MAX_FLAGGED = 15  # markdown rows; the JSON and HTML have all
 FLAGGED_OPEN = 10  # shown at once in HTML; the rest sit in a collapsed list that printing opens
@@ -29,7 +30,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
 def markdown(report: Report, _: RenderOptions) -> list[str]:
     flagged = report.flagged
     if not flagged:
-        return ["### Flagged ops", "", "No op was flagged."]
+        return ["### Flagged ops", "", md_text(_none_flagged(report), 600)]
     predicted = report.predicted
     header = (["#", "Op", "Module"] + ([] if predicted else ["Measured"])
               + ["Expected (roofline)", "Achievable", "Wasted", "Why", "Try"])
@@ -40,6 +41,16 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
                md_text(o.suggestion, 160)]
             for n, o in enumerate(flagged[:MAX_FLAGGED], 1)]
     return ["### Top flagged ops", ""] + md_table(header, rows) + more(MAX_FLAGGED, len(flagged))
+
+
+def _none_flagged(report: Report) -> str:
+    """Why no op is flagged: a prediction measures nothing, nothing was judged, or no judged op is far."""
+    if report.predicted:
+        return "No op was flagged: flags compare measured with expected time."
+    if not judged_any(report):
+        return f"No op was flagged: {none_judged(report)}."
+    return ("No op was flagged: no judged op is both far from its achievable time and a large enough share "
+            "of the op time.")
 
 
 def _item(n: int, o: OpRecord, predicted: bool) -> str:
@@ -61,9 +72,7 @@ def html(report: Report, _: RenderOptions) -> str:
     """The flagged ops exactly as the report orders them, the first few open."""
     flagged = report.flagged
     if not flagged:
-        if report.predicted:
-            return '<p class="empty">No op was flagged: flags compare measured with expected time.</p>'
-        return '<p class="empty">No op was flagged: every modeled op is close to its achievable time.</p>'
+        return f'<p class="empty">{escape(_none_flagged(report))}</p>'
     items = [_item(n, o, report.predicted) for n, o in enumerate(flagged, 1)]
     out = f'<ol id="flagged-list" class="flagged">{"".join(items[:FLAGGED_OPEN])}</ol>'
     if len(items) > FLAGGED_OPEN:

@@ -11,6 +11,7 @@ from ..model import Report, Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
 from ._base import RenderOptions
+from .judged import fraction_clause, judged_any, none_judged
 
 
 def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
@@ -25,12 +26,15 @@ def headline(report: Report) -> str:
     words = []
     if report.predicted:
         words.append("Predicted from the compiled program, not measured.")
-    elif qty.known(s.roofline_fraction):
+    elif judged_any(report):
         words.append(f"Judged ops ran at {qty.percent(s.roofline_fraction)} of their roofline overall.")
+    else:
+        words.append(_sentence(none_judged(report)))
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
     if ops_parts and total > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
-        words.append(f"Most op time is {b}-bound ({qty.percent(t / total)}).")
+        words.append(f"Most op time ({qty.percent(t / total)}) is in ops whose bound is unknown." if b == "unknown"
+                     else f"Most op time is {b}-bound ({qty.percent(t / total)}).")
     flagged = report.flagged
     if flagged and s.wasted_step_s is not None:
         words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
@@ -40,16 +44,27 @@ def headline(report: Report) -> str:
     return " ".join(words)
 
 
+def _sentence(clause: str) -> str:
+    return clause[:1].upper() + clause[1:] + "."
+
+
 def overlap_line(s: Summary) -> str:
     """The step both ways: the no-overlap sum and the schedule walk with async collectives hidden."""
     o = s.overlap
+    if s.expected_s is None:
+        return f"expected step unknown [model]: {_no_step(s)}"
     if o.expected_step_s is None:
         return (f"expected op time {qty.seconds(s.expected_s)} [model] (no overlap); "
-                "overlapped step unknown: the program has no schedule")
+                f"overlapped step unknown: {_no_step(s)}")
     no_overlap = _no_overlap_step(s)
     return (f"expected step {qty.seconds(o.expected_step_s)} with async overlap [model, schedule walk], "
             f"{qty.seconds(no_overlap)} with none; communication exposed {qty.seconds(o.exposed_comm_s)}, "
             f"hidden {qty.seconds(o.hidden_comm_s)} per step")
+
+
+def _no_step(s: Summary) -> str:
+    """Why the overlapped step is unknown."""
+    return "no op has an expected time" if s.expected_s is None else "the program has no schedule"
 
 
 def _no_overlap_step(s: Summary) -> float | None:
@@ -77,13 +92,16 @@ def terminal(report: Report, _: RenderOptions) -> list[str]:
     if report.predicted:
         lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
     else:
+        expected = (f", expected {qty.seconds(s.expected_s)} [model]: {fraction_clause(report)}"
+                    if qty.known(s.expected_s) else "; no op has an expected time [model], so none is judged")
         lines = [f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
                  f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]",
-                 f"op time per device {qty.seconds(s.measured_s)} [trace], expected {qty.seconds(s.expected_s)} "
-                 f"[model]: roofline fraction of the judged ops {qty.percent(s.roofline_fraction)}; "
-                 f"idle {qty.seconds(s.idle_s)} [trace]",
-                 f"achievable op time {qty.seconds(s.achievable_s)}, {qty.seconds(s.achievable_step_s)} per step "
-                 f"[model, achievable figures]: judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"]
+                 f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} [trace]"]
+        if qty.known(s.achievable_s):
+            reach = (f": judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"
+                     if qty.known(s.achievable_fraction) else "")
+            lines.append(f"achievable op time {qty.seconds(s.achievable_s)}, {qty.seconds(s.achievable_step_s)} "
+                         f"per step [model, achievable figures]{reach}")
     lines += [x for x in (_xla(report), _memory(report)) if x]
     lines.append(overlap_line(s))
     parts, total = breakdown(s)
@@ -100,9 +118,9 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
         ["Expected step (no overlap)", "Achievable step", "Expected step (overlap)", "Exposed comm", "Flagged ops",
          "Unmodeled ops", "Devices"]
     row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + \
-        ([] if predicted else [qty.percent(s.roofline_fraction)]) + \
-        [qty.seconds(_no_overlap_step(s)), qty.seconds(s.achievable_step_s), qty.seconds(s.overlap.expected_step_s),
-         qty.seconds(s.overlap.exposed_comm_s),
+        ([] if predicted else [qty.percent(s.roofline_fraction) if judged_any(report) else "none judged"]) + \
+        [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
+         _seconds(s.overlap.exposed_comm_s),
          qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
@@ -114,6 +132,11 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     if (memory := _memory(report)) is not None:
         lines += ["", f"**Memory:** {md_text(memory, 300)}"]
     return lines
+
+
+def _seconds(value: float | None) -> str:
+    """A headline duration; "unknown" in words, the headline explaining why."""
+    return qty.seconds(value) if qty.known(value) else "unknown"
 
 
 def _stat(label: str, value: str, sub: str = "") -> str:
@@ -129,16 +152,19 @@ def html(report: Report, _: RenderOptions) -> str:
         _stat("Step time (median)" if not predicted else "Predicted step time",
               qty.seconds(st.median if st.median is not None else s.expected_s),
               f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}"),
-        _stat("Roofline fraction", qty.percent(s.roofline_fraction),
-              "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
+        (_stat("Roofline fraction", qty.percent(s.roofline_fraction),
+               "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
+         if judged_any(report) else _stat("Roofline fraction", "none judged", none_judged(report)))
         if not predicted else _stat("Expected step (no overlap)", qty.seconds(_no_overlap_step(s)),
                                     "from the cost model"),
         _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
               f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
-              f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]"),
+              f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]")
+        if qty.known(s.overlap.expected_step_s) else _stat("Expected step with overlap", "unknown", _no_step(s)),
         _stat("Achievable op time", qty.seconds(s.achievable_s),
               f"what good kernels take on this chip; {qty.seconds(s.achievable_step_s)} per step"
-              + ("" if predicted else f" · {qty.percent(s.achievable_fraction)} reached")),
+              + (f" · {qty.percent(s.achievable_fraction)} reached" if qty.known(s.achievable_fraction) else ""))
+        if qty.known(s.achievable_s) else _stat("Achievable op time", "unknown", "no op has an achievable time"),
         _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time"),
         _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
         _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} step(s)"),
