@@ -38,7 +38,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
             + ([] if predicted else [qty.seconds(o.measured_s)])
             + [qty.seconds(o.expected_s), qty.seconds(o.achievable_s), qty.seconds(o.wasted_s),
                md_text("; ".join(o.reasons[:2]), 140),
-               md_text(o.suggestion, 160)]
+               md_text(o.suggestion, 240)]
             for n, o in enumerate(flagged[:MAX_FLAGGED], 1)]
     return ["### Top flagged ops", ""] + md_table(header, rows) + more(MAX_FLAGGED, len(flagged))
 
