@@ -4,6 +4,7 @@ with its unit and source, no claim the figures beside it contradict, in every fo
 from __future__ import annotations
 
 import re
+import statistics
 from functools import cache
 from pathlib import Path
 
@@ -152,3 +153,52 @@ def test_every_suggestion_matches_the_distance_from_the_achievable_time(name):
         assert ("is the gap: look at" in said) == far, (reach, said)
         assert any(w in said for w in LESS_WORK) == (not far), (reach, said)
     assert any(reach >= NEAR_ACHIEVABLE for reach, _ in advice) or name != "elementwise"
+
+
+def test_a_capture_of_many_programs_expects_each_program_per_execution():
+    # 42 executions of 16 different programs: the report set an "expected step" of 51.3 us (the mean
+    # over all executions) beside a median measured step of 10.1 us.
+    r = report("gemm")
+    s = r.to_json()["summary"]
+    assert s["programs"] == 16 and s["steps"] == 42
+    assert s["expected_step_s"] is None and s["expected_op_step_s"] is None and s["achievable_step_s"] is None
+    runs: dict[int, list[float]] = {}
+    for step in r.steps:
+        runs.setdefault(step["program_id"], []).append(step["time_s"])
+    rows = r.part("programs")
+    assert rows and sum(row["executions"] for row in rows) == 42
+    for row in rows:
+        ops = [o for o in r.timed_ops if o.program_id == row["program_id"]]
+        assert row["executions"] == len(runs[row["program_id"]])
+        assert row["measured_s"] == pytest.approx(statistics.median(runs[row["program_id"]]))
+        assert row["expected_s"] * row["executions"] == pytest.approx(sum(o.expected_s for o in ops))
+        assert row["achievable_s"] >= row["expected_s"] > 0
+    biggest = rows[0]  # program 49, three 8192^3-class GEMMs: 587 us measured per run, 421 us expected
+    assert biggest["program_id"] == 49 and biggest["executions"] == 3
+    for fmt in (Format.TERMINAL, Format.MARKDOWN, Format.HTML):
+        said = text(r, fmt)
+        assert "expected step" not in said.lower() and "51.3 µs" not in said, fmt
+        row = next(line for line in said.splitlines() if "587 µs" in line)
+        assert "421 µs" in row and "779 µs" in row, fmt  # measured, expected, achievable side by side
+
+
+def test_every_program_of_a_benchmark_is_listed_even_those_tied_to_no_launch():
+    # The H100 microbenchmark: 25 programs run 5 times each; the trace ties the kernels of 13 of them
+    # (Triton GEMMs and the f32 streams) to no launch, so only 12 form steps.
+    r = analyse_profile(H100_MICROBENCH)
+    rows = r.part("programs")
+    assert r.summary.programs == 25 and len(rows) == 25
+    assert {row["program_id"] for row in rows} == {o.program_id for o in r.timed_ops}
+    assert all(row["executions"] == 5 for row in rows)
+    assert sum(1 for row in rows if row["measured_s"] is None) == 13
+    # The table accounts for every op's time and expectation.
+    assert sum(row["op_time_s"] * row["executions"] for row in rows) == pytest.approx(r.summary.measured_s)
+    assert sum(row["expected_s"] * row["executions"] for row in rows) == pytest.approx(r.summary.expected_s)
+
+
+def test_the_steps_of_one_program_keep_their_expected_step():
+    r = report("conv3d-8gpu")  # one program on 8 GPUs, 5 executions
+    s = r.summary
+    assert s.programs is None and r.part("programs") is None
+    assert s.expected_op_step_s == pytest.approx(s.expected_s / 5)
+    assert "expected step" in text(r, Format.TERMINAL)

@@ -19,13 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analyses.programs import program_steps
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
 from ..errors import AuditError
 from ..parsers.user_cache import summaries_dir
 from . import files
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 TIMELINE_EVENTS = 2000
 TRACE_EVENTS = 20000  # per device, for the trace-viewer export
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
@@ -39,7 +40,7 @@ class HostSummary:
     path: str
     platform: str
     ops: pd.DataFrame  # device, program_id, op, occurrences, dur_ps, self_ps, dur_min_ps, dur_max_ps, trace_*
-    steps: pd.DataFrame  # device, step, start_ps, end_ps
+    steps: pd.DataFrame  # device, step, start_ps, end_ps, program_id, programs (analyses.programs)
     idle: pd.DataFrame  # device, idle_ps
     strip: pd.DataFrame  # one median step on the first device: op, program_id, start_ps, dur_ps
     strip_step: dict[str, Any]  # device, step, start_ps, end_ps of that step (empty without steps)
@@ -106,7 +107,7 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
     starts = sorted({str(op) for op in events["op"].unique() if "-start" in str(op)})
     return HostSummary(
         host=host.host, path=path, platform=host.platform, ops=reduce_events(events),
-        steps=host.steps.drop(columns=["host"]).reset_index(drop=True),
+        steps=program_steps(host.steps, events).drop(columns=["host"]).reset_index(drop=True),
         idle=idle_by_device(host.steps, events), **_strip(host.steps, events, trace=True),
         overlapped=overlapped_collectives(events, set(starts)), programs=programs,
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,

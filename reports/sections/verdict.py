@@ -92,21 +92,34 @@ def terminal(report: Report, _: RenderOptions) -> list[str]:
     if report.predicted:
         lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
     else:
-        expected = (f", expected {qty.seconds(s.expected_s)} [model]: {fraction_clause(report)}"
-                    if qty.known(s.expected_s) else "; no op has an expected time [model], so none is judged")
-        lines = [f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
-                 f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]",
-                 f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} [trace]"]
-        if qty.known(s.achievable_s):
-            reach = (f": judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"
-                     if qty.known(s.achievable_fraction) else "")
-            lines.append(f"achievable op time {qty.seconds(s.achievable_s)}, {qty.seconds(s.achievable_step_s)} "
-                         f"per step [model, achievable figures]{reach}")
+        lines = _measured_lines(report)
     lines += [x for x in (_xla(report), _memory(report)) if x]
-    lines.append(overlap_line(s))
+    if not s.programs:
+        lines.append(overlap_line(s))
     parts, total = breakdown(s)
     if total > 0:
         lines.append("time by bound: " + ", ".join(f"{b} {qty.percent(t / total)}" for b, t in parts))
+    return lines
+
+
+def _measured_lines(report: Report) -> list[str]:
+    """Steps, op time against expected, and the achievable time of a measured report."""
+    s = report.summary
+    st = s.step_time_s
+    expected = (f", expected {qty.seconds(s.expected_s)} [model]: {fraction_clause(report)}"
+                if qty.known(s.expected_s) else "; no op has an expected time [model], so none is judged")
+    steps = (f"{s.programs} different programs on {s.devices} device(s), {s.hosts} host(s), {s.steps} traced "
+             "executions [trace]: no step repeats, so each program's expected time per execution is beside its "
+             "measured time in the programs table" if s.programs else
+             f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
+             f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]")
+    lines = [steps, f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} "
+                    "[trace]"]
+    if qty.known(s.achievable_s):
+        reach = (f": judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"
+                 if qty.known(s.achievable_fraction) else "")
+        per_step = f", {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
+        lines.append(f"achievable op time {qty.seconds(s.achievable_s)}{per_step} [model, achievable figures]{reach}")
     return lines
 
 
@@ -114,14 +127,20 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     predicted = report.predicted
-    header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
-        ["Expected step (no overlap)", "Achievable step", "Expected step (overlap)", "Exposed comm", "Flagged ops",
-         "Unmodeled ops", "Devices"]
-    row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + \
-        ([] if predicted else [qty.percent(s.roofline_fraction) if judged_any(report) else "none judged"]) + \
-        [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
-         _seconds(s.overlap.exposed_comm_s),
-         qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
+    fraction = [] if predicted else [qty.percent(s.roofline_fraction) if judged_any(report) else "none judged"]
+    counts = [qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
+    if s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
+        header = ["Programs", "Executions", "Op time", "Roofline fraction", "Expected op time", "Achievable op time",
+                  "Flagged ops", "Unmodeled ops", "Devices"]
+        row = [qty.count(s.programs), qty.count(s.steps), _seconds(s.measured_s)] + fraction + \
+            [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
+    else:
+        header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
+            ["Expected step (no overlap)", "Achievable step", "Expected step (overlap)", "Exposed comm",
+             "Flagged ops", "Unmodeled ops", "Devices"]
+        row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + fraction + \
+            [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
+             _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
     if total > 0:
@@ -144,27 +163,48 @@ def _stat(label: str, value: str, sub: str = "") -> str:
             f'<div class="stat-value">{escape(value)}</div><div class="stat-sub">{escape(sub)}</div></div>')
 
 
+def _step_stat(report: Report) -> str:
+    s, st = report.summary, report.summary.step_time_s
+    if s.programs:
+        return _stat("Programs", qty.count(s.programs),
+                     f"{qty.count(s.steps)} executions, one per step: each program per execution in Programs")
+    return _stat("Step time (median)" if not report.predicted else "Predicted step time",
+                 qty.seconds(st.median if st.median is not None else s.expected_s),
+                 f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}")
+
+
+def _overlap_stat(s: Summary) -> str:
+    if s.programs:
+        return _stat("Expected op time", _seconds(s.expected_s),
+                     "summed over the capture [model]; each program's per execution in Programs")
+    if not qty.known(s.overlap.expected_step_s):
+        return _stat("Expected step with overlap", "unknown", _no_step(s))
+    return _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
+                 f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
+                 f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]")
+
+
+def _achievable_stat(s: Summary, predicted: bool) -> str:
+    if not qty.known(s.achievable_s):
+        return _stat("Achievable op time", "unknown", "no op has an achievable time")
+    per_step = f"; {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
+    reached = f" · {qty.percent(s.achievable_fraction)} reached" if qty.known(s.achievable_fraction) else ""
+    return _stat("Achievable op time", qty.seconds(s.achievable_s),
+                 f"what good kernels take on this chip{per_step}" + ("" if predicted else reached))
+
+
 def html(report: Report, _: RenderOptions) -> str:
     s = report.summary
     predicted = report.predicted
-    st = s.step_time_s
     stats = [
-        _stat("Step time (median)" if not predicted else "Predicted step time",
-              qty.seconds(st.median if st.median is not None else s.expected_s),
-              f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}"),
+        _step_stat(report),
         (_stat("Roofline fraction", qty.percent(s.roofline_fraction),
                "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
          if judged_any(report) else _stat("Roofline fraction", "none judged", none_judged(report)))
         if not predicted else _stat("Expected step (no overlap)", qty.seconds(_no_overlap_step(s)),
                                     "from the cost model"),
-        _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
-              f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
-              f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]")
-        if qty.known(s.overlap.expected_step_s) else _stat("Expected step with overlap", "unknown", _no_step(s)),
-        _stat("Achievable op time", qty.seconds(s.achievable_s),
-              f"what good kernels take on this chip; {qty.seconds(s.achievable_step_s)} per step"
-              + (f" · {qty.percent(s.achievable_fraction)} reached" if qty.known(s.achievable_fraction) else ""))
-        if qty.known(s.achievable_s) else _stat("Achievable op time", "unknown", "no op has an achievable time"),
+        _overlap_stat(s),
+        _achievable_stat(s, predicted),
         _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time"),
         _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
         _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} step(s)"),
