@@ -202,3 +202,19 @@ def test_the_steps_of_one_program_keep_their_expected_step():
     assert s.programs is None and r.part("programs") is None
     assert s.expected_op_step_s == pytest.approx(s.expected_s / 5)
     assert "expected step" in text(r, Format.TERMINAL)
+
+
+def test_ops_of_programs_that_share_a_module_name_are_told_apart():
+    # The microbenchmark's 25 programs are all jit__lambda: the flagged list read
+    # "dot_product_attention_bwd.8 (jit__lambda)" twice, for two different kernels.
+    r = analyse_profile(H100_MICROBENCH)
+    flagged = [o for o in r.flagged if o.name == "dot_product_attention_bwd.8"]
+    assert len({o.program_id for o in flagged}) == 2
+    terminal, markdown = text(r, Format.TERMINAL), text(r, Format.MARKDOWN)
+    for o in flagged:
+        assert f"dot_product_attention_bwd.8 (jit__lambda, program {o.program_id})" in terminal
+        assert f"jit\\_\\_lambda, program {o.program_id}" in markdown
+    head = next(line for line in terminal.splitlines() if line.startswith("Op "))
+    assert "Program" in head
+    single = report("conv3d-8gpu")
+    assert "Program" not in next(line for line in text(single, Format.TERMINAL).splitlines() if line.startswith("Op "))

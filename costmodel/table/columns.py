@@ -46,7 +46,7 @@ def _c(key: str, label: str, unit: Unit, origin: ColumnOrigin, title: str, *, me
 
 
 _ALL = (
-    _c("program_id", "Program", "count", "hlo", "XLA program id"),
+    _c("program_id", "Program", "text", "hlo", "XLA program id", get=lambda op: str(op.program_id)),
     _c("module", "Module", "text", "hlo", "HLO module (program)"),
     _c("name", "Op", "text", "hlo", "HLO instruction name"),
     _c("opcode", "Opcode", "text", "hlo", "HLO opcode or fusion kind"),
