@@ -13,7 +13,7 @@ import io
 import json
 import traceback
 from typing import Any, cast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ from ..errors import AuditError
 from ..parsers.user_cache import summaries_dir
 from . import files
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 TIMELINE_EVENTS = 2000
 TRACE_EVENTS = 20000  # per device, for the trace-viewer export
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
@@ -217,6 +217,7 @@ _TRACE_INTS = ("device", "start_ps", "dur_ps", "occurrences", "step", "window_st
 
 
 _FRAMES = ("ops", "steps", "idle", "strip", "trace")
+_FACTS = frozenset(f.name for f in fields(HostSummary)) - set(_FRAMES)
 
 
 def default_cache_dir(paths: list[str]) -> str | None:
@@ -264,6 +265,8 @@ def read_cached(cache_dir: str, key: str) -> HostSummary | None:
     except (OSError, ValueError, KeyError):
         return None
     facts.pop("version")
+    if not set(facts) <= _FACTS:  # written by another build that shares the version: a miss, not a crash
+        return None
     module_names = {int(k): v for k, v in facts.pop("module_names").items()}
     device_names = {int(k): v for k, v in facts.pop("device_names").items()}
     return HostSummary(**facts, ops=frames["ops"], steps=frames["steps"], idle=frames["idle"], strip=frames["strip"],
