@@ -16,7 +16,7 @@ from jaxlib import _hlo
 from audit.costmodel import units as qty
 from audit.costmodel.table.judge import Thresholds
 from audit.costmodel.table.suggest import NEAR_ACHIEVABLE
-from audit.orchestration.pipeline import Options, analyse_profile
+from audit.orchestration.pipeline import Options, analyse_hlo, analyse_profile
 from audit.parsers.xplane_schema import XSpace
 from audit.reports.model import Report
 from audit.reports.render import Format, ReportRenderer
@@ -26,6 +26,7 @@ from test_events_tpu import LINE_NS, PROGRAM, PROGRAM_AS_INT64, _Plane
 from test_opaque_kernels import _pallas_profile
 
 H100_MICROBENCH = ROOT / "tests/data/captures/h100-jax0.11/microbench.xplane.pb"
+MAXTEXT = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb"
 
 
 @cache
@@ -218,3 +219,11 @@ def test_ops_of_programs_that_share_a_module_name_are_told_apart():
     assert "Program" in head
     single = report("conv3d-8gpu")
     assert "Program" not in next(line for line in text(single, Format.TERMINAL).splitlines() if line.startswith("Op "))
+
+
+def test_a_prediction_does_not_say_its_collectives_were_measured():
+    # The MaxText step's HLO priced on 4 H100s: nothing ran, yet the collectives were listed as
+    # "expected [model] and measured [trace]".
+    r = analyse_hlo(shared_fixture(MAXTEXT), hardware="h100:4")
+    line = next(x for x in text(r, Format.TERMINAL).splitlines() if "collective(s) per execution" in x)
+    assert line.endswith("expected [model]:") and "[trace]" not in line

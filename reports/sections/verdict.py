@@ -207,7 +207,8 @@ def html(report: Report, _: RenderOptions) -> str:
         _achievable_stat(s, predicted),
         _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time"),
         _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
-        _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} step(s)"),
+        _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} "
+              + ("executions" if s.programs else "step(s)")),
     ]
     parts, total = breakdown(s)
     rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
