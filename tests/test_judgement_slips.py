@@ -227,3 +227,17 @@ def test_a_prediction_does_not_say_its_collectives_were_measured():
     r = analyse_hlo(shared_fixture(MAXTEXT), hardware="h100:4")
     line = next(x for x in text(r, Format.TERMINAL).splitlines() if "collective(s) per execution" in x)
     assert line.endswith("expected [model]:") and "[trace]" not in line
+
+
+def test_a_predicted_step_is_not_labelled_as_a_measured_median():
+    # The Llama3-8B step's HLO priced on a v6e-8: the verdict table read "Step time (median) 3.09 s,
+    # min 3.09 s, max 3.09 s", and its latency share "0.0%" of a time that is not zero.
+    r = analyse_hlo(shared_fixture("tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"),
+                    hardware="tpu-v6e:8")
+    assert 0 < r.summary.time_by_bound_s["latency"] < 1e-3 * sum(r.summary.time_by_bound_s.values())
+    markdown = _verdict_text(r)[Format.MARKDOWN]
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| Predicted step |") and "median" not in markdown and "| min |" not in markdown
+    for said in (markdown, text(r, Format.TERMINAL), text(r, Format.HTML)):
+        assert "latency <0.1%" in said or "&lt;0.1%</td>" in said
+        assert "latency 0.0%" not in said and ">0.0%<" not in said

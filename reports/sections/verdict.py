@@ -44,6 +44,11 @@ def headline(report: Report) -> str:
     return " ".join(words)
 
 
+def _share(fraction: float) -> str:
+    """A share of the time; a part too small for one decimal is not printed as 0.0%."""
+    return "<0.1%" if 0 < fraction < 0.0005 else qty.percent(fraction)
+
+
 def _sentence(clause: str) -> str:
     return clause[:1].upper() + clause[1:] + "."
 
@@ -98,7 +103,7 @@ def terminal(report: Report, _: RenderOptions) -> list[str]:
         lines.append(overlap_line(s))
     parts, total = breakdown(s)
     if total > 0:
-        lines.append("time by bound: " + ", ".join(f"{b} {qty.percent(t / total)}" for b, t in parts))
+        lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
     return lines
 
 
@@ -134,17 +139,22 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
                   "Flagged ops", "Unmodeled ops", "Devices"]
         row = [qty.count(s.programs), qty.count(s.steps), _seconds(s.measured_s)] + fraction + \
             [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
+    elif predicted:  # one predicted step: no median, spread or flags of a measurement
+        header = ["Predicted step", "Expected step (no overlap)", "Achievable step (no overlap)",
+                  "Exposed comm", "Unmodeled ops", "Devices"]
+        row = [_seconds(st.median), _seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s),
+               _seconds(s.overlap.exposed_comm_s)] + counts[1:]
     else:
-        header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
-            ["Expected step (no overlap)", "Achievable step", "Expected step (overlap)", "Exposed comm",
-             "Flagged ops", "Unmodeled ops", "Devices"]
+        header = ["Step time (median)", "min", "max", "Roofline fraction", "Expected step (no overlap)",
+                  "Achievable step", "Expected step (overlap)", "Exposed comm", "Flagged ops", "Unmodeled ops",
+                  "Devices"]
         row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + fraction + \
             [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
              _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
     if total > 0:
-        lines += ["", "Time by bound: " + " · ".join(f"{b} {qty.percent(t / total)}" for b, t in parts)]
+        lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
     if gap:
         lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
@@ -212,7 +222,7 @@ def html(report: Report, _: RenderOptions) -> str:
     ]
     parts, total = breakdown(s)
     rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
-                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(qty.percent(t / total))}</td></tr>"
+                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(_share(t / total))}</td></tr>"
                    for b, t in parts) if total > 0 else ""
     what = "expected" if predicted else "measured"
     table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">share'
