@@ -241,3 +241,15 @@ def test_a_predicted_step_is_not_labelled_as_a_measured_median():
     for said in (markdown, text(r, Format.TERMINAL), text(r, Format.HTML)):
         assert "latency <0.1%" in said or "&lt;0.1%</td>" in said
         assert "latency 0.0%" not in said and ">0.0%<" not in said
+
+
+def test_the_headline_share_of_op_time_leaves_idle_time_out():
+    # conv3d-8gpu: memory-bound ops are 63.5% of op and idle time together, 99.4% of op time; the
+    # headline said "Most op time is memory-bound (63.5%)".
+    r = report("conv3d-8gpu")
+    by_bound = r.summary.time_by_bound_s
+    share = by_bound["memory"] / sum(by_bound.values())
+    assert share > 0.99 and r.summary.idle_s > 0.3 * sum(by_bound.values())
+    said = _verdict_text(r)
+    for fmt in (Format.MARKDOWN, Format.HTML):  # the terminal states the split with idle time named
+        assert f"Most op time is memory-bound ({qty.percent(share)})" in said[fmt], fmt

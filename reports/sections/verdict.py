@@ -22,7 +22,7 @@ def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
 def headline(report: Report) -> str:
     """One plain sentence: how close to the roofline, where most time goes, what the flags cost."""
     s = report.summary
-    parts, total = breakdown(s)
+    parts, _ = breakdown(s)
     words = []
     if report.predicted:
         words.append("Predicted from the compiled program, not measured.")
@@ -31,10 +31,11 @@ def headline(report: Report) -> str:
     else:
         words.append(_sentence(none_judged(report)))
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
-    if ops_parts and total > 0:
+    op_time = sum(t for _, t in ops_parts)  # a share of op time, idle time left out
+    if ops_parts and op_time > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
-        words.append(f"Most op time ({qty.percent(t / total)}) is in ops whose bound is unknown." if b == "unknown"
-                     else f"Most op time is {b}-bound ({qty.percent(t / total)}).")
+        words.append(f"Most op time ({qty.percent(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
+                     else f"Most op time is {b}-bound ({qty.percent(t / op_time)}).")
     flagged = report.flagged
     if flagged and s.wasted_step_s is not None:
         words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
