@@ -83,18 +83,25 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
     if exp.compute_s is None or cost.flops is None:
         return exp.compute_s
     if not (cost.precision or cost.gemm or cost.convolution):
-        return exp.compute_s  # vector work: no published achievable rate, priced at the peak
+        return _at_peak(exp, sources)  # vector work: no published achievable rate, priced at the peak
     mode = matmul_mode(hw, cost.dtype, cost.precision)
     key = mode.base if not mode.plain else _peak_key(hw, cost.dtype or "bf16")
     rate_q = ach.matmul_flops_per_s.get(key)
     if rate_q is None:
-        return exp.compute_s
+        return _at_peak(exp, sources)
     rate = rate_q.value / mode.passes / max(hw.devices_per_chip, 1)
     factor, how = shape_factor(cost.gemm or implicit_gemm(cost.convolution), hw, ach)
     if how:
         notes.append(how)
     sources.append(f"{key} matmul {human(rate_q.value, 'FLOP/s')} ({_cite(rate_q)})")
     return max(exp.compute_s, cost.flops * factor / rate)
+
+
+def _at_peak(exp: Expectation, sources: list[str]) -> float | None:
+    """The roofline's compute time, with its source named: no achievable rate is known for this work."""
+    if exp.compute_s and exp.peak_flops_per_s:
+        sources.append(f"compute at the peak {human(exp.peak_flops_per_s, 'FLOP/s')} (no achievable rate for this op)")
+    return exp.compute_s
 
 
 def _peak_key(hw: Hardware, dtype: str) -> str:

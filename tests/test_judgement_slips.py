@@ -253,3 +253,13 @@ def test_the_headline_share_of_op_time_leaves_idle_time_out():
     said = _verdict_text(r)
     for fmt in (Format.MARKDOWN, Format.HTML):  # the terminal states the split with idle time named
         assert f"Most op time is memory-bound ({qty.percent(share)})" in said[fmt], fmt
+
+
+def test_a_compute_bound_ops_achievable_time_names_the_compute_figure_that_set_it():
+    # The H100 flash-attention backward: "349 us achievable from HBM 2.97 TB/s; shortest kernel 2.00 us"
+    # where the 349 us is its FLOPs at the bf16 peak (no achievable attention rate is known).
+    r = analyse_profile(H100_MICROBENCH)
+    compute_bound = [o for o in r.timed_ops if o.bound_by == "compute" and o.achievable_s]
+    assert any(o.name.startswith("dot_product_attention") for o in compute_bound)
+    for o in compute_bound:
+        assert "matmul" in o.achievable_source or "compute at the peak" in o.achievable_source, o.name
