@@ -263,3 +263,24 @@ def test_a_compute_bound_ops_achievable_time_names_the_compute_figure_that_set_i
     assert any(o.name.startswith("dot_product_attention") for o in compute_bound)
     for o in compute_bound:
         assert "matmul" in o.achievable_source or "compute at the peak" in o.achievable_source, o.name
+
+
+def test_the_executions_of_a_benchmark_are_every_programs_runs():
+    # 25 programs run 5 times each: the verdict said "60 traced executions" (only the steps the trace
+    # ties to a launch) beside a programs table whose runs add up to 125.
+    r = analyse_profile(H100_MICROBENCH)
+    assert sum(row["executions"] for row in r.part("programs")) == 125 and r.summary.steps == 60
+    said = _verdict_text(r)
+    assert "25 different programs run 125 times" in said[Format.TERMINAL]
+    assert "| 25 | 125 |" in said[Format.MARKDOWN]
+    assert ">125 executions:" in said[Format.HTML] and "60 step" not in said[Format.HTML]
+
+
+def test_a_predictions_page_states_no_measured_spread_hosts_or_flags():
+    # The Llama3-8B step priced on a v6e-8: the page read "Predicted step time 3.09 s, min 3.09 s · max
+    # 3.09 s", "0 host(s) · 0 step(s)" and "Flagged ops 0: far from their achievable time".
+    r = analyse_hlo(shared_fixture("tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"),
+                    hardware="tpu-v6e:8")
+    page = _verdict_text(r)[Format.HTML]
+    assert "Predicted step time" in page and "min " not in page and "0 host(s)" not in page
+    assert ">Flagged ops<" not in page

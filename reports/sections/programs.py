@@ -24,6 +24,11 @@ def rows(report: Report) -> list[Mapping[str, Any]]:
     return [r for r in report.part("programs") or [] if isinstance(r, Mapping)]
 
 
+def executions(report: Report) -> int:
+    """Every program's executions: the steps, and the runs of programs the trace ties to no launch."""
+    return sum(int(r.get("executions") or 0) for r in rows(report))
+
+
 def intro(report: Report) -> str:
     s = report.summary
     return (f"{qty.count(s.programs)} programs, one execution per step: per execution, the measured time "

@@ -12,6 +12,7 @@ from ..svg import share_bar_svg
 from ..text import md_table, md_text
 from ._base import RenderOptions
 from .judged import fraction_clause, judged_any, none_judged
+from .programs import executions
 
 
 def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
@@ -114,9 +115,9 @@ def _measured_lines(report: Report) -> list[str]:
     st = s.step_time_s
     expected = (f", expected {qty.seconds(s.expected_s)} [model]: {fraction_clause(report)}"
                 if qty.known(s.expected_s) else "; no op has an expected time [model], so none is judged")
-    steps = (f"{s.programs} different programs on {s.devices} device(s), {s.hosts} host(s), {s.steps} traced "
-             "executions [trace]: no step repeats, so each program's expected time per execution is beside its "
-             "measured time in the programs table" if s.programs else
+    steps = (f"{s.programs} different programs run {executions(report)} times on {s.devices} device(s), "
+             f"{s.hosts} host(s) [trace]: no step repeats, so each program's expected time per execution is beside "
+             "its measured time in the programs table" if s.programs else
              f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
              f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]")
     lines = [steps, f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} "
@@ -138,7 +139,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     if s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
         header = ["Programs", "Executions", "Op time", "Roofline fraction", "Expected op time", "Achievable op time",
                   "Flagged ops", "Unmodeled ops", "Devices"]
-        row = [qty.count(s.programs), qty.count(s.steps), _seconds(s.measured_s)] + fraction + \
+        row = [qty.count(s.programs), qty.count(executions(report)), _seconds(s.measured_s)] + fraction + \
             [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
     elif predicted:  # one predicted step: no median, spread or flags of a measurement
         header = ["Predicted step", "Expected step (no overlap)", "Achievable step (no overlap)",
@@ -178,10 +179,11 @@ def _step_stat(report: Report) -> str:
     s, st = report.summary, report.summary.step_time_s
     if s.programs:
         return _stat("Programs", qty.count(s.programs),
-                     f"{qty.count(s.steps)} executions, one per step: each program per execution in Programs")
-    return _stat("Step time (median)" if not report.predicted else "Predicted step time",
-                 qty.seconds(st.median if st.median is not None else s.expected_s),
-                 f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}")
+                     f"{qty.count(executions(report))} executions: each program per execution in Programs")
+    if report.predicted:
+        return _stat("Predicted step time", qty.seconds(st.median if st.median is not None else s.expected_s),
+                     "one step of the compiled program [model]")
+    return _stat("Step time (median)", qty.seconds(st.median), f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}")
 
 
 def _overlap_stat(s: Summary) -> str:
@@ -216,10 +218,11 @@ def html(report: Report, _: RenderOptions) -> str:
                                     "from the cost model"),
         _overlap_stat(s),
         _achievable_stat(s, predicted),
-        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time"),
+        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time") if not predicted else "",
         _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
-        _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} "
-              + ("executions" if s.programs else "step(s)")),
+        _stat("Devices", qty.count(s.devices), "devices the program spans" if predicted else
+              f"{qty.count(s.hosts)} host(s) · " + (f"{qty.count(executions(report))} executions" if s.programs
+                                                   else f"{qty.count(s.steps)} step(s)")),
     ]
     parts, total = breakdown(s)
     rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
