@@ -126,10 +126,12 @@ def ratio(value: object) -> str:
 
 
 def count(value: object) -> str:
-    """A whole number with thousands separators."""
+    """A count with thousands separators, as it is: a mean over devices (4.875 runs) keeps its
+    fraction, to three decimals as the HTML page's script writes it."""
     if not known(value):
         return UNKNOWN
-    return f"{int(float(value)):,}"
+    text = f"{float(value):,.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "ratio", "count", "bool"]

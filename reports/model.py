@@ -14,6 +14,7 @@ optional parts and who attaches them:
 | `runs`, `repeat` | `audit run --repeat N` | every run's step times; which run the report shows |
 | `run_source` | `audit run --repeat N`, `audit diff` | which file a run's report came from |
 | `matching` | the pipeline, for measured GPU profiles | measured time matched to HLO ops, and the largest other ranges |
+| `programs` | assemble, for a capture of several programs run one per step | each program's measured, expected and achievable time per execution |
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ if TYPE_CHECKING:
 
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
-                   "repeat", "run_source", "matching"]
+                   "repeat", "run_source", "matching", "programs"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
 JSON = dict[str, Any]
 PartValue = list[JSON] | JSON | str
 """A part is a list of JSON rows (hosts, devices, runs), a JSON object, or a path (run_source)."""
-_PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str,
+_PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str, "programs": list,
                                  **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
                                                             "cpu_comparison", "repeat", "matching")}}
 
@@ -94,6 +95,13 @@ class Summary:
     # what their kernel takes at its fastest, summed like measured_s.
     interference_ops: int = 0
     interference_s: float | None = None
+    # Measured ops judged against their expected time (ok or flagged); None in a prediction. The
+    # fractions above are theirs, and null when it is 0.
+    judged_ops: int | None = None
+    # A capture whose steps are executions of several different programs: how many programs. No
+    # step repeats, so the figures named step are null and the `programs` part holds each
+    # program's times per execution. None for the steps of one program (or a prediction).
+    programs: int | None = None
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -110,6 +118,7 @@ class Summary:
             "achievable_s": self.achievable_s, "achievable_step_s": self.achievable_step_s,
             "achievable_fraction": self.achievable_fraction,
             "interference_ops": self.interference_ops, "interference_s": self.interference_s,
+            "judged_ops": self.judged_ops, "programs": self.programs,
         }
         if self.platform is not None:
             out["platform"] = self.platform
@@ -140,6 +149,7 @@ class Summary:
             achievable_s=s.get("achievable_s"), achievable_step_s=s.get("achievable_step_s"),
             achievable_fraction=s.get("achievable_fraction"),
             interference_ops=s.get("interference_ops") or 0, interference_s=s.get("interference_s"),
+            judged_ops=s.get("judged_ops"), programs=s.get("programs"),
         )
 
 
@@ -210,7 +220,7 @@ class Report:
         return [o for o in self.ops if not o.container]
 
     @overload
-    def part(self, name: Literal["hosts", "devices", "runs"]) -> list[JSON] | None: ...
+    def part(self, name: Literal["hosts", "devices", "runs", "programs"]) -> list[JSON] | None: ...
     @overload
     def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
                                  "matching"]) -> JSON | None: ...
@@ -223,7 +233,7 @@ class Report:
         return value if isinstance(value, _PART_TYPES[name]) else None
 
     @overload
-    def attach(self, name: Literal["hosts", "devices", "runs"], value: list[JSON]) -> Report: ...
+    def attach(self, name: Literal["hosts", "devices", "runs", "programs"], value: list[JSON]) -> Report: ...
     @overload
     def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
                                    "matching"], value: JSON) -> Report: ...

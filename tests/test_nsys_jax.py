@@ -362,6 +362,6 @@ def test_whether_an_async_collective_overlapped_is_unknown_not_no(four):
     # tell whether compute ran beside it: the report says unknown, and the flagged reduce-scatter
     # is not told to "overlap this collective with compute" on a fact nobody measured.
     assert four["collectives"] and all(c["overlapped"] is None for c in four["collectives"])
-    assert "Overlapped —" in render(four, "terminal") or "| — |" in render(four, "markdown")
+    assert "Overlapped unknown" in render(four, "terminal") and "| unknown |" in render(four, "markdown")
     flagged = [o for o in four["ops"] if o["flagged"]]
     assert flagged and not any(o["suggestion"].startswith("Overlap this collective") for o in flagged)

@@ -111,13 +111,15 @@ class Report(Rendered):
     def _repr_html_(self) -> str:
         from ..costmodel import units
         from ..costmodel.table.columns import COLUMNS
+        from ..reports.sections.judged import judged_any, none_judged
 
         s = self.summary
         rows = [("hardware", f"{self.hardware.get('name', '?')} ({self.hardware.get('source', '?')})"),
                 ("devices", units.count(s.devices)), ("steps", units.count(s.steps)),
                 ("measured op time", f"{units.seconds(s.measured_s)} [trace]"),
                 ("expected (roofline)", f"{units.seconds(s.expected_s)} [model]"),
-                ("roofline fraction", units.percent(s.roofline_fraction)),
+                ("roofline fraction", units.percent(s.roofline_fraction) if judged_any(self.model)
+                 else none_judged(self.model)),
                 ("flagged ops", units.count(s.flagged_ops))]
         head = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
         flagged = [op for op in self.model.flagged][:10]

@@ -63,8 +63,8 @@ def unmodeled_list(ops: Sequence[OpRecord]) -> list[OpRecord]:
 
 def unmodeled_groups(ops: Sequence[OpRecord]) -> dict[str, int]:
     """How many ops have no cost model, by opcode (custom calls by `custom-call TARGET`)."""
-    return dict(Counter(f"{o.opcode} {o.custom_call_target}" if o.custom_call_target else o.opcode
-                        for o in unmodeled_list(ops)).most_common())
+    return dict(Counter(f"{o.opcode} {o.custom_call_target}" if o.custom_call_target
+                        else o.opcode or "not in the program's HLO" for o in unmodeled_list(ops)).most_common())
 
 
 def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
@@ -76,7 +76,7 @@ def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
     kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
     names = ", ".join(o.name for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
     bounded = sum(1 for o in unmodeled if o.expected_s is not None)
-    how = (f"{bounded} judged against a lower bound (the bytes their operands and results hold, "
+    how = (f"{bounded} priced on a lower bound only (the bytes their operands and results hold, "
            f"FLOPs where the trace states them), {len(unmodeled) - bounded} listed as unknown"
            if bounded else "listed as unknown")
     return f"{len(unmodeled)} op(s) have no cost model, {how}: {kinds} (e.g. {names})"

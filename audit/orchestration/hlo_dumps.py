@@ -15,6 +15,7 @@ from typing import Any
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_platform import Platform
 from ..reports.model import Report
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning
@@ -72,8 +73,10 @@ def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides:
 
     if spec:
         return _hardware(spec, "cpu", {}, overrides)
+    platforms = []
     for file, module in files:
         platform = platform_of(module, str(file))
+        platforms.append(platform)
         if not platform.accelerator:
             continue
         stats = stats_beside(file) if platform.kind == "gpu" else None
@@ -82,5 +85,16 @@ def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides:
             if priceable(hw):
                 return hw
         _refuse_accelerator_without_hardware(module, str(file))
-    warnings.append("no --hardware given: expected times are for this machine's CPU")
+    warnings.append(_priced_here(platforms))
     return _hardware(None, "cpu", {}, overrides)
+
+
+def _priced_here(platforms: list[Platform]) -> str:
+    """The warning of a dump priced as this machine's CPU for want of --hardware."""
+    cpu = next((p for p in platforms if p.kind == "cpu"), None)
+    if cpu is not None:
+        return ("no --hardware given: expected times are for this machine's CPU (the dump is a CPU program: "
+                f"{cpu.evidence})")
+    evidence = platforms[0].evidence if platforms else "no module"
+    return ("no --hardware given: expected times are for this machine's CPU, but the platform the program was "
+            f"compiled for is unknown ({evidence}): pass --hardware for the chip it runs on")

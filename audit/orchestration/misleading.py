@@ -73,7 +73,10 @@ def _a(noun: str) -> str:
 
 
 def platform_mismatch_warning(hw: Hardware, platform: Platform) -> str | None:
-    """`hardware_mismatch_warning` for an HLO dump, from what its name and contents say."""
+    """`hardware_mismatch_warning` for an HLO dump, from what its name and contents say (nothing
+    when they do not say which platform it is)."""
+    if platform.kind == "unknown":
+        return None
     return hardware_mismatch_warning(hw, platform.kind, platform.vendor, platform.evidence)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 
+from ..analyses.programs import per_program
 from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import Expectation, OpCost
@@ -109,6 +110,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     device_names = {(h.host, d): n for h in hosts for d, n in h.device_names.items()}
     st = step_time_stats(step_list)
     report = assemble(
+        programs=per_program(ops, step_list, walks),
         ops=ops, hw=hw, warnings=warnings, overlap=step_overlap(ops, walks), devices=devices, hosts=len(hosts),
         steps=step_list, step_time=StepTimes(st["min"], st["median"], st["max"]), idle_s=profile.idle_seconds(),
         step_source=hosts[0].step_source, platform=profile.platform,

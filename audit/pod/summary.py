@@ -13,12 +13,13 @@ import io
 import json
 import traceback
 from typing import Any, cast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..analyses.programs import program_steps
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
 from ..errors import AuditError
@@ -26,7 +27,7 @@ from ..parsers.user_cache import summaries_dir
 from . import files
 from .trace_window import STEP, empty_trace, trace_window
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "5"
 TIMELINE_EVENTS = 2000
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
 
@@ -39,7 +40,7 @@ class HostSummary:
     path: str
     platform: str
     ops: pd.DataFrame  # device, program_id, op, occurrences, dur_ps, self_ps, dur_min_ps, dur_max_ps, trace_*
-    steps: pd.DataFrame  # device, step, start_ps, end_ps
+    steps: pd.DataFrame  # device, step, start_ps, end_ps, program_id, programs (analyses.programs)
     idle: pd.DataFrame  # device, idle_ps
     strip: pd.DataFrame  # one median step on the first device: op, program_id, start_ps, dur_ps
     strip_step: dict[str, Any]  # device, step, start_ps, end_ps of that step (empty without steps)
@@ -109,7 +110,7 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
     starts = sorted({str(op) for op in events["op"].unique() if "-start" in str(op)})
     return HostSummary(
         host=host.host, path=path, platform=host.platform, ops=reduce_events(events),
-        steps=host.steps.drop(columns=["host"]).reset_index(drop=True),
+        steps=program_steps(host.steps, events).drop(columns=["host"]).reset_index(drop=True),
         idle=idle_by_device(host.steps, events), **_strip(host.steps, events, trace=True),
         overlapped=overlapped_collectives(events, set(starts)), programs=programs,
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
@@ -193,6 +194,7 @@ def _strip(steps: pd.DataFrame, events: pd.DataFrame, trace: bool = False) -> di
 
 
 _FRAMES = ("ops", "steps", "idle", "strip", "trace")
+_FACTS = frozenset(f.name for f in fields(HostSummary)) - set(_FRAMES)
 
 
 def default_cache_dir(paths: list[str]) -> str | None:
@@ -242,6 +244,8 @@ def read_cached(cache_dir: str, key: str) -> HostSummary | None:
     except (OSError, ValueError, KeyError):
         return None
     facts.pop("version")
+    if not set(facts) <= _FACTS:  # written by another build that shares the version: a miss, not a crash
+        return None
     module_names = {int(k): v for k, v in facts.pop("module_names").items()}
     device_names = {int(k): v for k, v in facts.pop("device_names").items()}
     left_out = {int(k): int(v) for k, v in facts.pop("trace_left_out").items()}

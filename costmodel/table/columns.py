@@ -46,7 +46,7 @@ def _c(key: str, label: str, unit: Unit, origin: ColumnOrigin, title: str, *, me
 
 
 _ALL = (
-    _c("program_id", "Program", "count", "hlo", "XLA program id"),
+    _c("program_id", "Program", "text", "hlo", "XLA program id", get=lambda op: str(op.program_id)),
     _c("module", "Module", "text", "hlo", "HLO module (program)"),
     _c("name", "Op", "text", "hlo", "HLO instruction name"),
     _c("opcode", "Opcode", "text", "hlo", "HLO opcode or fusion kind"),
@@ -54,7 +54,7 @@ _ALL = (
     _c("framework_op", "Framework op", "text", "hlo", "JAX operation that produced this op"),
     _c("source", "Source", "text", "hlo", "Python source location"),
     _c("devices", "Devices", "count", "trace", "Devices that ran the op"),
-    _c("occurrences", "Runs", "count", "trace", "Executions per device in the analysed steps"),
+    _c("occurrences", "Runs", "count", "trace", "Executions per device in the analysed steps (the mean over the devices that ran it)"),
     _c("measured_s", "Measured", "s", "trace", "Measured time per device, summed over occurrences (s)", measured=True),
     _c("measured_s_max", "Slowest device", "s", "trace", "Measured time of the slowest device (s)", measured=True),
     _c("self_s", "Self", "s", "trace", "Measured time minus nested ops, per device (s)", measured=True),

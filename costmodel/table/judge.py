@@ -248,12 +248,19 @@ def _quantities(r: Joined) -> tuple[float | None, float | None, float | None, fl
         comm = cost.comm_bytes * occ
         prov_flops = cost.provenance if flops is not None else "unknown"
         prov_bytes = cost.provenance if bytes_ is not None else "unknown"
-    # The HLO's count wins where both exist (a disagreement is a report warning); the trace's is
-    # used where the HLO states none (an opaque kernel, whose cost took it in join).
-    if r.trace_flops is not None and (flops is None or (cost is not None and cost.lower_bound)):
-        flops, prov_flops = r.trace_flops * occ, "trace"
-    if r.trace_bytes is not None:
-        bytes_, prov_bytes = r.trace_bytes * occ, "trace"
+    # The figures that priced the op are the ones shown: the HLO's where both exist (a disagreement
+    # is a report warning); an opaque kernel's cost already took what the trace states where that
+    # binds it (join), so a trace's 0 bytes beside a bound on 33.5 MB is not shown as 0.
+    if cost is not None and cost.modeled:
+        if cost.lower_bound and r.trace_flops is not None and cost.flops == r.trace_flops:
+            prov_flops = "trace"
+        if cost.lower_bound and r.trace_bytes is not None and cost.bytes == r.trace_bytes:
+            prov_bytes = "trace"
+    else:  # no cost of ours: what the trace states is all there is
+        if r.trace_flops is not None:
+            flops, prov_flops = r.trace_flops * occ, "trace"
+        if r.trace_bytes is not None:
+            bytes_, prov_bytes = r.trace_bytes * occ, "trace"
     return flops, bytes_, transcendentals, comm, Provenance(prov_flops, prov_bytes,
                                                             "measured" if r.measured_s is not None else "predicted")
 

@@ -88,9 +88,11 @@ def _no_residue(seconds: float) -> float:
 def step_overlap(ops: Iterable[OpRecord], walks: Mapping[int, StepWalk | None]) -> StepOverlap:
     """The step both ways from the ops' overlap: what hides, what stays exposed."""
     hidden = hidden_comm = exposed = expected = 0.0
+    modeled = False
     for op in ops:
         if op.container or op.expected_s is None:
             continue
+        modeled = True
         expected += op.expected_s
         if op.overlap is None:
             continue
@@ -102,4 +104,6 @@ def step_overlap(ops: Iterable[OpRecord], walks: Mapping[int, StepWalk | None]) 
     unscheduled = tuple(sorted(str(pid) for pid, walk in walks.items() if walk is None))
     if unscheduled:
         return StepOverlap(None, None, None, None, unscheduled)
+    if not modeled:  # no op has an expected time: the step's is unknown, not 0
+        return StepOverlap(None, None, None, None, ())
     return StepOverlap(expected - hidden, exposed, hidden_comm, hidden, ())

@@ -18,12 +18,14 @@ from ..network.collectives import CollectiveTime
 from ..records import Bound, CollectiveInfo, Origin
 from .interference import Identical
 
-__all__ = ["CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
+__all__ = ["JUDGED", "CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
            "collective_row"]
 Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured", "bound only", "interference"]
 """flagged | ok | not judged (a wait, a container) | unknown (no expected time) | not measured (a prediction)
 | bound only (an opaque kernel judged on its bytes alone: a lower bound cannot show it slow)
 | interference (identical ops run far faster elsewhere in the capture: what ran beside it, not its kernel)"""
+JUDGED: tuple[Verdict, ...] = ("ok", "flagged", "interference")
+"""The verdicts of ops measured against an expected time that can show them slow."""
 TimeOrigin = Literal["measured", "predicted"]
 
 

@@ -12,13 +12,17 @@ from collections.abc import Sequence
 
 from ..model import Report
 from ._base import RenderOptions, Section, nothing
-from . import collectives, flagged, interference, matching, ops, plan, pod, target, timeline, verdict, warnings
+from . import (collectives, flagged, interference, matching, ops, plan, pod, programs, target, timeline, verdict,
+               warnings)
 
 __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
 
 REPORT_SECTIONS: Sequence[Section[Report]] = (
     Section("verdict", "Verdict", verdict.terminal, verdict.markdown, verdict.html),
+    Section("programs", "Programs", programs.terminal, programs.markdown, programs.html,
+            "A capture of several programs, one per step: each program's measured time per execution beside "
+            "what it should take."),
     Section("warnings", "Warnings", warnings.terminal, warnings.markdown, warnings.html),
     Section("flagged", "Flagged ops", flagged.terminal, flagged.markdown, flagged.html,
             "The top offenders by wasted time (measured self time beyond the achievable time), "

@@ -40,7 +40,8 @@ _COLUMNS: tuple[tuple[str, bool, Callable[[CollectiveRow], str], bool], ...] = (
     ("Window compute", True, lambda c: qty.seconds(c.window_compute_s), False),
     ("Measured", True, lambda c: qty.seconds(c.measured_s), True),
     ("Achieved / peak bandwidth", True, _bandwidth, True),
-    ("Overlapped", False, lambda c: qty.format_as(c.overlapped, "bool"), True),
+    # None: the trace cannot bound its window (nsys thunk ranges have no -done event).
+    ("Overlapped", False, lambda c: "unknown" if c.overlapped is None else qty.format_as(c.overlapped, "bool"), True),
 )
 _TEXT = ("Collective", "Kind", "Bytes", "Group", "Expected", "Exposed (schedule)", "Measured",
          "Achieved / peak bandwidth", "Overlapped")
@@ -55,7 +56,8 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     rows = report.collectives
     if not rows:
         return None
-    lines = [f"{len(rows)} collective(s) per execution, expected [model] and measured [trace]:"]
+    measured = "" if report.predicted else " and measured [trace]"
+    lines = [f"{len(rows)} collective(s) per execution, expected [model]{measured}:"]
     for c in rows[:opts.top]:
         cells = [f"{label} {get(c)}" for label, _, get, _ in _columns(report, _TEXT[2:])]
         lines.append(f"  {clip(c.name, 40)} ({_kind(c)}): " + ", ".join(cells))
