@@ -188,4 +188,4 @@ def completion(instr: Instruction, ctx: CostContext) -> OpCost:
     return zero_cost(f"{instr.opcode}: completes {start}, which carries the cost", first_dtype(instr.shape))
 
 
-handles(*DONES, "copy-done", "send-done", "recv-done", "async-done", "async-update")(completion)
+handles(*DONES, "copy-done", "slice-done", "send-done", "recv-done", "async-done", "async-update")(completion)

@@ -30,7 +30,10 @@ CONV_PREFIX = "__cudnn$conv"
 ANNOTATIONS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer", "Noop",
                "PrepareAsyncCallStart", "PrepareAsyncCallDone", "AssumeGatherIndicesInBound",
                "annotate_device_placement", "InspectSharding", "LayoutConstraint", "X64Combine",
-               "X64SplitLow", "X64SplitHigh")
+               "X64SplitLow", "X64SplitHigh",
+               # Memory space assignment's sliced prefetch lands its slices side by side; this names them as
+               # one buffer (XLA's kConcatBitcastCustomCall).
+               "ConcatBitcast")
 
 
 def _ints(values: object) -> tuple[int, ...]:
