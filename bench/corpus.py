@@ -61,6 +61,9 @@ CORPUS: tuple[Entry, ...] = (
     Entry("h100-maxtext-hlo", "../shared/fixtures/gpu-h100-maxtext/"
           "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb", "JAX-Toolbox, MaxText FSDP 4 H100",
           args=("--hardware", "h100:4")),
+    Entry("h100-maxtext-hlo-before-optimization", "../shared/fixtures/gpu-h100-maxtext/"
+          "module_0016.jit_train_step.before_optimizations.hlo.pb", "the same module before XLA optimized it",
+          args=("--hardware", "h100:4")),
     Entry("h100-maxtext-hlo-no-hardware", "../shared/fixtures/gpu-h100-maxtext/"
           "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",
           "the same dump with no --hardware and no target config beside it"),
