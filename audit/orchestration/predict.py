@@ -17,7 +17,7 @@ from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..costmodel.units import nbytes
 from ..errors import ExitCode, InputError, WorkloadError
 from ..reports.model import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
+from .analysis import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
                   "not price all-gather, reduce-scatter or all-to-all over the ICI topology, so it is lower than "
