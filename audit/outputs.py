@@ -16,7 +16,7 @@ from .hardware_options import hardware_options
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
     from .orchestration.pipeline import Options
-    from .reports.model import Report
+    from .reports.model.report import Report
     from .reports.render import Renderer
 
 F = Callable[..., Any]

@@ -10,7 +10,7 @@ import csv
 import io
 
 from ..costmodel.table.columns import CSV_COLUMNS
-from .model import Report
+from .model.report import Report
 
 
 def render_csv(report: Report) -> str:

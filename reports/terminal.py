@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from .model import Report
+from .model.report import Report
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 
 D = TypeVar("D")

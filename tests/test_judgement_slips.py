@@ -18,7 +18,7 @@ from audit.costmodel.table.judge import Thresholds
 from audit.costmodel.table.suggest import NEAR_ACHIEVABLE
 from audit.orchestration.pipeline import Options, analyse_hlo, analyse_profile
 from audit.parsers.xplane_schema import XSpace
-from audit.reports.model import Report
+from audit.reports.model.report import Report
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import RenderOptions
 from conftest import ROOT, shared_fixture

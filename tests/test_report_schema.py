@@ -15,7 +15,7 @@ from audit.cli import main
 from audit.costmodel.table.record import CollectiveRow, OpRecord
 from audit.errors import ExitCode, InputError
 from audit.parsers.report_file import SCHEMA_FILE, parse_report, read_report
-from audit.reports.model import Summary
+from audit.reports.model.report import Summary
 from audit.reports.schema import REQUIRED, render, report_schema
 
 HLO = Path(__file__).parent / "data" / "hlo"

@@ -12,7 +12,7 @@ from ..costmodel.records import BOUNDS, Bound
 from ..costmodel.table.judge import safe_ratio
 from ..costmodel.table.overlap import StepOverlap
 from ..costmodel.table.record import JUDGED, OpRecord, collective_row
-from ..reports.model import DeviceSteps, Report, StepTimes, Summary
+from ..reports.model.report import DeviceSteps, Report, StepTimes, Summary
 from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
 
 

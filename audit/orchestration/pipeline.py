@@ -22,7 +22,7 @@ from ..costmodel.table.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
-from ..reports.model import Report, StepTimes
+from ..reports.model.report import Report, StepTimes
 from .assemble import assemble
 from .caveats import check_partitions, loop_caveats, trace_flops_warning
 from .misleading import (hardware_mismatch_warning, refuse_mixed_chips, refuse_unidentified_chip)

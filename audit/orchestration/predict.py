@@ -16,7 +16,7 @@ from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..costmodel.units import nbytes
 from ..errors import ExitCode, InputError, WorkloadError
-from ..reports.model import Report
+from ..reports.model.report import Report
 from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "

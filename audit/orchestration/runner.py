@@ -24,7 +24,7 @@ from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
-from ..reports.model import Report
+from ..reports.model.report import Report
 from .pipeline import DEFAULT_OPTIONS, Options, analyse_profile
 
 

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.xplane import SUFFIX
-from ..reports.model import DeviceSteps
+from ..reports.model.report import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
 from . import trace_window

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ...costmodel.table.record import OpRecord
-    from ..model import Report
+    from ..model.report import Report
 
 D = TypeVar("D")
 

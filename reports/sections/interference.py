@@ -8,7 +8,7 @@ from html import escape
 from ...costmodel import units as qty
 from ...costmodel.table.identical import beside_summary
 from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.report import Report
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 from ...costmodel import units as qty
 from ...costmodel.table.record import JUDGED
-from ..model import Report
+from ..model.report import Report
 
 _WHY = {  # verdict: (one op, several ops)
     "bound only": ("is bound only", "are bound only"),

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args, overload
 
-from ..costmodel.records import BOUNDS, Bound
-from ..costmodel.table.overlap import StepOverlap
-from ..costmodel.table.record import CollectiveRow, OpRecord
+from ...costmodel.records import BOUNDS, Bound
+from ...costmodel.table.overlap import StepOverlap
+from ...costmodel.table.record import CollectiveRow, OpRecord
 
 if TYPE_CHECKING:
     import pandas as pd
