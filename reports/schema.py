@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from ..costmodel.table.overlap import StepOverlap
-from ..costmodel.table.record import CollectiveRow, DeviceTime, OpRecord, Provenance
-from .model.report import SCHEMA, StepTimes, Summary
+from .model.record import CollectiveRow, DeviceTime, OpRecord, Provenance
+from .model.report import SCHEMA
+from .model.summary import StepOverlap, StepTimes, Summary
 
 JSON = dict[str, Any]
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "parsers" / "report.schema.json"

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from ..costmodel import units as qty
-from ..costmodel.table.record import OpRecord
+from .model.record import OpRecord
 from .model.report import Report
 
 WIDTH, HEIGHT = 820, 440

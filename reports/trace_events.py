@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..costmodel.table.record import OpRecord
+from .model.record import OpRecord
 from ..errors import UsageError
 from .json_report import clean
 from .model.report import Report

@@ -24,8 +24,8 @@ from conftest import ROOT, shared_fixture
 
 import audit
 from audit.cli import main
-from audit.costmodel.table.beside import _Running
-from audit.costmodel.table.identical import FAR
+from audit.optable.beside import _Running
+from audit.optable.identical import FAR
 from audit.costmodel.units import human
 from audit.parsers.hlo_category import fingerprint
 from audit.parsers.hlo_files import load_hlo_file

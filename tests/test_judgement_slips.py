@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from jaxlib import _hlo
 
 from audit.costmodel import units as qty
-from audit.costmodel.table.judge import Thresholds
-from audit.costmodel.table.suggest import NEAR_ACHIEVABLE
+from audit.optable.judge import Thresholds
+from audit.optable.suggest import NEAR_ACHIEVABLE
 from audit.orchestration.pipeline import Options, analyse_hlo, analyse_profile
 from audit.parsers.xplane_schema import XSpace
 from audit.reports.model.report import Report

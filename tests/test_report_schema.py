@@ -12,10 +12,10 @@ import pytest
 
 from audit.analyses.diffing import DIRECT_STEPS, bootstrap_medians, diff_reports
 from audit.cli import main
-from audit.costmodel.table.record import CollectiveRow, OpRecord
+from audit.reports.model.record import CollectiveRow, OpRecord
 from audit.errors import ExitCode, InputError
 from audit.parsers.report_file import SCHEMA_FILE, parse_report, read_report
-from audit.reports.model.report import Summary
+from audit.reports.model.summary import Summary
 from audit.reports.schema import REQUIRED, render, report_schema
 
 HLO = Path(__file__).parent / "data" / "hlo"

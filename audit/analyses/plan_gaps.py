@@ -16,7 +16,7 @@ from typing import Any
 from collections import defaultdict
 
 from ..costmodel.chips.hardware import Quantity
-from ..costmodel.table.record import OpRecord
+from ..reports.model.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
 from ..reports.model.report import Report
 

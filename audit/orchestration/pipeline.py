@@ -14,15 +14,16 @@ from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
-from ..costmodel.table.carriers import attribute_to_carriers
-from ..costmodel.table.command_buffers import price_command_buffers
-from ..costmodel.table.join import Joined, join_measured, join_static, measure
-from ..costmodel.table.judge import Thresholds, judge_table
-from ..costmodel.table.overlap import step_overlap
+from ..optable.carriers import attribute_to_carriers
+from ..optable.command_buffers import price_command_buffers
+from ..optable.join import Joined, join_measured, join_static, measure
+from ..optable.judge import Thresholds, judge_table
+from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
-from ..reports.model.report import Report, StepTimes
+from ..reports.model.report import Report
+from ..reports.model.summary import StepTimes
 from .assemble import assemble
 from .caveats import check_partitions, loop_caveats, trace_flops_warning
 from .misleading import (hardware_mismatch_warning, refuse_mixed_chips, refuse_unidentified_chip)

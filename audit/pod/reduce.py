@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..costmodel.table.beside import EventWindow
+from ..optable.beside import EventWindow
 from ..costmodel.units import seconds
 from ..errors import InputError
 from ..parsers.hlo_model import Module

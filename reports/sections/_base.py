@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from ...costmodel.table.record import OpRecord
+    from ..model.record import OpRecord
     from ..model.report import Report
 
 D = TypeVar("D")

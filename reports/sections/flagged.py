@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import OpRecord
+from ..model.record import OpRecord
 from ..model.report import Report
 from ..text import md_table, md_text, more
 from ._base import RenderOptions, module_label

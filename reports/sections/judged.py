@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import JUDGED
+from ..model.record import JUDGED
 from ..model.report import Report
 
 _WHY = {  # verdict: (one op, several ops)

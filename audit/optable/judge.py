@@ -8,7 +8,7 @@ measured time is a wait (a collective between simulated CPU devices, an op that 
 nothing), an event at the timer's resolution, or it is a container; `bound only` when it is an
 opaque kernel whose only bound is its bytes (a lower bound cannot show it slow); `unknown`
 without an expected time; `not measured` in a prediction; else `ok`. Then identical ops are judged
-together (costmodel.table.identical): an op far slower than its identical instances elsewhere
+together (audit.optable.identical): an op far slower than its identical instances elsewhere
 is `interference`, not `flagged`.
 """
 
@@ -20,17 +20,17 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..achievable import AchievableTime, achievable_time
-from ..chips.hardware import Hardware
-from ..units import human
-from ..records import Expectation, OpCost
-from ..roofline import flag_reasons, judge, launches_work
-from ..schedule import StepWalk, Window
+from ..costmodel.achievable import AchievableTime, achievable_time
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.records import Expectation, OpCost
+from ..costmodel.roofline import flag_reasons, judge, launches_work
+from ..costmodel.schedule import StepWalk, Window
+from ..costmodel.units import human
+from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .beside import EventWindow, Overlaps
 from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
-from .record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .suggest import suggest
 from .waits import collective_wait
 
