@@ -84,10 +84,9 @@ def load(source: str | Path | dict[str, Any]) -> Report:
 
 def _read_report(path: Path) -> dict[str, Any]:
     from ..parsers.inputs import open_input
+    from ..reports.model.read import read_report
 
-    opened = open_input(path, accept=("report",))
-    assert opened.report is not None  # open_input reads a report it recognises
-    return opened.report
+    return read_report(open_input(path, accept=("report",)).path)
 
 
 def diff(base: Side, head: Side, *, fail_on: float | None = None, strict: bool = False,
@@ -153,10 +152,11 @@ def _run_report(path: Path, hardware: str | None, overrides: Mapping[str, object
     now. (The diff reads the JSON contract, so a report written by an earlier version compares the same.)"""
     from ..orchestration.pipeline import Options, analyse_hlo, analyse_profile
     from ..parsers.inputs import open_input
+    from ..reports.model.read import read_report
 
     opened = open_input(path)
-    if opened.report is not None:
-        return {**opened.report, "run_source": str(path)}
+    if opened.kind == "report":
+        return {**read_report(opened.path), "run_source": str(path)}
     options = Options(overrides=_pairs(overrides))
     if opened.module is not None:
         return analyse_hlo(path, hardware=hardware, module=opened.module, options=options).to_json()

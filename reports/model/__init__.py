@@ -6,4 +6,6 @@
 - `interference`: an op among its identical ops, and what ran beside it
 - `columns`: every op column declared once (header, unit, origin) for CSV, HTML, text and the DataFrame
 - `frame`: the op table as a pandas DataFrame, each column's unit and origin in its attrs
+- `schema`: the JSON Schema of `audit.report/v1`, generated from these types into `report.schema.json`
+- `read`: a JSON report read back and validated against that schema (`audit.load`, `audit diff`)
 """
