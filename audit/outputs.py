@@ -15,7 +15,7 @@ from .errors import ExitCode, GateError, UsageError
 from .hardware_options import hardware_options
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
-    from .orchestration.pipeline import Options
+    from .orchestration.pricing import Options
     from .reports.model.report import Report
     from .reports.render import Renderer
 
@@ -52,7 +52,7 @@ def output_options(f: F) -> F:
 
 def analysis_options(kwargs: dict[str, Any]) -> Options:
     """How the analysis judges ops, from --min-efficiency, --min-share and --allow-smaller."""
-    from .orchestration.pipeline import Options
+    from .orchestration.pricing import Options
 
     return Options.from_flags(kwargs)
 

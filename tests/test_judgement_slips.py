@@ -16,7 +16,8 @@ from jaxlib import _hlo
 from audit.costmodel import units as qty
 from audit.optable.judge import Thresholds
 from audit.optable.suggest import NEAR_ACHIEVABLE
-from audit.orchestration.pipeline import Options, analyse_hlo, analyse_profile
+from audit.orchestration.pipeline import analyse_hlo, analyse_profile
+from audit.orchestration.pricing import Options
 from audit.parsers.xplane_schema import XSpace
 from audit.reports.model.report import Report
 from audit.reports.render import Format, ReportRenderer

@@ -12,7 +12,7 @@ from .diff import Diff
 from .report import Report
 
 if TYPE_CHECKING:
-    from ..orchestration.pipeline import Options
+    from ..orchestration.pricing import Options
 
 Side = Union[str, Path, Report, dict[str, Any], Sequence[Union[str, Path, Report, dict[str, Any]]]]
 """One side of a diff: a report, a path (JSON report, profile, HLO dump; comma-separated paths,
@@ -59,7 +59,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
 
 def _options(min_efficiency: float, min_share: float, allow_smaller: bool,
              overrides: Mapping[str, object] | None = None) -> Options:
-    from ..orchestration.pipeline import Options
+    from ..orchestration.pricing import Options
 
     for name, value in (("min_efficiency", min_efficiency), ("min_share", min_share)):
         if not 0.0 <= value <= 1.0:
@@ -150,7 +150,8 @@ def side_paths(spec: str) -> list[Path]:
 def _run_report(path: Path, hardware: str | None, overrides: Mapping[str, object] | None = None) -> dict[str, Any]:
     """One run as a JSON report: a report this tool wrote, or anything `inspect` accepts, analysed
     now. (The diff reads the JSON contract, so a report written by an earlier version compares the same.)"""
-    from ..orchestration.pipeline import Options, analyse_hlo, analyse_profile
+    from ..orchestration.pipeline import analyse_hlo, analyse_profile
+    from ..orchestration.pricing import Options
     from ..parsers.inputs import open_input
     from ..reports.model.read import read_report
 

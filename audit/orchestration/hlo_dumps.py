@@ -19,7 +19,7 @@ from ..parsers.hlo_platform import Platform
 from ..reports.model.report import Report
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning
-from .pipeline import DEFAULT_OPTIONS, Options, _hardware, _naming, _refuse_accelerator_without_hardware, analyse_modules
+from .pricing import DEFAULT_OPTIONS, Options, analyse_modules, chip, naming, refuse_accelerator_without_hardware
 
 
 def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
@@ -39,7 +39,7 @@ def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[
     devices = max((device_count(m) or 0 for _, m in files), default=0) or None
     warnings += check_partitions(hw, hardware, devices, options.allow_smaller)
     programs = {_program_id(f, m) if len(files) > 1 else m.id: m for f, m in files}
-    with _naming(path):
+    with naming(path):
         return analyse_modules(programs, hw, source={"kind": "hlo", "paths": [str(f) for f, _ in files],
                                                      **(source or {})}, warnings=warnings, options=options)
 
@@ -72,7 +72,7 @@ def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides:
     from ..parsers.hlo_platform import platform_of
 
     if spec:
-        return _hardware(spec, "cpu", {}, overrides)
+        return chip(spec, "cpu", {}, overrides)
     platforms = []
     for file, module in files:
         platform = platform_of(module, str(file))
@@ -81,12 +81,12 @@ def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides:
             continue
         stats = stats_beside(file) if platform.kind == "gpu" else None
         if stats is not None:
-            hw = _hardware(None, "gpu", {"/device:GPU:0": stats}, overrides)
+            hw = chip(None, "gpu", {"/device:GPU:0": stats}, overrides)
             if priceable(hw):
                 return hw
-        _refuse_accelerator_without_hardware(module, str(file))
+        refuse_accelerator_without_hardware(module, str(file))
     warnings.append(_priced_here(platforms))
-    return _hardware(None, "cpu", {}, overrides)
+    return chip(None, "cpu", {}, overrides)
 
 
 def _priced_here(platforms: list[Platform]) -> str:

@@ -1,23 +1,19 @@
-"""The one place that runs parsers -> cost model -> analyses and builds the report."""
+"""The one place that runs parsers -> cost model -> analyses and builds the report of a profile
+(an HLO dump goes to `hlo_dumps`; both price through `pricing`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
 
 from ..analyses.programs import per_program
 from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..optable.carriers import attribute_to_carriers
 from ..optable.command_buffers import price_command_buffers
-from ..optable.join import Joined, join_measured, join_static, measure
-from ..optable.judge import Thresholds, judge_table
+from ..optable.join import join_measured, measure
+from ..optable.judge import judge_table
 from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
@@ -25,31 +21,12 @@ from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
 from ..reports.model.report import Report
 from ..reports.model.summary import StepTimes
 from .assemble import assemble
-from .caveats import check_partitions, loop_caveats, trace_flops_warning
+from .caveats import check_partitions, trace_flops_warning
 from .misleading import (hardware_mismatch_warning, refuse_mixed_chips, refuse_unidentified_chip)
+from .pricing import DEFAULT_OPTIONS, Options, chip, cost_modules, expect_all, naming
 
 if TYPE_CHECKING:
     from ..pod.reduce import PodSettings
-
-
-@dataclass(frozen=True)
-class Options:
-    """How the analysis judges ops, from the command's options."""
-
-    thresholds: Thresholds = Thresholds()
-    allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
-    overrides: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: figures of the chip changed for this run
-
-    @classmethod
-    def from_flags(cls, flags: dict[str, Any] | None) -> Options:
-        """From the `min_efficiency`, `min_share`, `allow_smaller` and `overrides` (--set) command options."""
-        flags = flags or {}
-        return cls(thresholds=Thresholds(**{k: v for k, v in flags.items() if k in ("min_efficiency", "min_share")}),
-                   allow_smaller=bool(flags.get("allow_smaller", False)),
-                   overrides=tuple((str(k), str(v)) for k, v in flags.get("overrides") or ()))
-
-
-DEFAULT_OPTIONS = Options()
 
 
 def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str | None = None,
@@ -74,7 +51,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         raise InputError("the profile holds no executed XLA ops", path=path,
                          hint="was the program running while the profiler was on?")
     refuse_mixed_chips([(h.path, h.platform, h.device_stats) for h in hosts])
-    hw = _hardware(hardware, profile.platform, profile.device_stats, options.overrides)
+    hw = chip(hardware, profile.platform, profile.device_stats, options.overrides)
     if not hardware:
         refuse_unidentified_chip(hw, profile.platform, profile.device_stats, path)
     modules, names = profile.modules, profile.module_names
@@ -83,7 +60,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
     if hardware and (mismatch := _traced_chip_mismatch(hw, profile.platform, profile.device_stats)) is not None:
         warnings.append(mismatch)
-    with _naming(path):
+    with naming(path):
         costs = cost_modules(modules, devices, hw)
     expectations = expect_all(costs, hw)
     per_device, per_op = measure(events)
@@ -149,89 +126,6 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     return analyse_dump(path, hardware=hardware, source=source, options=options, module=module)
 
 
-@contextmanager
-def _naming(path: str | Path) -> Iterator[None]:
-    """An `InputError` that names no file (the cost model sees modules, not files) names `path`."""
-    try:
-        yield
-    except InputError as exc:
-        if exc.path is not None:
-            raise
-        raise InputError(exc.message, path=path, hint=exc.hint) from None
-
-
-def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
-    """A GPU or TPU program is never priced as this machine's CPU: say what it is and what to pass."""
-    from ..costmodel.chips.catalog import candidates
-    from ..costmodel.ops.module import device_count
-    from ..parsers.hlo_platform import platform_of
-
-    platform = platform_of(module, path)
-    if not platform.accelerator:
-        return
-    names = candidates(platform.kind, platform.vendor, platform.arch) or candidates(platform.kind)
-    if platform.kind == "tpu":
-        names = names[::-1]  # newest first
-    devices = device_count(module)
-    example = f" (with the device count, e.g. {names[0]}:{devices})" if devices and devices > 1 else ""
-    raise InputError(f"HLO dump for {platform.describe()} ({platform.evidence}) and no --hardware: it would "
-                     "be priced as this machine's CPU", path=path,
-                     hint=f"pass --hardware {' or '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}"
-                          f"{example}")
-
-
-def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[str, Any], warnings: list[str],
-                    options: Options, devices: int | None = None,
-                    coords: dict[int, tuple[int, ...]] | None = None) -> Report:
-    """A predicted report for modules that were compiled but not run (HLO dumps, AOT targets).
-
-    `coords` maps device ids to physical coordinates when the compile knows them, so
-    collectives are placed on the real torus.
-    """
-    from ..costmodel.ops.module import device_count
-
-    costs = cost_modules(modules, devices, hw)
-    expectations = expect_all(costs, hw, coords)
-    if devices is None:  # the devices the program spans, as its collectives name them (1 without any)
-        devices = max((device_count(m) or 1 for m in modules.values()), default=1)
-    joined: list[Joined] = []
-    for pid, module in modules.items():
-        joined.extend(join_static(module, pid, costs.get(pid, {}), expectations, devices))
-    walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
-    ops = judge_table(joined, hw, options.thresholds, walks=walks)
-    loop_warnings, loops = loop_caveats(modules)
-    return assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
-                    devices=devices, loops=loops,
-                    source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
-
-
-def cost_modules(modules: dict[int, Module], devices: int | None,
-                 hw: Hardware | None = None) -> dict[int, dict[str, OpCost]]:
-    """Every op's cost, per program; with `hw`, which of its bytes its caches can serve, by the
-    data's history in each program's schedule. **Raises:** `InputError` naming the module for a
-    value the cost model refuses (a trip count that is not a count)."""
-    from ..costmodel.ops.module import cost_module
-    from ..costmodel.residency import with_residency
-
-    costs = {}
-    for pid, module in modules.items():
-        try:
-            costs[pid] = cost_module(module, num_partitions=devices)
-        except InputError as exc:
-            raise InputError(f"HLO module {module.name!r}: {exc.message}", path=exc.path, hint=exc.hint) from None
-    if hw is None:
-        return costs
-    return {pid: with_residency(modules[pid], c, hw) for pid, c in costs.items()}
-
-
-def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
-               coords: dict[int, tuple[int, ...]] | None = None) -> dict[tuple[int, str], Expectation]:
-    """Every op's expected time on `hw`."""
-    from ..costmodel.roofline import expect
-
-    return {(pid, name): expect(cost, hw, coords=coords) for pid, ops in costs.items() for name, cost in ops.items()}
-
-
 def _traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, Any]) -> str | None:
     """The --hardware chip against the one the trace's device planes describe."""
     if platform not in ("gpu", "tpu", "cpu"):
@@ -245,17 +139,3 @@ def _traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, A
                                      "the trace's device planes", "the profile ran on")
 
 
-def _hardware(spec: str | None, platform: str, device_stats: dict[str, Any],
-              overrides: tuple[tuple[str, str], ...] = ()) -> Hardware:
-    """The chip named with --hardware, else the one the trace shows; --set figures applied to either."""
-    from ..costmodel.chips.overrides import apply
-
-    if spec:
-        from ..costmodel.chips.catalog import lookup
-
-        hw = lookup(spec)
-        hw = replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
-        return apply(hw, overrides)
-    from ..costmodel.chips.detect import hardware_from_trace
-
-    return apply(hardware_from_trace(platform, device_stats), overrides)

@@ -17,7 +17,8 @@ from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..costmodel.units import nbytes
 from ..errors import ExitCode, InputError, WorkloadError
 from ..reports.model.report import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
+from .pipeline import attach_plan
+from .pricing import DEFAULT_OPTIONS, Options, analyse_modules
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
                   "not price all-gather, reduce-scatter or all-to-all over the ICI topology, so it is lower than "

@@ -25,7 +25,8 @@ from typing import IO, Any, Iterator
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
 from ..reports.model.report import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_profile
+from .pipeline import analyse_profile
+from .pricing import DEFAULT_OPTIONS, Options
 
 
 @dataclass
