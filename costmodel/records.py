@@ -125,6 +125,13 @@ class OpCost:
     def modeled(self) -> bool:
         return self.provenance != "unknown"
 
+    @property
+    def intensity(self) -> float | None:
+        """FLOPs per byte read and written; None when either is unknown or it moves no bytes."""
+        if self.flops is None or not self.bytes:
+            return None
+        return self.flops / self.bytes
+
 
 @dataclass(frozen=True)
 class Expectation:

@@ -17,7 +17,8 @@ from audit.costmodel.chips.hardware import Quantity
 from audit.costmodel.napkin import collective, matmul
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.records import CollectiveInfo, OpCost
-from audit.costmodel.roofline import expect, flag_reasons, judge
+from audit.costmodel.roofline import expect
+from audit.optable.verdict import flag_reasons, judge
 from audit.parsers.hlo_text import parse_hlo_text
 
 # Ch. 1 uses 8.2e11 B/s for the v5e's HBM ("1.97e14 / 8.20e11 = 240"); the ch. 2 table says 8.1e11.

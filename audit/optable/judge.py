@@ -23,7 +23,7 @@ import pandas as pd
 from ..costmodel.achievable import AchievableTime, achievable_time
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.records import Expectation, OpCost
-from ..costmodel.roofline import flag_reasons, judge, launches_work
+from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
 from ..costmodel.units import human
 from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
@@ -32,6 +32,7 @@ from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
 from .suggest import suggest
+from .verdict import flag_reasons, judge
 from .waits import collective_wait
 
 # Ops that only contain or wait for other ops: their time is their children's, not their own.
