@@ -8,7 +8,7 @@ the measured ops with these expectations and deciding their verdicts is the op t
 - `ops/`: what an op costs (one handler per HLO opcode)
 - `network/`: where devices sit and what a collective costs there
 - `planner/`: the book's transformer planning math
-- `records`: `OpCost` and `Expectation`, the records the model produces
+- `costs`: `OpCost` and `Expectation`, what an op costs and how long it should take
 - `roofline`: expected time per op; `schedule`: the step with asynchronous work overlapped
 - `units`: the one number formatter
 - `napkin`: `audit calc` on the same functions

@@ -14,7 +14,7 @@ from .network.collectives import CollectiveTime, collective_time
 from .units import human
 from .chips.hardware import Hardware, Quantity
 from .chips.precision import matmul_peak
-from .records import Bound, Expectation, OpCost
+from .costs import Bound, Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
 # An op doing at least this many FLOPs per byte is a contraction (dot, conv), not elementwise.

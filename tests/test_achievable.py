@@ -12,7 +12,7 @@ from audit.cli import main
 from audit.costmodel.achievable import achievable_time, shape_factor
 from audit.costmodel.chips.catalog import CATALOG, lookup
 from audit.costmodel.chips.hardware import Hardware, Quantity
-from audit.costmodel.records import CollectiveInfo, OpCost
+from audit.costmodel.costs import CollectiveInfo, OpCost
 from audit.costmodel.roofline import expect
 
 CHIPS = sorted(CATALOG)

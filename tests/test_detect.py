@@ -88,7 +88,7 @@ def test_megacore_trace_peaks_are_converted_to_the_device_the_hlo_runs_on():
     TensorCore's peaks. Taken as they are, they halved the roofline's speed: a 4096^3 bf16
     matmul's roofline read 599 us instead of 299 us, and its achievable time fell below it."""
     from audit.costmodel.achievable import achievable_time
-    from audit.costmodel.records import OpCost
+    from audit.costmodel.costs import OpCost
     from audit.costmodel.roofline import expect
 
     plane = {"device_type_string": "TPU v5", "peak_teraflops_per_second": 229.5,

@@ -16,7 +16,7 @@ from audit.costmodel.chips.catalog import lookup
 from audit.costmodel.chips.hardware import Quantity
 from audit.costmodel.napkin import collective, matmul
 from audit.costmodel.ops.module import cost_module
-from audit.costmodel.records import CollectiveInfo, OpCost
+from audit.costmodel.costs import CollectiveInfo, OpCost
 from audit.costmodel.roofline import expect
 from audit.optable.verdict import flag_reasons, judge
 from audit.parsers.hlo_text import parse_hlo_text

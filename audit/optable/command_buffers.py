@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..costmodel.achievable import AchievableTime, achievable_time
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import BOUNDS, Bound, Expectation, OpCost
+from ..costmodel.costs import BOUNDS, Bound, Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..parsers.hlo_model import Module
 from .join import Joined

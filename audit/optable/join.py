@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..costmodel.achievable import AchievableTime
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import Expectation, OpCost
+from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import expect
 from ..parsers.hlo_category import category, fingerprint
 from ..parsers.hlo_identity import identity

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..costmodel.achievable import AchievableTime, achievable_time
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import Expectation, OpCost
+from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
 from ..costmodel.units import human

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..costmodel.records import Expectation, OpCost
+from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import StepWalk, Window
 from ..reports.model.record import OpRecord, Overlap
 from ..reports.model.summary import StepOverlap

@@ -8,7 +8,7 @@ module judges, putting the measured time beside that expectation.
 from __future__ import annotations
 
 from ..costmodel.chips.hardware import LINK_NAMES, Hardware
-from ..costmodel.records import Expectation, OpCost
+from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import flops_peak
 from ..costmodel.units import human, intensity as per_byte, ratio
 from ..errors import UsageError

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..costmodel.records import OpCost
+from ..costmodel.costs import OpCost
 from ..costmodel.units import seconds
 from ..reports.model.record import DeviceTime
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import Expectation, OpCost
+from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..errors import InputError
 from ..optable.join import Joined, join_static

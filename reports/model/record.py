@@ -15,7 +15,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, Mapping
 
 from ...costmodel.network.collectives import CollectiveTime
-from ...costmodel.records import Bound, CollectiveInfo, Origin
+from ...costmodel.costs import Bound, CollectiveInfo, Origin
 from .interference import Identical
 
 __all__ = ["JUDGED", "CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",

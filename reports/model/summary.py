@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...costmodel.records import BOUNDS, Bound
+from ...costmodel.costs import BOUNDS, Bound
 
 JSON = dict[str, Any]
 OVERLAP_MODEL = ("schedule walk: one compute stream and collective streams (TPU: one per collective kind; GPU: "

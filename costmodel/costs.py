@@ -1,4 +1,4 @@
-"""Records the cost model produces: what an op costs, and how long it should take."""
+"""What the cost model says of an op: what it costs (`OpCost`) and how long it should take (`Expectation`)."""
 
 from __future__ import annotations
 
