@@ -7,5 +7,6 @@
 - `assemble`: the one place a `Report` is built from judged ops (summary, flagged, collectives)
 - `caveats`: what a report must say about its own limits (loops, topology, unmodeled ops)
 - `runner`: the parent side of `audit run` (spawns the capture child, analyses what it wrote)
+- `calibrate`: this machine's CPU measured (in the `child.calibrate` process) and its record kept
 - `predict`: `audit run --target` (ahead-of-time compile, then the pipeline on the target chip)
 """

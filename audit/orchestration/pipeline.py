@@ -134,7 +134,7 @@ def _traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, A
     if platform == "gpu":
         from ..costmodel.chips.detect import hardware_from_trace
 
-        vendor = hardware_from_trace(platform, device_stats, calibrate=False).vendor.lower()
+        vendor = hardware_from_trace(platform, device_stats).vendor.lower()
     return hardware_mismatch_warning(hw, platform, vendor if vendor in ("nvidia", "amd") else "",
                                      "the trace's device planes", "the profile ran on")
 

@@ -47,18 +47,20 @@ DEFAULT_OPTIONS = Options()
 
 def chip(spec: str | None, platform: str, device_stats: dict[str, Any],
          overrides: tuple[tuple[str, str], ...] = ()) -> Hardware:
-    """The chip named with --hardware, else the one the trace shows; --set figures applied to either."""
+    """The chip named with --hardware, else the one the trace shows; --set figures applied to either.
+    This machine's CPU is measured first when it has no calibration record."""
     from ..costmodel.chips.overrides import apply
+    from .calibrate import cpu_hardware
 
     if spec:
         from ..costmodel.chips.catalog import lookup
 
-        hw = lookup(spec)
+        hw = lookup(spec, cpu=cpu_hardware)
         hw = replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
         return apply(hw, overrides)
     from ..costmodel.chips.detect import hardware_from_trace
 
-    return apply(hardware_from_trace(platform, device_stats), overrides)
+    return apply(hardware_from_trace(platform, device_stats, cpu=cpu_hardware), overrides)
 
 
 def refuse_accelerator_without_hardware(module: Module, path: str) -> None:
