@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from jaxlib import _hlo
 
 from audit.costmodel import units as qty
-from audit.optable.judge import Thresholds
+from audit.options import Thresholds
 from audit.optable.suggest import NEAR_ACHIEVABLE
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
 from audit.orchestration.pricing import Options

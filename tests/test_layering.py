@@ -1,6 +1,7 @@
 """Imports point one way: parsers <- costmodel <- {reports, audit}; audit -> reports.
 
-`audit.errors` (exit codes and error types) sits below every layer.
+`audit.errors` (exit codes and error types) and `audit.options` (thresholds and display defaults) sit
+below every layer.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ FORBIDDEN = {
 LAYER_OF_SUBPACKAGE = {"parsers": "parsers", "costmodel": "costmodel", "reports": "reports",
                        "workloads": "workloads", "commands": "audit", "analyses": "audit",
                        "child": "audit", "orchestration": "audit",
-                       "errors": "errors"}
+                       "errors": "errors", "options": "options"}
 
 
 TOP_PACKAGE = {"parsers": "audit.parsers", "costmodel": "audit.costmodel", "reports": "audit.reports",

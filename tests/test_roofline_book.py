@@ -131,11 +131,14 @@ def test_tiny_op_is_latency_bound_by_the_per_op_overhead():
 
 def test_judge_rejects_nonsense_thresholds():
     from audit.errors import UsageError
+    from audit.options import Thresholds
 
-    with pytest.raises(UsageError):
-        judge(1.0, 2.0, 0.5, min_efficiency=-0.1)
-    with pytest.raises(UsageError):
-        judge(1.0, 2.0, 0.5, min_share=2.0)
+    with pytest.raises(UsageError, match="min_efficiency must be between 0 and 1"):
+        Thresholds(min_efficiency=-0.1)
+    with pytest.raises(UsageError, match="min_share must be between 0 and 1"):
+        Thresholds(min_share=2.0)
+    assert judge(1.0, 2.0, 0.5, Thresholds(min_efficiency=0.6)) == (True, 0.5)
+    assert judge(1.0, 2.0, 0.5, Thresholds(min_efficiency=0.4)) == (False, 0.5)
 
 
 def test_real_jax_matmul_audit_matches_calc():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from ..errors import InputError, UsageError
+from ..options import DEFAULTS
 from .diff import Diff
 from .report import Report
 
@@ -20,7 +21,8 @@ a glob, or a directory of JSON reports for repeated runs), or a list of those.""
 
 
 def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = None,
-            min_efficiency: float = 0.5, min_share: float = 0.01, allow_smaller: bool = False,
+            min_efficiency: float = DEFAULTS.thresholds.min_efficiency,
+            min_share: float = DEFAULTS.thresholds.min_share, allow_smaller: bool = False,
             cache: str | None = None, scheduler: str | None = None, workers: int | None = None,
             skip_bad_hosts: bool = False, progress: bool = False, command: str | None = None,
             overrides: Mapping[str, object] | None = None, hlo: str | None = None) -> Report:
@@ -61,9 +63,6 @@ def _options(min_efficiency: float, min_share: float, allow_smaller: bool,
              overrides: Mapping[str, object] | None = None) -> Options:
     from ..orchestration.pricing import Options
 
-    for name, value in (("min_efficiency", min_efficiency), ("min_share", min_share)):
-        if not 0.0 <= value <= 1.0:
-            raise UsageError(f"{name} must be between 0 and 1, got {value}")
     return Options.from_flags({"min_efficiency": min_efficiency, "min_share": min_share,
                                "allow_smaller": allow_smaller, "overrides": _pairs(overrides)})
 

@@ -11,25 +11,22 @@ from ..costmodel.chips.hardware import LINK_NAMES, Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import flops_peak
 from ..costmodel.units import human, intensity as per_byte, ratio
-from ..errors import UsageError
+from ..options import DEFAULTS, Thresholds
 
 
-def judge(ceiling_s: float | None, measured_s: float | None, share: float, *,
-          min_efficiency: float = 0.5, min_share: float = 0.01) -> tuple[bool, float | None]:
-    """(flagged, efficiency): efficiency = ceiling / measured; flagged when it is below
-    `min_efficiency` and the op takes at least `min_share` of the time `share` is a fraction of.
+def judge(ceiling_s: float | None, measured_s: float | None, share: float,
+          thresholds: Thresholds = DEFAULTS.thresholds) -> tuple[bool, float | None]:
+    """(flagged, efficiency): efficiency = ceiling / measured; flagged when it is below the
+    thresholds' `min_efficiency` and the op takes at least `min_share` of the time `share` is a
+    fraction of.
 
     `ceiling_s` is the time the op is judged against: the op table passes its achievable time and
     its share of the measured op time; the book's worked examples pass a roofline time and a share
     of the step."""
-    if not 0 <= min_efficiency <= 1:
-        raise UsageError(f"minimum efficiency must be in [0, 1], got {min_efficiency}")
-    if not 0 <= min_share <= 1:
-        raise UsageError(f"minimum share must be in [0, 1], got {min_share}")
     if ceiling_s is None or measured_s is None or measured_s <= 0:
         return False, None
     efficiency = ceiling_s / measured_s
-    return bool(efficiency < min_efficiency and share >= min_share), efficiency
+    return bool(efficiency < thresholds.min_efficiency and share >= thresholds.min_share), efficiency
 
 
 def flag_reasons(cost: OpCost, expectation: Expectation, measured_s: float | None,

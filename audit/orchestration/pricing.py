@@ -17,7 +17,8 @@ from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..errors import InputError
 from ..optable.join import Joined, join_static
-from ..optable.judge import Thresholds, judge_table
+from ..optable.judge import judge_table
+from ..options import DEFAULTS, Thresholds
 from ..optable.overlap import step_overlap
 from ..parsers.hlo_model import Module
 from ..reports.model.report import Report
@@ -29,7 +30,7 @@ from .caveats import loop_caveats
 class Options:
     """How the analysis judges ops, from the command's options."""
 
-    thresholds: Thresholds = Thresholds()
+    thresholds: Thresholds = DEFAULTS.thresholds
     allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
     overrides: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: figures of the chip changed for this run
 
