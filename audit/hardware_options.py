@@ -41,11 +41,13 @@ def hardware_options(*, default: str | None = None, required: bool = False,
 
 
 def resolve_hardware(spec: str, overrides: Pairs = ()) -> Hardware:
-    """The chip `--hardware` names (a catalog or site name, or a file), with `--set` applied."""
+    """The chip `--hardware` names (a catalog or site name, or a file), with `--set` applied; `cpu` is
+    this machine, measured first when it has no calibration record."""
     from .costmodel.chips.catalog import lookup
     from .costmodel.chips.overrides import apply
+    from .orchestration.calibrate import cpu_hardware
 
-    return apply(lookup(spec), overrides)
+    return apply(lookup(spec, cpu=cpu_hardware), overrides)
 
 
 def set_arguments(overrides: Pairs) -> list[str]:

@@ -20,7 +20,7 @@ from .attention import achievable_compute
 from .chips.hardware import Achievable, Hardware, Quantity
 from .chips.precision import matmul_mode
 from .network.collectives import CollectiveTime
-from .records import Expectation, OpCost
+from .costs import Expectation, OpCost
 from .shape_effects import cite as _cite, implicit_gemm, k_loop_seconds, pipeline_fill, shape_factor
 from .units import human
 

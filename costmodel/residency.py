@@ -29,7 +29,7 @@ from ..parsers.hlo_model import Computation, Instruction, Module
 from .chips.hardware import Hardware, MemoryLevel
 from .ops.base import nbytes
 from .ops.module import execution_plan
-from .records import OpCost
+from .costs import OpCost
 
 # Ops that name other buffers without making one: their readers read what they name.
 _ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "add-dependency"})

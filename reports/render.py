@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import Report
+from .model.report import Report
 from .sections import RenderOptions
 
 

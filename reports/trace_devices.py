@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from .model import DeviceSteps, Report
+from .model.report import DeviceSteps, Report
 
 PS = 1e-12
 

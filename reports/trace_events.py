@@ -25,10 +25,10 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..costmodel.table.record import OpRecord
+from .model.record import OpRecord
 from ..errors import UsageError
 from .json_report import clean
-from .model import Report
+from .model.report import Report
 from .trace_devices import Device, Event, devices as _devices, window_statement
 
 _STEP_TID, _FLAG_TID, _MEASURED_TID, _EXPECTED_TID, _ACHIEVABLE_TID = 1, 2, 10, 100, 200

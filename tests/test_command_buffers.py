@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit.child.capture import configure_environment
-from audit.costmodel.table.command_buffers import RECAPTURE, contents
-from audit.orchestration.pipeline import analyse_profile, cost_modules
+from audit.optable.command_buffers import RECAPTURE, contents
+from audit.orchestration.pipeline import analyse_profile
+from audit.orchestration.analysis import cost_modules
 from audit.orchestration.runner import Capture, RunRequest, run_source
 from audit.parsers.hlo_text import parse_hlo_text
 from audit.parsers.profile import load_profile

@@ -24,14 +24,14 @@ from conftest import ROOT, shared_fixture
 
 import audit
 from audit.cli import main
-from audit.costmodel.table.beside import _Running
-from audit.costmodel.table.identical import FAR
+from audit.optable.beside import _Running
+from audit.optable.identical import FAR
 from audit.costmodel.units import human
 from audit.parsers.hlo_category import fingerprint
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_identity import identity
 from audit.parsers.hlo_model import Computation, Instruction, Module, Shape
-from audit.parsers.report_file import read_report
+from audit.reports.model.read import read_report
 
 CPU_RUN = ROOT / "tests/data/captures/cpu-default-run"
 H100 = ROOT / "tests/data/captures/h100-jax0.11"

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from jaxlib import _hlo
 
 from audit.costmodel import units as qty
-from audit.costmodel.table.judge import Thresholds
-from audit.costmodel.table.suggest import NEAR_ACHIEVABLE
-from audit.orchestration.pipeline import Options, analyse_hlo, analyse_profile
+from audit.options import Thresholds
+from audit.optable.suggest import NEAR_ACHIEVABLE
+from audit.orchestration.pipeline import analyse_hlo, analyse_profile
+from audit.orchestration.analysis import Options
 from audit.parsers.xplane_schema import XSpace
-from audit.reports.model import Report
+from audit.reports.model.report import Report
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import RenderOptions
 from conftest import ROOT, shared_fixture

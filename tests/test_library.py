@@ -18,7 +18,7 @@ from conftest import ROOT, shared_fixture
 
 import audit
 from audit.cli import main
-from audit.costmodel.table.columns import COLUMNS
+from audit.reports.model.columns import COLUMNS
 from audit.reports.text import md_text
 from audit.errors import InputError, UsageError
 

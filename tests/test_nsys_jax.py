@@ -11,7 +11,7 @@ import pytest
 
 from audit.cli import main
 from audit.orchestration.pipeline import analyse_profile
-from audit.parsers.report_file import read_report
+from audit.reports.model.read import read_report
 from audit.pod.reduce import PodSettings
 from conftest import render, shared_fixture
 

@@ -16,9 +16,9 @@ from typing import Any
 from collections import defaultdict
 
 from ..costmodel.chips.hardware import Quantity
-from ..costmodel.table.record import OpRecord
+from ..reports.model.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
-from ..reports.model import Report
+from ..reports.model.report import Report
 
 GAP = 2.0  # a row is explained when two of its values differ by more than this factor
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")

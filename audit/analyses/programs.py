@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 
 from ..costmodel.schedule import StepWalk
-from ..costmodel.table.overlap import step_overlap
-from ..costmodel.table.record import OpRecord
+from ..optable.overlap import step_overlap
+from ..reports.model.record import OpRecord
 
 
 def program_steps(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:

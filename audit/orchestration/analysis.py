@@ -11,14 +11,15 @@ from typing import Any
 from pathlib import Path
 
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import Expectation, OpCost
+from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
-from ..costmodel.table.join import Joined, join_static
-from ..costmodel.table.judge import Thresholds, judge_table
-from ..costmodel.table.overlap import step_overlap
 from ..errors import InputError
+from ..optable.join import Joined, join_static
+from ..optable.judge import judge_table
+from ..optable.overlap import step_overlap
+from ..options import DEFAULTS, Thresholds
 from ..parsers.hlo_model import Module
-from ..reports.model import Report
+from ..reports.model.report import Report
 from .assemble import assemble
 from .caveats import loop_caveats
 from .misleading import hardware_mismatch_warning
@@ -28,7 +29,7 @@ from .misleading import hardware_mismatch_warning
 class Options:
     """How the analysis judges ops, from the command's options."""
 
-    thresholds: Thresholds = Thresholds()
+    thresholds: Thresholds = DEFAULTS.thresholds
     allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
     overrides: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: figures of the chip changed for this run
 
@@ -143,22 +144,24 @@ def traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, An
     if platform == "gpu":
         from ..costmodel.chips.detect import hardware_from_trace
 
-        vendor = hardware_from_trace(platform, device_stats, calibrate=False).vendor.lower()
+        vendor = hardware_from_trace(platform, device_stats, cpu=lambda: None).vendor.lower()
     return hardware_mismatch_warning(hw, platform, vendor if vendor in ("nvidia", "amd") else "",
                                      "the trace's device planes", "the profile ran on")
 
 
 def hardware_for(spec: str | None, platform: str, device_stats: dict[str, Any],
               overrides: tuple[tuple[str, str], ...] = ()) -> Hardware:
-    """The chip named with --hardware, else the one the trace shows; --set figures applied to either."""
+    """The chip named with --hardware, else the one the trace shows; --set figures applied to either.
+    This machine's CPU is measured first when it has no calibration record."""
     from ..costmodel.chips.overrides import apply
+    from .calibrate import cpu_hardware
 
     if spec:
         from ..costmodel.chips.catalog import lookup
 
-        hw = lookup(spec)
+        hw = lookup(spec, cpu=cpu_hardware)
         hw = replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
         return apply(hw, overrides)
     from ..costmodel.chips.detect import hardware_from_trace
 
-    return apply(hardware_from_trace(platform, device_stats), overrides)
+    return apply(hardware_from_trace(platform, device_stats, cpu=cpu_hardware), overrides)

@@ -8,11 +8,11 @@ from typing import Any
 
 from .. import __version__
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.records import BOUNDS, Bound
-from ..costmodel.table.judge import safe_ratio
-from ..costmodel.table.overlap import StepOverlap
-from ..costmodel.table.record import JUDGED, OpRecord, collective_row
-from ..reports.model import DeviceSteps, Report, StepTimes, Summary
+from ..costmodel.costs import BOUNDS, Bound
+from ..optable.judge import safe_ratio
+from ..reports.model.record import JUDGED, OpRecord, collective_row
+from ..reports.model.report import DeviceSteps, Report
+from ..reports.model.summary import StepOverlap, StepTimes, Summary
 from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
 
 

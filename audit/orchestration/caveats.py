@@ -11,8 +11,8 @@ from typing import Any
 
 from ..costmodel import units as qty
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.table.join import Joined
-from ..costmodel.table.record import OpRecord
+from ..optable.join import Joined
+from ..reports.model.record import OpRecord
 from ..errors import UsageError
 from ..parsers.hlo_model import Module
 

@@ -16,7 +16,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_platform import Platform
-from ..reports.model import Report
+from ..reports.model.report import Report
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, hardware_for, naming,

@@ -89,7 +89,7 @@ def refuse_mixed_chips(hosts: Sequence[tuple[str, str, Mapping[str, Any]]]) -> N
 
     chips: dict[str, list[str]] = {}
     for path, platform, stats in hosts:
-        chip = platform if platform in ("cpu", "") else hardware_from_trace(platform, dict(stats), calibrate=False).name
+        chip = platform if platform in ("cpu", "") else hardware_from_trace(platform, dict(stats)).name
         chips.setdefault(chip or "unknown", []).append(Path(path).name)
     if len(chips) > 1:
         listed = "; ".join(f"{chip}: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}"

@@ -9,15 +9,16 @@ from typing import TYPE_CHECKING, Any
 from ..analyses.programs import per_program
 from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.schedule import windows_by_op
-from ..costmodel.table.carriers import attribute_to_carriers
-from ..costmodel.table.command_buffers import price_command_buffers
-from ..costmodel.table.join import join_measured, measure
-from ..costmodel.table.judge import judge_table
-from ..costmodel.table.overlap import step_overlap
+from ..optable.carriers import attribute_to_carriers
+from ..optable.command_buffers import price_command_buffers
+from ..optable.join import join_measured, measure
+from ..optable.judge import judge_table
+from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
-from ..reports.model import Report, StepTimes
+from ..reports.model.report import Report
+from ..reports.model.summary import StepTimes
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cost_modules, expect_all,
                        hardware_for, naming, traced_chip_mismatch)
 from .assemble import assemble

@@ -24,8 +24,9 @@ from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
-from ..reports.model import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_profile
+from ..reports.model.report import Report
+from .pipeline import analyse_profile
+from .analysis import DEFAULT_OPTIONS, Options
 
 
 @dataclass

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..costmodel.table.beside import EventWindow
+from ..optable.beside import EventWindow
 from ..costmodel.units import seconds
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.xplane import SUFFIX
-from ..reports.model import DeviceSteps
+from ..reports.model.report import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
 from . import trace_window

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .calibration import cached_cpu_hardware
 from .catalog import chips
 from .gpu_identity import GPU_NAME_STATS as _GPU_NAME_STATS
 from .gpu_identity import capability as _capability
@@ -73,13 +75,15 @@ _MEGACORE_CORES = 2
 _BW_IMPLAUSIBLE = 0.6
 
 
-def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], *, calibrate: bool = True) -> Hardware:
+def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], *,
+                        cpu: Callable[[], Hardware | None] = cached_cpu_hardware) -> Hardware:
     """The Hardware a profile ran on.
 
     **Arguments:**
     - `platform`: "tpu", "gpu" or "cpu" as the profile reader decided.
     - `device_stats`: plane name -> {stat name: value}, as in `HostProfile.device_stats`.
-    - `calibrate`: for CPU, measure this machine when no cached calibration exists.
+    - `cpu`: for CPU, this machine's Hardware: by default its calibration record, if it has one; a
+      caller that may measure passes the function that does.
 
     **Returns:** a Hardware whose `source` is "trace" when any number came from the trace.
     """
@@ -92,7 +96,7 @@ def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], 
     if kind == "gpu":
         return _gpu(stats)
     if kind == "cpu":
-        return _cpu(calibrate)
+        return _cpu(cpu)
     return _unknown("accelerator", "unknown", (f"platform {platform!r} not recognised and no device "
                                                "plane says what it is",))
 
@@ -309,10 +313,8 @@ def _scaled_memory(ach: Achievable, ratio: float, why: str) -> Achievable:
 
 # --- CPU and unknown -------------------------------------------------------------------------
 
-def _cpu(calibrate: bool) -> Hardware:
-    from .calibrate import cached_cpu_hardware, cpu_hardware
-
-    hw = cpu_hardware() if calibrate else cached_cpu_hardware()
+def _cpu(cpu: Callable[[], Hardware | None]) -> Hardware:
+    hw = cpu()
     if hw is not None:
         return hw
     return _unknown("cpu", "unknown", ("CPU not calibrated (calibration was turned off and no cached "

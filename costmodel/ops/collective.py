@@ -26,7 +26,7 @@ from dataclasses import replace
 from ...parsers.hlo_model import Instruction, Shape
 from ...parsers.hlo_opcodes import COLLECTIVES
 from ..network.collectives import bytes_sent
-from ..records import CollectiveInfo, OpCost
+from ..costs import CollectiveInfo, OpCost
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, nbytes,
                    unknown_cost, zero_cost)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...parsers.hlo_model import Computation, Instruction
-from ..records import CollectiveInfo, OpCost
+from ..costs import CollectiveInfo, OpCost
 from .base import CostContext, first_dtype, unknown_cost, zero_cost
 from .collective import kind_of, price_collective
 from .fusion_io import passed_through, utilization

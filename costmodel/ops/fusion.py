@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ...parsers.hlo_model import Computation, Instruction
 from .base import CostContext, computation_flops, cost, first_dtype, handles, on_chip_note, unknown_cost
-from ..records import OpCost
+from ..costs import OpCost
 from .compute import asked_precision, convolution_problem, dot_problem
 from .fused_collective import carried
 from .fusion_io import fusion_bytes, passed_through

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...parsers.hlo_model import Instruction
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, io_cost,
                           nbytes, on_chip_note, unknown_cost, unmodeled_opcode, with_host_bytes, zero_cost)
-from ..records import OpCost
+from ..costs import OpCost
 from .layout import HBM_MEMORY_SPACE, leaf_bytes
 
 _METADATA = {

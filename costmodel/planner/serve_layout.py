@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...options import DEFAULTS
 from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout
@@ -113,7 +114,7 @@ def serve_candidates(cfg: ModelConfig, s: ServeSetup) -> list[Layout]:
     return out
 
 
-def search_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, top: int = 5) -> dict[str, Any]:
+def search_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, top: int = DEFAULTS.plan_top) -> dict[str, Any]:
     """Serving layouts that fit, fastest decode step first (the most tokens/s at this batch)."""
     results = [serve_layout(cfg, s, hw, lay) for lay in serve_candidates(cfg, s)]
     fitting = sorted((r for r in results if r["valid"] and r["fits"]), key=lambda r: r["decode"]["step_s"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Report
+from ..model.report import Report
 from ._base import RenderOptions, Section, nothing
 from . import (collectives, flagged, interference, matching, ops, plan, pod, programs, target, timeline, verdict,
                warnings)

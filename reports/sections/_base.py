@@ -6,9 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from ...options import DEFAULTS
+
 if TYPE_CHECKING:
-    from ...costmodel.table.record import OpRecord
-    from ..model import Report
+    from ..model.record import OpRecord
+    from ..model.report import Report
 
 D = TypeVar("D")
 
@@ -17,7 +19,7 @@ D = TypeVar("D")
 class RenderOptions:
     """Choices of the person reading: how many rows the terminal lists, where the HTML report went."""
 
-    top: int = 15
+    top: int = DEFAULTS.top
     html_path: str | None = None
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from html import escape
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import CollectiveRow
-from ..model import Report
+from ..model.record import CollectiveRow
+from ..model.report import Report
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from html import escape
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.record import OpRecord
+from ..model.report import Report
 from ..text import md_table, md_text, more
 from ._base import RenderOptions, module_label
 from .judged import judged_any, none_judged

@@ -1,14 +1,14 @@
 """The ops slowed by interference: an identical op runs far faster elsewhere in the capture, so
-their time beyond the kernel's is what ran beside them, not their kernel (costmodel.table.identical)."""
+their time beyond the kernel's is what ran beside them, not their kernel (audit.optable.identical)."""
 
 from __future__ import annotations
 
 from html import escape
 
 from ...costmodel import units as qty
-from ...costmodel.table.identical import beside_summary
-from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.interference import beside_summary
+from ..model.record import OpRecord
+from ..model.report import Report
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import JUDGED
-from ..model import Report
+from ..model.record import JUDGED
+from ..model.report import Report
 
 _WHY = {  # verdict: (one op, several ops)
     "bound only": ("is bound only", "are bound only"),

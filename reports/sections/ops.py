@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from html import escape
 
-from ...costmodel.table.columns import TABLE_COLUMNS, Column, columns, for_report
-from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.columns import TABLE_COLUMNS, Column, columns, for_report
+from ..model.record import OpRecord
+from ..model.report import Report
 from ..svg import roofline_svg
 from ..text import clip, md_table, md_text
 from ._base import RenderOptions, shared_modules

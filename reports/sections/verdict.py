@@ -7,7 +7,8 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report, Summary, time_by_bound_parts
+from ..model.report import Report
+from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
 from ._base import RenderOptions

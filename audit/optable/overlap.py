@@ -10,15 +10,11 @@ that, `expected_step_s = (expected_s - sum(hidden_s)) / steps`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from ..records import Expectation, OpCost
-from ..schedule import StepWalk, Window
-from .record import OpRecord, Overlap
-
-OVERLAP_MODEL = ("schedule walk: one compute stream and collective streams (TPU: one per collective kind; GPU: "
-                 "one shared); an async op hides behind the compute scheduled between its start and done")
+from ..costmodel.costs import Expectation, OpCost
+from ..costmodel.schedule import StepWalk, Window
+from ..reports.model.record import OpRecord, Overlap
+from ..reports.model.summary import StepOverlap
 
 
 def overlap_of(window: Window | None, expected_s: float, comm_bytes: float, occurrences: float,
@@ -46,43 +42,6 @@ def fused_work(cost: OpCost | None, exp: Expectation | None, occurrences: float)
         return None
     own = max(exp.compute_s or 0.0, exp.memory_s or 0.0) + exp.overhead_s
     return own * occurrences, (exp.comm_s or 0.0) * occurrences
-
-
-@dataclass(frozen=True)
-class StepOverlap:
-    """The summary's overlapped step [model]; all None when a program with async ops has no schedule."""
-
-    expected_step_s: float | None
-    exposed_comm_s: float | None
-    hidden_comm_s: float | None
-    hidden_s: float | None  # communication and asynchronous copies
-    unscheduled: tuple[str, ...]  # programs with async ops but no schedule
-
-    def to_json(self) -> dict[str, Any]:
-        return {"expected_step_s": self.expected_step_s, "exposed_comm_s": self.exposed_comm_s,
-                "hidden_comm_s": self.hidden_comm_s, "hidden_s": self.hidden_s, "overlap_model": OVERLAP_MODEL}
-
-    def per_step(self, steps: int) -> StepOverlap:
-        """The same figures for one of `steps` steps (ops' times are summed over the analysed steps),
-        with floating-point residue below a picosecond written as 0."""
-        n = max(steps, 1)
-
-        def one(value: float | None) -> float | None:
-            return None if value is None else _no_residue(value / n)
-
-        return StepOverlap(one(self.expected_step_s), one(self.exposed_comm_s), one(self.hidden_comm_s),
-                           one(self.hidden_s), self.unscheduled)
-
-    def warnings(self) -> list[str]:
-        if not self.unscheduled:
-            return []
-        return [f"program(s) {', '.join(self.unscheduled)} run asynchronous ops but the HLO has no schedule: "
-                "the overlapped step is unknown (expected_step_s is null)"]
-
-
-def _no_residue(seconds: float) -> float:
-    """0 for the residue of subtracting nearly equal sums (below a picosecond, the traces' resolution)."""
-    return 0.0 if abs(seconds) < 1e-12 else seconds
 
 
 def step_overlap(ops: Iterable[OpRecord], walks: Mapping[int, StepWalk | None]) -> StepOverlap:

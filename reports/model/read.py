@@ -1,12 +1,14 @@
 """Read an `audit.report/v1` JSON report, validated against the checked-in schema.
 
-Anything that reads a report back (`audit diff` first) comes through `read_report`, so a
+The report is this tool's own format, so its reader lives with its types and its schema, not
+among the readers of other tools' formats (`parsers`), which import nothing of ours. Anything
+that reads a report back (`audit.load`, `audit diff`) comes through `read_report`, so a
 truncated, hand-edited or hostile report is one line naming the file and the JSON path
 (`ops[12].measured_s: expected a number, got "x"`), never a crash further in. Limits hold
 before and while parsing: the file size (`input_files`), the nesting depth (counted on the
 bytes before the parser recurses), non-finite numbers (NaN, Infinity, 1e999), then the schema's
 ranges and array sizes. The schema is generated from the typed report
-(`audit.reports.schema`); see there to extend it.
+(`audit.reports.model.schema`); see there to extend it.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from .input_files import MAX_REPORT_BYTES, read_input
+from ...errors import InputError
+from ...parsers.input_files import MAX_REPORT_BYTES, read_input
+from .report import SCHEMA
 
-REPORT_SCHEMA = "audit.report/v1"
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 MAX_DEPTH = 64  # a real report nests about 8 deep
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -52,11 +54,11 @@ def parse_report(data: bytes, origin: str | Path = "") -> dict[str, Any]:
         raise InputError(f"not a JSON report: not UTF-8 text (byte {exc.start})", path=origin) from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
         raise InputError(f"not a JSON report: {_first_line(str(exc))}", path=origin) from None
-    if not isinstance(doc, dict) or doc.get("schema") != REPORT_SCHEMA:
-        raise InputError(f"not an audit JSON report (schema {REPORT_SCHEMA})", path=origin)
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputError(f"not an audit JSON report (schema {SCHEMA})", path=origin)
     problem = first_violation(doc)
     if problem is not None:
-        raise InputError(f"not a valid {REPORT_SCHEMA} report: {problem}", path=origin)
+        raise InputError(f"not a valid {SCHEMA} report: {problem}", path=origin)
     return doc
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .interference import Beside, BesideOp
+from ..reports.model.interference import Beside, BesideOp
 
 TOP_BESIDE = 5  # ops named per op
 RUNS_EXAMINED = 16  # of an op's runs in the window, for naming what overlapped them

@@ -1,4 +1,4 @@
-"""Records the cost model produces: what an op costs, and how long it should take."""
+"""What the cost model says of an op: what it costs (`OpCost`) and how long it should take (`Expectation`)."""
 
 from __future__ import annotations
 
@@ -124,6 +124,13 @@ class OpCost:
     @property
     def modeled(self) -> bool:
         return self.provenance != "unknown"
+
+    @property
+    def intensity(self) -> float | None:
+        """FLOPs per byte read and written; None when either is unknown or it moves no bytes."""
+        if self.flops is None or not self.bytes:
+            return None
+        return self.flops / self.bytes
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from ..units import Unit, format_as
+from ...costmodel.units import Unit, format_as
 from .record import OpRecord
 
 ColumnOrigin = Literal["hlo", "trace", "model", "verdict"]

@@ -1,6 +1,6 @@
 """One row of the per-op table: what the trace measured, what the model expects, and the verdict.
 
-An `OpRecord` is complete when built (costmodel.table.judge): nothing is added to it
+An `OpRecord` is complete when built (audit.optable.judge): nothing is added to it
 later and nothing reads it back by key. It becomes JSON only at the edge (`to_json`),
 field for field the `ops[]` entries of schema `audit.report/v1`; `from_json` reads
 such an entry back (a report written earlier, `audit diff`, tests).
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, Mapping
 
-from ..network.collectives import CollectiveTime
-from ..records import Bound, CollectiveInfo, Origin
+from ...costmodel.network.collectives import CollectiveTime
+from ...costmodel.costs import Bound, CollectiveInfo, Origin
 from .interference import Identical
 
 __all__ = ["JUDGED", "CollectiveRow", "DeviceTime", "OpRecord", "Origin", "Overlap", "Provenance", "Spread", "Verdict",
@@ -155,7 +155,7 @@ class OpRecord:
     achievable_s: float | None = None
     achievable_efficiency: float | None = None  # achievable / measured
     achievable_source: str = ""  # which figures set the achievable time
-    # Among its identical ops [trace] (costmodel.table.identical): the kernel at its fastest, and for an
+    # Among its identical ops [trace] (audit.optable.identical): the kernel at its fastest, and for an
     # `interference` verdict its self time beyond that kernel time, summed over occurrences.
     identical: Identical | None = None
     interference_s: float | None = None

@@ -8,7 +8,7 @@ measured time is a wait (a collective between simulated CPU devices, an op that 
 nothing), an event at the timer's resolution, or it is a container; `bound only` when it is an
 opaque kernel whose only bound is its bytes (a lower bound cannot show it slow); `unknown`
 without an expected time; `not measured` in a prediction; else `ok`. Then identical ops are judged
-together (costmodel.table.identical): an op far slower than its identical instances elsewhere
+together (audit.optable.identical): an op far slower than its identical instances elsewhere
 is `interference`, not `flagged`.
 """
 
@@ -16,22 +16,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pandas as pd
 
-from ..achievable import AchievableTime, achievable_time
-from ..chips.hardware import Hardware
-from ..units import human
-from ..records import Expectation, OpCost
-from ..roofline import flag_reasons, judge, launches_work
-from ..schedule import StepWalk, Window
+from ..costmodel.achievable import AchievableTime, achievable_time
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.costs import Expectation, OpCost
+from ..costmodel.roofline import launches_work
+from ..costmodel.schedule import StepWalk, Window
+from ..costmodel.units import human
+from ..options import DEFAULTS, Thresholds
+from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .beside import EventWindow, Overlaps
 from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
-from .record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .suggest import suggest
+from .verdict import flag_reasons, judge
 from .waits import collective_wait
 
 # Ops that only contain or wait for other ops: their time is their children's, not their own.
@@ -49,14 +51,6 @@ WAIT_ONLY = ("launches no work of its own: its measured time is a wait (for asyn
              "devices), so it is not judged")
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    """When an op is flagged: efficiency below `min_efficiency` and share above `min_share`."""
-
-    min_efficiency: float = 0.5
-    min_share: float = 0.01
-
-
 def safe_ratio(a: float | None, b: float | None) -> float | None:
     """a / b, or None when either is unknown, b is not positive or the ratio is not finite."""
     if a is None or b is None or b <= 0:
@@ -65,7 +59,7 @@ def safe_ratio(a: float | None, b: float | None) -> float | None:
     return r if math.isfinite(r) else None
 
 
-def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = Thresholds(), *,
+def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = DEFAULTS.thresholds, *,
                 per_device: pd.DataFrame | None = None, walks: Mapping[int, StepWalk | None] | None = None,
                 overlapped: Mapping[str, bool] | None = None, measured_on: str | None = None,
                 window: EventWindow | None = None) -> list[OpRecord]:
@@ -119,9 +113,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
     elif r.measured_s is not None and not container:
         # Judged against what good kernels reach on this chip, not against the datasheet roofline.
-        flagged, achievable_efficiency = judge(achievable, r.measured_s, share or 0.0,
-                                               min_efficiency=thresholds.min_efficiency,
-                                               min_share=thresholds.min_share)
+        flagged, achievable_efficiency = judge(achievable, r.measured_s, share or 0.0, thresholds)
         flagged = flagged and not bound_only
         if bound_only and exp is not None and exp.expected_s is not None:
             per_exec = r.measured_s / occ if occ else r.measured_s

@@ -1,14 +1,17 @@
 """The parts of an op's record that judge it among its identical ops [trace]: what the kernel
 itself does at its fastest, how far this op is from it, and what ran beside it.
 
-Built by `identical.judge_identical` (the grouping and the verdict) and `beside.beside_of` (the
-overlap of its runs with other ops in the exported window); times are seconds.
+The op table builds them (the grouping and the verdict among identical ops, and the overlap of
+an op's runs with other ops in the exported window); times are seconds. `beside_summary` says
+what ran beside an op in words, for its reasons and the report's interference section.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
+
+from ...costmodel.units import human
 
 
 @dataclass(frozen=True)
@@ -91,3 +94,19 @@ class Identical:
                        beside=Beside.from_json(beside) if isinstance(beside, Mapping) else None)
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def beside_summary(b: Beside, names: bool = True) -> str:
+    """Where, how many ops computed and waited in collectives at a time beside the op (and beside
+    the fastest instance), and (`names`) which ops overlapped it most."""
+    computing = b.concurrency - b.collective_concurrency
+    than = ""
+    if b.kernel_concurrency is not None and b.kernel_collective_concurrency is not None:
+        than = (f", against {b.kernel_concurrency - b.kernel_collective_concurrency:.1f} and "
+                f"{b.kernel_collective_concurrency:.1f} beside the fastest instance (its run there "
+                f"{human(b.kernel_run_s, 's')})")
+    named = ", ".join(f"{o.name}{' (itself)' if o.itself else ''} on {o.devices} device(s) "
+                      f"({human(o.overlap_s, 's')}{', collective' if o.collective else ''})" for o in b.ops)
+    return (f"in {b.window} [trace], where its {b.runs} run(s) took {human(b.run_s, 's')} on average: "
+            f"{computing:.1f} other op(s) computing at a time and {b.collective_concurrency:.1f} in collectives"
+            f"{than}" + (f"; most: {named}" if named and names else ""))

@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ...parsers.hlo_model import Module
-from ..achievable import AchievableTime, achievable_time
-from ..chips.hardware import Hardware
-from ..records import BOUNDS, Bound, Expectation, OpCost
-from ..roofline import launches_work
+from ..costmodel.achievable import AchievableTime, achievable_time
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.costs import BOUNDS, Bound, Expectation, OpCost
+from ..costmodel.roofline import launches_work
+from ..parsers.hlo_model import Module
 from .join import Joined
 
 OPCODE = "command-buffer"

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ...parsers.hlo_category import category, fingerprint
-from ...parsers.hlo_identity import identity
-from ...parsers.hlo_model import Module
-from ..achievable import AchievableTime
-from ..chips.hardware import Hardware
-from ..records import Expectation, OpCost
-from ..roofline import expect
+from ..costmodel.achievable import AchievableTime
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.costs import Expectation, OpCost
+from ..costmodel.roofline import expect
+from ..parsers.hlo_category import category, fingerprint
+from ..parsers.hlo_identity import identity
+from ..parsers.hlo_model import Module
 
 PS = 1e-12
 

@@ -2,12 +2,12 @@
 
 `report_schema()` walks the dataclasses the writer serialises (`Summary`, `OpRecord`,
 `CollectiveRow` and their parts) and maps each field's type to JSON Schema; the result is
-checked in as `audit/parsers/report.schema.json`, which the reader (`audit.parsers.report_file`)
-validates every report against. A test regenerates it and compares, so the schema cannot
+checked in beside this module as `report.schema.json`, which the reader (`read`) validates
+every report against. A test regenerates it and compares, so the schema cannot
 drift from the types.
 
 Adding a field: add it to the dataclass (and its `to_json`), then regenerate with
-`python -m audit.reports.schema --write`. Every object stays open to fields the schema does
+`python -m audit.reports.model.schema --write`. Every object stays open to fields the schema does
 not list (the contract says "add fields freely"), so an older reader accepts a newer report.
 A field whose JSON differs from its Python type (serialised by hand) is described in
 `_BY_HAND` below. `REQUIRED` lists what readers index without a default: a report without
@@ -21,15 +21,14 @@ import json
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from ..costmodel.table.overlap import StepOverlap
-from ..costmodel.table.record import CollectiveRow, DeviceTime, OpRecord, Provenance
-from .model import SCHEMA, StepTimes, Summary
+from .read import SCHEMA_FILE
+from .record import CollectiveRow, DeviceTime, OpRecord, Provenance
+from .report import SCHEMA
+from .summary import StepOverlap, StepTimes, Summary
 
 JSON = dict[str, Any]
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "parsers" / "report.schema.json"
 
 # Bounds on what a report may declare, so a reader's memory and arithmetic stay finite: any number
 # is within +-MAX_NUMBER (a float64 holds it), any array at most MAX_ITEMS long. Counts and times
@@ -190,7 +189,7 @@ def report_schema() -> JSON:
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",
-            "description": "Generated from the typed Report by audit.reports.schema; do not edit by hand.",
+            "description": "Generated from the typed Report by audit.reports.model.schema; do not edit by hand.",
             **_open(props, role="report")}
 
 
@@ -199,7 +198,7 @@ def render() -> str:
     return json.dumps(report_schema(), indent=1, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":  # python -m audit.reports.schema [--write]
+if __name__ == "__main__":  # python -m audit.reports.model.schema [--write]
     if "--write" in sys.argv[1:]:
         SCHEMA_FILE.write_text(render())
         print(f"wrote {SCHEMA_FILE}", file=sys.stderr)

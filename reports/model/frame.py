@@ -12,7 +12,7 @@ from typing import cast
 
 import pandas as pd
 
-from ..units import Unit
+from ...costmodel.units import Unit
 from .columns import COLUMNS, Column
 from .record import OpRecord
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..records import OpCost
-from ..units import seconds
-from .record import DeviceTime
+from ..costmodel.costs import OpCost
+from ..costmodel.units import seconds
+from ..reports.model.record import DeviceTime
 
 WAIT_SHARE = 0.5  # more than this share of the mean device's time spent waiting: not judged
 

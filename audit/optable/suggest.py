@@ -8,8 +8,8 @@ fusion, shapes that pad less.
 
 from __future__ import annotations
 
-from ..units import intensity
-from .record import OpRecord
+from ..costmodel.units import intensity
+from ..reports.model.record import OpRecord
 
 # At or above this share of its achievable time, an op is as fast as good kernels of its kind as
 # far as the achievable figures can tell: real kernels reach 0.8-1.3x of them on the captures

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..units import human
+from ..costmodel.units import human
+from ..reports.model.interference import Beside, Identical, beside_summary
+from ..reports.model.record import DeviceTime, OpRecord
 from .beside import Overlaps
-from .interference import Beside, Identical
-from .record import DeviceTime, OpRecord
 
 FAR = 4.0
 JUDGED = ("ok", "flagged")  # only ops judged on their own time are compared; waits and bounds are not
@@ -91,22 +91,6 @@ def beside_reason(b: Beside, simulated: bool) -> str:
     """What ran beside an op, as its reason says it."""
     shared = "; the simulated CPU devices share the host's cores" if simulated else ""
     return f"beside it {beside_summary(b)}{shared}"
-
-
-def beside_summary(b: Beside, names: bool = True) -> str:
-    """Where, how many ops computed and waited in collectives at a time beside the op (and beside
-    the fastest instance), and (`names`) which ops overlapped it most."""
-    computing = b.concurrency - b.collective_concurrency
-    than = ""
-    if b.kernel_concurrency is not None and b.kernel_collective_concurrency is not None:
-        than = (f", against {b.kernel_concurrency - b.kernel_collective_concurrency:.1f} and "
-                f"{b.kernel_collective_concurrency:.1f} beside the fastest instance (its run there "
-                f"{human(b.kernel_run_s, 's')})")
-    named = ", ".join(f"{o.name}{' (itself)' if o.itself else ''} on {o.devices} device(s) "
-                      f"({human(o.overlap_s, 's')}{', collective' if o.collective else ''})" for o in b.ops)
-    return (f"in {b.window} [trace], where its {b.runs} run(s) took {human(b.run_s, 's')} on average: "
-            f"{computing:.1f} other op(s) computing at a time and {b.collective_concurrency:.1f} in collectives"
-            f"{than}" + (f"; most: {named}" if named and names else ""))
 
 
 def _kernel_itself(r: OpRecord, kernel_s: float, min_efficiency: float) -> str:
