@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from audit.reports.html import render_html
-from audit.reports.model import Report
+from audit.reports.model.report import Report
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

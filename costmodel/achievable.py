@@ -3,10 +3,12 @@
 The roofline (costmodel.roofline) prices an op at the datasheet peaks: a lower bound no
 kernel beats. The achievable time prices the same cost at what real kernels reach
 (`Hardware.achievable`: measured GEMM rates, streaming and cache bandwidths, collective bus
-bandwidth and per-message latency, the shortest kernel), with the shape effects no kernel
-escapes: a matmul's output is computed in whole tiles (padding M and N up to the tile) spread
-over the chip's compute units in whole waves (GPU), or padded to the MXU (TPU). Each term is
-the roofline's term or slower, so the achievable time is never below the roofline time.
+bandwidth and per-message latency, the shortest op), with the shape effects no kernel escapes
+(costmodel.shape_effects): whole tiles and waves and a latency-bound K loop on a GPU, MXU padding
+and pipeline fill on a TPU. Each achievable figure is at or below the ceiling it derates (the
+catalog's tests hold every file to it), so each term is the roofline's or slower and the
+achievable time is never below the roofline time; nothing here clamps it there, so a figure
+above its ceiling shows instead of hiding.
 """
 
 from __future__ import annotations
@@ -14,22 +16,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .attention import achievable_compute
 from .chips.hardware import Achievable, Hardware, Quantity
 from .chips.precision import matmul_mode
 from .network.collectives import CollectiveTime
-from .records import Expectation, OpCost
+from .costs import Expectation, OpCost
+from .shape_effects import cite as _cite, implicit_gemm, k_loop_seconds, pipeline_fill, shape_factor
 from .units import human
 
-# The K depth of one main-loop iteration of a GPU matmul kernel, the smallest piece of work a
-# compute unit takes (estimate: hipBLASLt's MT256x256x64 and CUTLASS's 128x256x64 tiles).
-_K_STEP = 64
-# Output tile shapes (rows x columns) a GPU library may pick, from the chip's largest down by
-# halving; the best of them for the problem is taken (libraries pick tiles per shape).
-_TILE_HALVINGS = 1
-# Padding that costs less than this share of the work is not worth a line in the reasons.
-_WORTH_SAYING = 1.005
-# TPU: the MXU streams the left operand 8 rows (one sublane group) at a time.
-_TPU_ROWS = 8
+__all__ = ["AchievableTime", "achievable_time", "collective_seconds", "implicit_gemm", "shape_factor"]
 
 
 @dataclass(frozen=True)
@@ -58,43 +53,66 @@ def achievable_time(cost: OpCost | None, exp: Expectation | None, hw: Hardware) 
         return AchievableTime(0.0, exp.compute_s, exp.memory_s, exp.comm_s, 0.0, "launches nothing")
     notes: list[str] = []
     sources: list[str] = []
-    compute = _compute(cost, exp, hw, ach, notes, sources)
+    compute, on_matrix_unit = _compute(cost, exp, hw, ach, notes, sources)
     memory = _memory(cost, exp, hw, ach, sources)
-    comm = _comm(exp, ach, sources)
-    launch = exp.overhead_s
-    if launch > 0 and ach.launch_s is not None and ach.launch_s.value > launch:
-        launch = ach.launch_s.value
-        sources.append(f"shortest kernel {human(launch, 's')} ({_cite(ach.launch_s)})")
+    comm = _comm(exp, hw, ach, sources)
+    fill = 0.0
+    if on_matrix_unit and compute is not None and memory is not None:
+        fill, why = pipeline_fill(compute, memory, hw, ach)
+        notes += [why] if why else []
+    launch = _launch(exp, hw, ach, sources)
     terms = [t for t in (compute, memory, comm) if t is not None]
-    seconds = (max(terms) if terms else 0.0) + launch
-    # Every term above is the roofline's or slower; float rounding aside, so is their sum.
-    seconds = max(seconds, exp.expected_s)
+    seconds = (max(terms) if terms else 0.0) + fill + launch
     return AchievableTime(seconds, compute, memory, comm, launch, "; ".join(dict.fromkeys(sources)),
                           tuple(dict.fromkeys(notes)))
 
 
-def _cite(q: Quantity) -> str:
-    """Where a figure comes from, briefly (`audit hardware show` gives each figure's full source)."""
-    return f"{q.source}, {q.kind}" if q.kind else q.source
+def _launch(exp: Expectation, hw: Hardware, ach: Achievable, sources: list[str]) -> float:
+    """The fixed cost of an op that runs anything: the chip's shortest op where it states one, else
+    the roofline's per-op overhead. A catalog file states the first at or above the second (its
+    tests hold it there); a per-op overhead a user sets above it for one run is taken as it is."""
+    if ach.launch_s is None or ach.launch_s.value < exp.overhead_s:
+        return exp.overhead_s
+    what = {"gpu": "shortest kernel", "tpu": "fixed cost per op"}.get(hw.kind, "shortest op")
+    sources.append(f"{what} {human(ach.launch_s.value, 's')} ({_cite(ach.launch_s)})")
+    return ach.launch_s.value
 
 
 def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, notes: list[str],
-             sources: list[str]) -> float | None:
+             sources: list[str]) -> tuple[float | None, bool]:
+    """(compute seconds, whether they run on the matrix unit at a measured matmul rate)."""
     if exp.compute_s is None or cost.flops is None:
-        return exp.compute_s
+        return exp.compute_s, False
+    if cost.attention is not None:
+        return achievable_compute(cost, exp.compute_s, hw, ach, notes, sources), False
     if not (cost.precision or cost.gemm or cost.convolution):
-        return exp.compute_s  # vector work: no published achievable rate, priced at the peak
-    mode = matmul_mode(hw, cost.dtype, cost.precision)
-    key = mode.base if not mode.plain else _peak_key(hw, cost.dtype or "bf16")
+        return _at_peak(exp, sources), False  # vector work: no published achievable rate, priced at the peak
+    # The mode the roofline priced it in: a dot that states no precision runs on its dtype's peak.
+    mode = matmul_mode(hw, cost.dtype, cost.precision) if cost.precision else None
+    key = mode.base if mode is not None and not mode.plain else _peak_key(hw, cost.dtype or "bf16")
     rate_q = ach.matmul_flops_per_s.get(key)
     if rate_q is None:
-        return exp.compute_s
-    rate = rate_q.value / mode.passes / max(hw.devices_per_chip, 1)
-    factor, how = shape_factor(cost.gemm or implicit_gemm(cost.convolution), hw, ach)
+        return _at_peak(exp, sources), False
+    rate = rate_q.value / (mode.passes if mode is not None else 1) / max(hw.devices_per_chip, 1)
+    gemm = cost.gemm or implicit_gemm(cost.convolution)
+    factor, how = shape_factor(gemm, hw, ach)
     if how:
         notes.append(how)
     sources.append(f"{key} matmul {human(rate_q.value, 'FLOP/s')} ({_cite(rate_q)})")
-    return max(exp.compute_s, cost.flops * factor / rate)
+    seconds = cost.flops * factor / rate
+    # A convolution may run as another algorithm than an implicit GEMM's K loop: no floor for it.
+    loop, why = k_loop_seconds(cost.gemm, ach) if hw.kind == "gpu" else (0.0, "")
+    if loop > seconds:
+        notes.append(why)
+        seconds = loop
+    return seconds, True
+
+
+def _at_peak(exp: Expectation, sources: list[str]) -> float | None:
+    """The roofline's compute time, with its source named: no achievable rate is known for this work."""
+    if exp.compute_s and exp.peak_flops_per_s:
+        sources.append(f"compute at the peak {human(exp.peak_flops_per_s, 'FLOP/s')} (no achievable rate for this op)")
+    return exp.compute_s
 
 
 def _peak_key(hw: Hardware, dtype: str) -> str:
@@ -125,7 +143,7 @@ def _memory(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, sourc
         if rate is None or cache is None or total > cache.capacity_bytes.value or served <= 0:
             continue
         best = min(best, max((total - min(served, total)) / (main / share), total / (rate / share)))
-    return max(exp.memory_s, best)
+    return best
 
 
 def _reach(level: str, hw: Hardware, ach: Achievable) -> float | None:
@@ -147,99 +165,38 @@ def _derate(level: str, hw: Hardware, ach: Achievable, sources: list[str]) -> fl
     if roof is None or reach is None or not reach.value > 0 or not math.isfinite(roof.value):
         return 1.0
     sources.append(f"{level} {human(reach.value, 'B/s')} ({_cite(reach)})")
-    return max(1.0, roof.value / reach.value)
+    return roof.value / reach.value
 
 
-def _comm(exp: Expectation, ach: Achievable, sources: list[str]) -> float | None:
+def _comm(exp: Expectation, hw: Hardware, ach: Achievable, sources: list[str]) -> float | None:
     comm = exp.collective
     if exp.comm_s is None or comm is None:
         return exp.comm_s
-    seconds, source = collective_seconds(comm, ach)
+    seconds, source = collective_seconds(comm, ach, hw)
     sources.extend(source)
-    return max(exp.comm_s, seconds)
+    return seconds
 
 
-def collective_seconds(comm: CollectiveTime, ach: Achievable) -> tuple[float, list[str]]:
+def collective_seconds(comm: CollectiveTime, ach: Achievable, hw: Hardware) -> tuple[float, list[str]]:
     """A placed collective at the bus bandwidth real collective libraries reach on its link level,
-    plus their per-message latency; never faster than its roofline time. With the figures used."""
+    plus their per-message latency, with the figures used. The bus bandwidth is per device on a
+    switch and per link on a torus, as the link rate it derates (`interconnect.link_bytes_per_s`,
+    or `dcn_bytes_per_s` between nodes and slices): every link of the placement runs at that share."""
     if comm.link in ("memory", "none"):
         return comm.time_s, []
     sources: list[str] = []
-    level = "scale_out" if comm.link == "dcn" else "scale_up"
+    scale_out = comm.link == "dcn"
+    level = "scale_out" if scale_out else "scale_up"
     reach = ach.collective_bytes_per_s.get(level)
+    rated = hw.interconnect.dcn_bytes_per_s if scale_out else hw.interconnect.link_bytes_per_s
     bandwidth_s = comm.bandwidth_s
-    if reach is not None and reach.value > 0:
-        bandwidth_s = comm.bandwidth_s * max(1.0, comm.bandwidth_bytes_per_s / reach.value)
+    if reach is not None and reach.value > 0 and rated is not None and rated.value > 0:
+        bandwidth_s = comm.bandwidth_s * (rated.value / reach.value)
         sources.append(f"{level} bus {human(reach.value, 'B/s')} ({_cite(reach)})")
     latency_s = comm.latency_s
     if ach.collective_latency_s is not None:
+        # The measured time of one short message, or the placement's hops if they take longer.
         latency_s = max(latency_s, ach.collective_latency_s.value)
         sources.append(f"per-message latency {human(ach.collective_latency_s.value, 's')} "
                        f"({_cite(ach.collective_latency_s)})")
-    return max(comm.time_s, bandwidth_s + latency_s), sources
-
-
-def implicit_gemm(conv: tuple[int, tuple[int, ...], int, int, tuple[int, ...]] | None,
-                  ) -> tuple[int, int, int, int] | None:
-    """The matmul a convolution runs as (implicit GEMM, how cuDNN and MIOpen lower it): M the
-    output positions of the batch, N the output channels, K the input channels times the taps."""
-    if conv is None:
-        return None
-    batch, spatial, in_channels, out_channels, kernel = conv
-    positions = batch * math.prod(spatial)
-    return 1, positions, out_channels, in_channels * math.prod(kernel)
-
-
-def shape_factor(gemm: tuple[int, int, int, int] | None, hw: Hardware, ach: Achievable) -> tuple[float, str]:
-    """(work actually done / useful work, why) for a matmul problem (batch, M, N, K): tile and
-    wave quantization on a GPU, MXU padding on a TPU; (1, "") where neither applies."""
-    if gemm is None or min(gemm) < 1:
-        return 1.0, ""
-    if hw.kind == "tpu" and hw.mxu_tile is not None:
-        return _mxu_factor(gemm, hw.mxu_tile)
-    tile = (ach.gemm_tile_rows, ach.gemm_tile_columns)
-    if hw.kind == "gpu" and tile[0] is not None and tile[1] is not None and ach.compute_units is not None:
-        return _wave_factor(gemm, int(tile[0].value), int(tile[1].value), int(ach.compute_units.value))
-    return 1.0, ""
-
-
-def _up(n: int, tile: int) -> int:
-    return -(-n // tile) * tile
-
-
-def _mxu_factor(gemm: tuple[int, int, int, int], tile: tuple[int, int]) -> tuple[float, str]:
-    batch, m, n, k = gemm
-    padded = _up(m, _TPU_ROWS) * _up(n, tile[1]) * _up(k, tile[0])
-    factor = max(padded / (m * n * k), 1.0)
-    if factor < _WORTH_SAYING:
-        return factor, ""
-    return factor, (f"MXU padding: M={m}, N={n}, K={k} pads to {_up(m, _TPU_ROWS)}x{_up(n, tile[1])}x"
-                    f"{_up(k, tile[0])} on the {tile[0]}x{tile[1]} MXU ({factor:.2f}x the work)")
-
-
-def _wave_factor(gemm: tuple[int, int, int, int], rows: int, cols: int, units: int) -> tuple[float, str]:
-    """Work in whole output tiles (M and N padded up to the tile) and whole K steps, spread
-    evenly over the compute units in rounds of one K step each (stream-K scheduling, which
-    libraries use so that a partial last wave splits along K): what is left idle in the last
-    round is the quantization no kernel escapes. The better of the chip's largest tile and
-    tiles halved up to `_TILE_HALVINGS` times per side is taken, as libraries pick per shape."""
-    batch, m, n, k = gemm
-    useful = batch * m * n * k
-    steps = -(-k // _K_STEP)
-    best: tuple[float, int, int, int] | None = None
-    for i in range(_TILE_HALVINGS + 1):
-        for j in range(_TILE_HALVINGS + 1):
-            tm, tn = max(rows >> i, 16), max(cols >> j, 16)
-            tiles = batch * -(-m // tm) * -(-n // tn)
-            rounds = -(-tiles * steps // units)
-            work = float(rounds * units * tm * tn * _K_STEP)
-            if best is None or work < best[0]:
-                best = (work, tm, tn, tiles)
-    assert best is not None
-    work, tm, tn, tiles = best
-    factor = max(work / useful, 1.0)
-    if factor < _WORTH_SAYING:
-        return factor, ""
-    return factor, (f"tile and wave quantization: M={m}, N={n}, K={k}" + (f", batch {batch}" if batch > 1 else "")
-                    + f" as {tiles} tiles of {tm}x{tn}, {steps} K steps of {_K_STEP} each, over {units} compute "
-                    f"units: {1 / factor:.0%} of the work done is useful")
+    return bandwidth_s + latency_s, sources

@@ -18,7 +18,7 @@ from ..parsers.dtypes import DTYPE_BITS, canonical_dtype
 from .network.collectives import collective_time
 from .chips.hardware import Hardware
 from .ops.compute import dot_flops
-from .records import OpCost
+from .costs import OpCost
 from .achievable import achievable_time, collective_seconds
 from .roofline import expect, flops_peak, memory_rate, per_device_rates
 from .network.mesh_layout import mesh_group
@@ -110,7 +110,7 @@ def collective(op: str, shape: str, mesh: dict[str, int], axes: list[str], hw: H
     ct = collective_time(op, volume, placement, hw, wraparound)
     out = ct.to_json()
     if hw.achievable is not None:
-        seconds, used = collective_seconds(ct, hw.achievable)
+        seconds, used = collective_seconds(ct, hw.achievable, hw)
         out.update(achievable_s=seconds, achievable_source="; ".join(used) or "the roofline's own terms")
     else:
         out.update(achievable_s=ct.time_s, achievable_source=f"roofline: {hw.name} states no achievable figures")

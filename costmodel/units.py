@@ -126,13 +126,15 @@ def ratio(value: object) -> str:
 
 
 def count(value: object) -> str:
-    """A whole number with thousands separators."""
+    """A count with thousands separators, as it is: a mean over devices (4.875 runs) keeps its
+    fraction, to three decimals as the HTML page's script writes it."""
     if not known(value):
         return UNKNOWN
-    return f"{int(float(value)):,}"
+    text = f"{float(value):,.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
-Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "count", "bool"]
+Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "ratio", "count", "bool"]
 """The unit of a reported quantity; `text` and `bool` are not numbers."""
 
 
@@ -147,5 +149,5 @@ def format_as(value: object, unit: Unit) -> str:
 
 _BY_UNIT: dict[str, Callable[[object], str]] = {
     "s": seconds, "FLOP": flops, "B": nbytes, "FLOP/s": flops_per_s, "B/s": bytes_per_s,
-    "FLOP/B": intensity, "fraction": percent, "count": count,
+    "FLOP/B": intensity, "fraction": percent, "ratio": ratio, "count": count,
 }

@@ -1,6 +1,6 @@
 """Render only: an analysed `Report` (or an `audit diff` document) as text, in every format.
 
-- `model`: `Report`, the typed report every format renders, JSON only at its edge
+- `model/`: the report format itself (`Report`, its op rows and columns, its JSON schema and reader)
 - `render`: `Format` and the `Renderer` interface `audit.outputs` writes through
 - `sections/`: the one section list; each section renders itself for terminal, markdown and HTML
 - `terminal`, `markdown`, `html`: the page around the sections; `csv_report`, `json_report`

@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from ..costmodel import units as u
+from ..options import DEFAULTS
 from .html import page, render_sections as html_sections
 from .markdown import render_sections as markdown_sections
 from .sections import RenderOptions, Section
@@ -164,11 +165,11 @@ DIFF_SECTIONS: Sequence[Section[Diff]] = (
 )
 
 
-def render_diff_terminal(diff: Diff, *, top: int = 10) -> str:
+def render_diff_terminal(diff: Diff, *, top: int = DEFAULTS.diff_top) -> str:
     return "\n".join([_title(diff)] + terminal_sections(diff, DIFF_SECTIONS, RenderOptions(top=top))) + "\n"
 
 
-def render_diff_markdown(diff: Diff, *, top: int = 10, html_path: str | None = None) -> str:
+def render_diff_markdown(diff: Diff, *, top: int = DEFAULTS.diff_top, html_path: str | None = None) -> str:
     lines = ["### audit diff", "", f"**{_title(diff)}**"]
     lines += markdown_sections(diff, DIFF_SECTIONS, RenderOptions(top=top, html_path=html_path))
     if html_path:

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import TypeVar
 
 from ..costmodel import units as qty
-from .model import SCHEMA, Report
+from .model.report import SCHEMA, Report
 from .payload import build_payload, script_json
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from .model import Report
+from .model.report import Report
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 from .sections.flagged import MAX_FLAGGED
 from .text import md_text

@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 from ..costmodel import units as qty
-from ..costmodel.table.columns import TABLE_COLUMNS, Column, for_report
-from ..costmodel.table.record import OpRecord
-from .model import Report
+from .model.columns import TABLE_COLUMNS, Column, for_report
+from .model.record import OpRecord
+from .model.report import Report
 
 # Characters that could end the script element or start markup, and the two
 # line separators that older JavaScript parsers reject inside strings.

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import Report
+from .model.report import Report
 from .sections import RenderOptions
 
 
@@ -37,6 +37,10 @@ class Renderer(Protocol):
         """The document in `fmt` (one of `formats`)."""
         ...
 
+    def notes(self, fmt: Format) -> list[str]:
+        """What a reader of the file in `fmt` must know that the file alone may not show (warnings)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReportRenderer:
@@ -60,6 +64,12 @@ class ReportRenderer:
             return trace_events.render_trace(self.report)
         return markdown.render_markdown(self.report, html_path=opts.html_path)
 
+    def notes(self, fmt: Format) -> list[str]:
+        from .trace_devices import capture_note
+
+        note = capture_note(self.report) if fmt is Format.TRACE else None
+        return [note] if note else []
+
 
 @dataclass(frozen=True)
 class DiffRenderer:
@@ -78,3 +88,6 @@ class DiffRenderer:
         if fmt is Format.HTML:
             return diff_render.render_diff_page(self.diff)
         return diff_render.render_diff_markdown(self.diff, top=opts.top, html_path=opts.html_path)
+
+    def notes(self, fmt: Format) -> list[str]:
+        return []

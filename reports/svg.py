@@ -14,8 +14,8 @@ from html import escape
 from typing import Any
 
 from ..costmodel import units as qty
-from ..costmodel.table.record import OpRecord
-from .model import Report
+from .model.record import OpRecord
+from .model.report import Report
 
 WIDTH, HEIGHT = 820, 440
 LEFT, RIGHT, TOP, BOTTOM = 84, 130, 18, 48

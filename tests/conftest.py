@@ -32,7 +32,7 @@ def fixture_path():
 
 def render(report: dict, fmt: str) -> str:
     """A JSON report read back and rendered in one format, as a report written earlier would be."""
-    from audit.reports.model import Report
+    from audit.reports.model.report import Report
     from audit.reports.render import Format, ReportRenderer
     from audit.reports.sections import RenderOptions
 

@@ -142,6 +142,7 @@ def test_noise_interval_is_repeatable_and_brackets_equal_samples():
     assert lo2 > 1.5
 
 
+@pytest.mark.slow
 def test_doubling_the_transformer_mlp_width_is_named_and_exact(tmp_path, capsys):
     """Issue example: `workloads/transformer.py` with d_ff doubled between base and head."""
     root = Path(__file__).resolve().parents[1]

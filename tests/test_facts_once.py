@@ -1,6 +1,12 @@
-"""Facts kept once: opcode classes checked against XLA's parser, one dtype table, one mesh parser, one FLOP rule."""
+"""Facts kept once: opcode classes checked against XLA's parser, one dtype table, one mesh parser, one FLOP rule,
+and every default of a threshold or a display option in one options object."""
 
 from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -11,6 +17,7 @@ from audit.costmodel.napkin import matmul
 from audit.costmodel.network.mesh_layout import parse_mesh
 from audit.costmodel.ops.module import HANDLERS, cost_module
 from audit.errors import InputError, UsageError
+from audit.options import DEFAULTS, Defaults, Thresholds
 from audit.parsers.dtypes import DTYPE_BITS, canonical_dtype, element_bytes
 from audit.parsers.hlo_opcodes import ARITHMETIC, COLLECTIVES, ELEMENTWISE, TRANSCENDENTAL
 from audit.parsers.hlo_text import parse_hlo_text
@@ -40,6 +47,19 @@ def test_elementwise_is_exactly_arithmetic_and_transcendental_and_each_has_a_cos
     assert not set(ARITHMETIC) & set(TRANSCENDENTAL)
     assert ELEMENTWISE == set(ARITHMETIC) | set(TRANSCENDENTAL) | {"bitcast-convert"}
     assert all(op in HANDLERS for op in ELEMENTWISE)
+
+
+def test_collective_spellings_and_their_handlers_come_from_the_one_list():
+    from audit.costmodel.ops import collective
+
+    for kind in COLLECTIVES:
+        for opcode in (kind, f"{kind}-start", f"{kind}-done"):
+            assert opcode in HANDLERS, opcode
+    assert set(collective.VOLUME) == set(COLLECTIVES)
+    # The handlers' module writes no start or done spelling of its own beside the list.
+    source = inspect.getsource(collective)
+    relisted = [s for kind in COLLECTIVES for s in (f'"{kind}-start"', f'"{kind}-done"') if s in source]
+    assert not relisted, relisted
 
 
 @pytest.mark.parametrize("dtype", sorted(d for d, bits in DTYPE_BITS.items() if bits >= 8 and d != "pred"))
@@ -85,3 +105,87 @@ ENTRY e {
     napkin = matmul(512, 384, 256, "bf16", lookup("h100"))
     assert napkin["flops"] == audited.flops == 2 * 512 * 384 * 256
     assert napkin["bytes"] == audited.bytes_read + audited.bytes_written
+
+
+ROOT = Path(__file__).resolve().parents[1]
+OPTION_NAMES = frozenset(f.name for cls in (Thresholds, Defaults) for f in dataclasses.fields(cls)) - {"thresholds"}
+
+
+def _number(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _option_key(name: str) -> str:
+    """`--min-efficiency`, `_top`, `TOP` -> the options field each would be."""
+    return name.lstrip("-_").replace("-", "_").lower()
+
+
+def option_literals(source: str) -> list[str]:
+    """Where `source` writes a number for an option the options object holds: a parameter's default, a
+    keyword argument, an attribute, or a click option's default."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            found += [f"line {d.lineno}: {arg.arg}=" for arg, d in pairs if _option_key(arg.arg) in OPTION_NAMES
+                      and _number(d)]
+        elif isinstance(node, ast.Call):
+            found += [f"line {k.value.lineno}: {k.arg}=" for k in node.keywords
+                      if k.arg and _option_key(k.arg) in OPTION_NAMES and _number(k.value)]
+            flags = [_option_key(a.value) for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                     and a.value.startswith("--")]
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            if any(f in OPTION_NAMES for f in flags) and _number(default):
+                found.append(f"line {node.lineno}: {flags[0]} default")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id if isinstance(t, ast.Name) else t.attr for t in targets if isinstance(t, (ast.Name, ast.Attribute))]
+            # A module constant (TOP = 10: the rows of one list) is a fact of its own, named once.
+            found += [f"line {node.lineno}: {n} =" for n in names if not n.isupper()
+                      and _option_key(n) in OPTION_NAMES and _number(node.value)]
+    return found
+
+
+def test_threshold_and_display_defaults_are_written_only_in_the_options_object():
+    # The CLI's --min-efficiency, --min-share and --top, the library's keyword arguments, the op table,
+    # the renderers and the planner read them from audit.options.DEFAULTS: a number written for one of
+    # them anywhere else is a second copy that drifts.
+    options = ROOT / "audit" / "options.py"
+    modules = [p for top in ("audit", "costmodel", "parsers", "reports") for p in sorted((ROOT / top).rglob("*.py"))]
+    copies = [f"{p.relative_to(ROOT)} {where}" for p in modules if p != options
+              for where in option_literals(p.read_text())]
+    assert not copies, copies
+    assert option_literals(options.read_text())  # the one place they are written
+
+
+def test_the_option_literal_check_finds_each_kind_of_copy():
+    source = """
+import click
+def render(report, top: int = 15): ...
+def inspect(path, *, min_share=0.01): ...
+judge_table(rows, min_efficiency=0.5)
+click.option("--min-efficiency", default=0.5)
+class Diff:
+    _top = 10
+TOP = 5
+def fine(top: int = DEFAULTS.top, layouts: bool = True, n=3): ...
+"""
+    assert len(option_literals(source)) == 5
+
+
+def test_the_cli_and_the_library_default_to_the_options_object():
+    import audit
+    from audit.commands.inspect import command as inspect_command
+
+    params = {p.name: p.default for p in inspect_command.params}
+    assert params["min_efficiency"] == DEFAULTS.thresholds.min_efficiency
+    assert params["min_share"] == DEFAULTS.thresholds.min_share and params["top"] == DEFAULTS.top
+    signature = inspect.signature(audit.inspect).parameters
+    assert signature["min_efficiency"].default == DEFAULTS.thresholds.min_efficiency
+    assert signature["min_share"].default == DEFAULTS.thresholds.min_share
+    assert audit.Report._top == DEFAULTS.top and audit.Diff._top == DEFAULTS.diff_top

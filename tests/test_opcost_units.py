@@ -363,9 +363,13 @@ def fmha_config(key: str, mask: str) -> str:
     return f'{{"cudnn_fmha_backend_config":{{"mask_type":"{mask}","{key}":{dims}}}}}'
 
 
+# A top-left causal mask over 128 queries and 256 keys lets query i see keys 0..i: 128*129/2 pairs.
+TOP_LEFT = 128 * 129 / 2 / (128 * 256)
+
+
 @pytest.mark.parametrize("target,key,mask,scale", [
     ("__cudnn$fmhaSoftmax", "bmm1_dot_dimension_numbers", "NO_MASK", 1.0),
-    ("__cudnn$fmhaSoftmax", "bmm1_dot_dimension_numbers", "CAUSAL", 0.5),
+    ("__cudnn$fmhaSoftmax", "bmm1_dot_dimension_numbers", "CAUSAL", TOP_LEFT),
     ("__cudnn$fmhaSoftmaxBackward", "bmm2_grad_gemm2_dot_dimension_numbers", "NO_MASK", 2.5),
 ])
 def test_cudnn_attention_costs_its_two_batched_matmuls(target, key, mask, scale):
@@ -377,4 +381,29 @@ def test_cudnn_attention_costs_its_two_batched_matmuls(target, key, mask, scale)
   ROOT %a = (bf16[2,128,4,64], u8[0]) custom-call(%q, %k, %v), custom_call_target="{target}", backend_config={fmha_config(key, mask)}""")
     forward = 2 * (2 * 4) * 128 * 256 * (64 + 64)
     assert costs["a"].flops == forward * scale
-    assert costs["a"].transcendentals == 2 * 4 * 128 * 256
+    assert costs["a"].transcendentals == 2 * 4 * 128 * 256 * (scale if mask == "CAUSAL" else 1)
+
+
+def test_an_operand_named_as_a_tuple_element_has_that_elements_shape():
+    # Recent XLA prints element N of a tuple-shaped op as `%op#N`, with no get-tuple-element.
+    _, costs = costs_of("""
+  %x = f32[64,32]{1,0} parameter(0)
+  %s = (f32[64,32]{1,0}, f32[64]{0}) sort(%x, %x), dimensions={1}, to_apply=%lt
+  ROOT %e = f32[64]{0} exponential(%s#1)""", """
+%lt (a: f32[], b: f32[], c: f32[], d: f32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  %c = f32[] parameter(2)
+  %d = f32[] parameter(3)
+  ROOT %r = pred[] compare(%a, %b), direction=LT
+}""")
+    assert costs["e"].modeled and costs["e"].bytes_read == 64 * 4 and costs["e"].transcendentals == 64
+
+
+def test_a_jax_0_11_training_step_dump_costs_every_op():
+    from pathlib import Path
+
+    dump = (Path(__file__).parent / "data" / "captures" / "h100-jax0.11" / "dump" /
+            "module_0000.jit_train_step.sm_9.0a_gpu_after_optimizations.txt")
+    module = parse_hlo_text(dump.read_text(), str(dump))
+    assert "#1" in dump.read_text() and unmodeled_ops(cost_module(module)) == {}

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from audit.costmodel import units as qty
-from audit.costmodel.table.record import OpRecord
+from audit.reports.model.record import OpRecord
 from audit.reports import html
-from audit.reports.model import Report
+from audit.reports.model.report import Report
 from audit.reports.payload import build_payload, script_json
 from audit.reports.svg import plot_point as _plot_point
 from audit.reports.timeline_svg import timeline_svg

@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from audit.reports import markdown
 from audit.reports.markdown import MAX_FLAGGED, md_text
-from audit.reports.model import Report
+from audit.reports.model.report import Report
 from test_report_html import HOSTILE, sample_report
 
 

@@ -12,11 +12,11 @@ import pytest
 
 from audit.analyses.diffing import DIRECT_STEPS, bootstrap_medians, diff_reports
 from audit.cli import main
-from audit.costmodel.table.record import CollectiveRow, OpRecord
+from audit.reports.model.record import CollectiveRow, OpRecord
 from audit.errors import ExitCode, InputError
-from audit.parsers.report_file import SCHEMA_FILE, parse_report, read_report
-from audit.reports.model import Summary
-from audit.reports.schema import REQUIRED, render, report_schema
+from audit.reports.model.read import SCHEMA_FILE, parse_report, read_report
+from audit.reports.model.summary import Summary
+from audit.reports.model.schema import REQUIRED, render, report_schema
 
 HLO = Path(__file__).parent / "data" / "hlo"
 
@@ -38,7 +38,7 @@ def reports(tmp_path_factory) -> dict[str, dict]:
 
 def test_the_checked_in_schema_is_the_one_generated_from_the_types():
     assert SCHEMA_FILE.read_text() == render(), \
-        "the report types changed: regenerate the schema with `python -m audit.reports.schema --write`"
+        "the report types changed: regenerate the schema with `python -m audit.reports.model.schema --write`"
 
 
 @pytest.mark.parametrize(("cls", "where"), [(OpRecord, "ops"), (CollectiveRow, "collectives"), (Summary, "summary")])
@@ -57,7 +57,7 @@ def test_the_writers_real_reports_validate_and_use_only_described_fields(reports
     path.write_text(json.dumps(report))
     assert read_report(path) == json.loads(json.dumps(report))
     schema = report_schema()
-    hint = "a field the writer adds by hand: describe it in audit.reports.schema (_BY_HAND) and regenerate"
+    hint = "a field the writer adds by hand: describe it in audit.reports.model.schema (_BY_HAND) and regenerate"
     for where in ("ops", "collectives"):
         described = set(schema["properties"][where]["items"]["properties"])
         for row in report[where]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.reports.model import PARTS, Report
+from audit.reports.model.report import PARTS, Report
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import REPORT_SECTIONS, RenderOptions
 from test_report_html import sample_report

@@ -179,21 +179,28 @@ def test_history_puts_every_op_between_the_working_set_roof_and_main_memory():
     assert checked > 500
 
 
-def test_cache_residency_is_the_same_in_every_process():
-    """The walk touches an op's operands in a fixed order: Python's string hashes (and so a set's
-    order) change from one process to the next, and an op's cached bytes with them (up to 2x on the
-    H100 training step)."""
+_RESIDENCY_DIGEST = """
+import hashlib, sys
+from audit.costmodel.chips.catalog import CATALOG
+from audit.costmodel.ops.module import cost_module
+from audit.costmodel.residency import with_residency
+from audit.parsers.hlo_files import load_hlo_file
+module = load_hlo_file(sys.argv[1])
+costs = with_residency(module, cost_module(module), CATALOG["h100"])
+print(hashlib.sha256(repr(sorted((k, c.resident) for k, c in costs.items())).encode()).hexdigest())
+"""
+
+
+def test_residency_does_not_depend_on_the_hash_seed():
+    """The same program gives the same cache residency in every process: the walk touched an op's
+    operand buffers in set order, so string hashing decided which stayed in L2 (on the A100 archive,
+    67 of 2,514 ops changed expected time between two runs, one 25.0 us in one and 36.4 us in the other)."""
     import os
     import subprocess
     import sys
 
-    script = ("import sys; from audit.parsers.hlo_files import load_hlo_file; "
-              "from audit.costmodel.ops.module import cost_module; from audit.costmodel.residency import with_residency; "
-              "from audit.costmodel.chips.catalog import lookup; m = load_hlo_file(sys.argv[1]); "
-              "c = with_residency(m, cost_module(m), lookup('h100')); "
-              "print(sorted((k, v.resident) for k, v in c.items()))")
-    path = str(shared_fixture("gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb"))
-    outputs = {subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout
-               for seed in ("1", "2", "3")}
-    assert len(outputs) == 1
+    path = str(shared_fixture(_H100_AFTER))
+    digests = {subprocess.run([sys.executable, "-c", _RESIDENCY_DIGEST, path], capture_output=True, text=True,
+                              check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+               for seed in (1, 2, 3)}
+    assert len(digests) == 1

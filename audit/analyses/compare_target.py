@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..reports.model import Report
+from ..reports.model.report import Report
 
 
 def _by_framework_op(report: Report, field: str, per_step: float) -> dict[str, dict[str, Any]]:

@@ -119,12 +119,6 @@ def match_ops_detailed(base: dict[str, Any], head: dict[str, Any]) -> tuple[list
     return out, left_b, left_h
 
 
-def match_ops(base: dict[str, Any], head: dict[str, Any]) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Pair ops structurally (see `match_ops_detailed`); return pairs, removed, added."""
-    triples, removed, added = match_ops_detailed(base, head)
-    return [(b, h) for b, h, _ in triples], removed, added
-
-
 def _total(report: dict[str, Any], field: str) -> float:
     return sum((o.get(field) or 0.0) for o in report["ops"] if not o.get("container")) / _per_step(report)
 

@@ -5,7 +5,8 @@ causes are measured on the report's own ops: bytes in f32 where the plan assumes
 bytes moved by standalone (unfused) ops, FLOPs outside the matmuls the plan counts,
 collectives the plan does not make, working sets the memory hierarchy keeps in cache,
 the fixed per-op overhead, time the trace spends in ops that cannot be judged or beyond
-their expected time, and idle time.
+their expected time (and of that, interference: ops whose identical ops run far faster), and
+idle time.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 from collections import defaultdict
 
 from ..costmodel.chips.hardware import Quantity
-from ..costmodel.table.record import OpRecord
+from ..reports.model.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
-from ..reports.model import Report
+from ..reports.model.report import Report
 
 GAP = 2.0  # a row is explained when two of its values differ by more than this factor
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")
@@ -130,6 +131,10 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[
         if wasted:
             out.append(f"slower than expected: judged ops take {human(wasted, 's')} per step beyond their "
                        f"expected time ({share(wasted, measured)} of the measured step)")
+        interfered = sum(o.interference_s or 0.0 for o in ops if o.verdict == "interference") / steps
+        if interfered:
+            out.append(f"interference: {human(interfered, 's')} per step of that ({share(interfered, measured)}) in "
+                       "ops whose identical ops run far faster elsewhere: what ran beside them, not their kernels")
         if s.idle_s:
             idle = s.idle_s / steps
             out.append(f"idle: {human(idle, 's')} per step with no op running ({share(idle, measured)})")

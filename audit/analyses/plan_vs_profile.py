@@ -6,7 +6,7 @@ from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
-from ..reports.model import Report
+from ..reports.model.report import Report
 from .plan_gaps import explain
 
 

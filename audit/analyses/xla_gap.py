@@ -13,7 +13,7 @@ from typing import Any
 
 from ..costmodel.chips.hardware import Quantity
 from ..costmodel.units import count, ratio, seconds, share as share_of
-from ..reports.model import Report
+from ..reports.model.report import Report
 
 
 def explain_gap(report: Report, xla_s: float | None, overhead_per_op: Quantity | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import click
 
 from ..errors import ExitCode, GateError, UsageError
 from ..hardware_options import Pairs, hardware_options
+from ..options import DEFAULTS
 
 
 def _percent(value: str | None) -> float | None:
@@ -56,7 +57,7 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
                   fail_on_comm_bytes=fail_on_comm_bytes, hardware=hardware,
                   overrides=dict(overrides))
     write_outputs(DiffRenderer(result.data), json_path=json_path, markdown_path=markdown_path, html_path=html_path,
-                  top=10, quiet=quiet)
+                  top=DEFAULTS.diff_top, quiet=quiet)
     if result.regression:
         raise GateError("; ".join(result.tripped))
     return ExitCode.OK

@@ -15,7 +15,7 @@ from ..outputs import analysis_options, check_flagged, check_outputs, emit, outp
 from ..child.capture import Progress
 from ..errors import ExitCode, InputError, UsageError
 from ..orchestration.runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
-from ..reports.model import Report
+from ..reports.model.report import Report
 from ..reports.render import ReportRenderer
 
 DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from ..options import DEFAULTS
 from .rendered import Rendered
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ class Diff(Rendered):
     `regression` is True when a gate tripped (the CLI then exits 1).
     """
 
-    _top = 10  # rows of the text summary, as `audit diff` shows
+    _top = DEFAULTS.diff_top  # rows of the text summary, as `audit diff` shows
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.data = dict(data)

@@ -24,8 +24,9 @@ from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
-from ..reports.model import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_profile
+from ..reports.model.report import Report
+from .pipeline import analyse_profile
+from .analysis import DEFAULT_OPTIONS, Options
 
 
 @dataclass
@@ -171,6 +172,7 @@ def run_source(cap: Capture, req: RunRequest, command: str, keep_out: bool) -> d
         "jax_version": rec.get("jax_version"), "config": rec.get("config") or {}, "mesh": rec.get("mesh"),
         "compile_s": rec.get("compile_s"), "host_step_time_s": rec.get("step_times_s"),
         "warmup_steps": req.warmup, "status": rec.get("status"),
+        **({"xla_flags_added": rec["xla_flags_added"]} if rec.get("xla_flags_added") else {}),
     }
 
 

@@ -130,6 +130,12 @@ class MemoryLevel:
                 "bytes_per_s": self.bytes_per_s.to_json()}
 
 
+# The keys each attention table of `Achievable` takes: the pass, and whether a causal or window
+# mask leaves blocks partly masked.
+ATTENTION_KEYS = {"attention_flops_per_s": ("forward", "backward", "forward_causal", "backward_causal"),
+                  "attention_half_rate_keys": ("forward", "backward")}
+
+
 @dataclass(frozen=True)
 class Achievable:
     """What good kernels reach on a chip, the second ceiling beside the datasheet peaks: each
@@ -141,9 +147,17 @@ class Achievable:
     `cache_bytes_per_s`: by cache level name, data resident in that level. `collective_bytes_per_s`:
     bus bandwidth per chip by link level, `scale_up` (NVLink, xGMI, ICI) and `scale_out` (the
     network between nodes or slices); `collective_latency_s` the fixed time of one message.
-    `launch_s`: the shortest time a small kernel takes. `compute_units` (SMs, CUs) and
+    `launch_s`: the shortest time an op that runs anything takes on the device timeline (a GPU
+    kernel; a TPU op of the program, its fixed cost). `compute_units` (SMs, CUs) and
     `gemm_tile_rows` x `gemm_tile_columns` (the largest output tile a matmul library schedules
-    per unit) set GPU wave and tile quantization.
+    per unit) set GPU wave and tile quantization; `gemm_k_step_s` is the least time one 64-deep
+    step of a GPU matmul's K loop takes, however small its tile (the loop runs on one unit, step
+    after step), and `gemm_fill_s` what starting and ending the loop adds. `pipeline_block_bytes`
+    (TPU): the operands of one pipeline step; the first block's load and the last's store do not
+    overlap the matrix unit (its pipeline fill). `attention_flops_per_s`: fused (flash) attention at
+    long sequences with 16-bit inputs, by pass and mask (`forward`, `backward`, `forward_causal`,
+    `backward_causal`: see `ATTENTION_KEYS`); `attention_half_rate_keys`: by pass (`forward`,
+    `backward`), the mean keys per query at which those kernels reach half that rate.
     """
 
     matmul_flops_per_s: dict[str, Quantity]
@@ -155,6 +169,11 @@ class Achievable:
     compute_units: Quantity | None = None
     gemm_tile_rows: Quantity | None = None
     gemm_tile_columns: Quantity | None = None
+    gemm_k_step_s: Quantity | None = None
+    gemm_fill_s: Quantity | None = None
+    pipeline_block_bytes: Quantity | None = None
+    attention_flops_per_s: dict[str, Quantity] = field(default_factory=dict)
+    attention_half_rate_keys: dict[str, Quantity] = field(default_factory=dict)
 
     def quantities(self) -> dict[str, Quantity]:
         """Every figure, by dotted name under `achievable.`."""
@@ -162,10 +181,13 @@ class Achievable:
         out["achievable.memory_bytes_per_s"] = self.memory_bytes_per_s
         out.update({f"achievable.cache_bytes_per_s.{k}": q for k, q in self.cache_bytes_per_s.items()})
         out.update({f"achievable.collective_bytes_per_s.{k}": q for k, q in self.collective_bytes_per_s.items()})
-        for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns"):
+        for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns",
+                     "gemm_k_step_s", "gemm_fill_s", "pipeline_block_bytes"):
             q = getattr(self, name)
             if q is not None:
                 out[f"achievable.{name}"] = q
+        for table in ("attention_flops_per_s", "attention_half_rate_keys"):
+            out.update({f"achievable.{table}.{k}": q for k, q in getattr(self, table).items()})
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -207,6 +229,7 @@ class Hardware:
     peak_flops: dict[str, Quantity]
     hbm_bytes_per_s: Quantity
     hbm_bytes: Quantity | None = None
+    # On-chip memory that is not one of `caches` (TPU VMEM); `onchip_capacity` falls back to them.
     onchip_bytes: Quantity | None = None
     interconnect: Interconnect = field(default_factory=lambda: Interconnect(kind="none"))
     mxu_tile: tuple[int, int] | None = None
@@ -222,6 +245,8 @@ class Hardware:
     caches: tuple[MemoryLevel, ...] = ()
     # What good kernels reach on this chip (None: no figures, ops are judged on the roofline alone).
     achievable: Achievable | None = None
+    # What in the input identified the chip, in words ("" when the user named it or nothing did).
+    identified_by: str = ""
 
     @property
     def main_memory(self) -> str:
@@ -241,6 +266,13 @@ class Hardware:
             if working_set_bytes <= level.capacity_bytes.value and level.bytes_per_s.value > best[1].value:
                 best = (level.name, level.bytes_per_s)
         return best
+
+    def onchip_capacity(self) -> Quantity | None:
+        """On-chip memory: what `onchip_bytes` states (memory the program fills, TPU VMEM), else the
+        largest cache's capacity, which a file states once, in its `[[caches]]`."""
+        if self.onchip_bytes is not None:
+            return self.onchip_bytes
+        return self.caches[-1].capacity_bytes if self.caches else None
 
     def peak(self, dtype: str) -> Quantity:
         """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states."""
@@ -283,8 +315,11 @@ class Hardware:
             "topology": list(self.topology),
             "notes": list(self.notes),
         }
-        if self.onchip_bytes is not None:
-            out["onchip_bytes"] = self.onchip_bytes.value
+        if self.identified_by:
+            out["identified_by"] = self.identified_by
+        onchip = self.onchip_capacity()
+        if onchip is not None:
+            out["onchip_bytes"] = onchip.value
         if self.mxu_tile is not None:
             out["mxu_tile"] = list(self.mxu_tile)
         if self.op_overhead_s is not None:

@@ -3,9 +3,10 @@
 A file describes one `Hardware` value, field for field: its tables and keys are the dataclass
 fields, nested dataclasses are tables (`[interconnect]`, `[detection]`), tuples of them arrays of
 tables (`[[caches]]`). Every number is a table `{ value, unit, kind, source }`: `kind` is
-`datasheet`, `measured` or `estimate`, `source` says where the figure comes from. Reading and
+`datasheet`, `measured` or `estimate`, `source` says where the figure comes from; a figure that is
+a ratio of another is written `{ ratio, of, ... }` and computed on reading (`derived`). Reading and
 writing walk the dataclass types, so a field added to `Hardware` (or to a dataclass it holds)
-is read and written with no change here. The README section "Hardware files" has an example.
+is read and written with no change here. docs/hardware.md has an example.
 
 `topology` and `source` are not in a file: the topology is named with `--hardware FILE:TOPOLOGY`,
 and the provenance is where the file lives (`catalog` for the package's own, `user` otherwise).
@@ -26,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from .hardware import Hardware, Quantity
+from . import derived
+from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 
 FORMAT = 1
 KINDS = ("datasheet", "measured", "estimate")
-_NOT_IN_FILES = frozenset({"topology", "source"})  # named on the command line, or set by where the file lives
+# Named on the command line, set by where the file lives, or by what identified the chip in a profile.
+_NOT_IN_FILES = frozenset({"topology", "source", "identified_by"})
 _QUANTITY_KEYS = ("value", "unit", "kind", "source")
 H = typing.TypeVar("H", bound=Hardware)
 
@@ -78,6 +81,7 @@ def loads_as(cls: type[H], text: str, origin: str, provenance: str = "user") -> 
     version = raw.pop("format", FORMAT)
     if version != FORMAT:
         raise ctx.error("format", f"format {version!r} is not one this version reads", hint=f"format = {FORMAT}")
+    raw = derived.resolve(raw, ctx.error)
     hw = _build(cls, raw, "", ctx, provenance)
     assert isinstance(hw, cls)
     return dataclasses.replace(hw, source=provenance)
@@ -186,6 +190,9 @@ def _dataclass(cls: type, raw: Any, key: str, ctx: _Context, provenance: str) ->
             values[f.name] = _build(hints[f.name], table[f.name], _join(key, f.name), ctx, provenance)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(key, f"missing key {_join(key, f.name)!r}")
+    if cls is Achievable:
+        for name, allowed in ATTENTION_KEYS.items():
+            _unknown(table.get(name, {}), list(allowed), _join(key, name), ctx)
     return cls(**values)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
 from .layout import host_bytes, on_chip_bytes, shape_bytes
-from ..records import OpCost, Origin
+from ..costs import OpCost, Origin
 
 Handler = Callable[[Instruction, "CostContext"], OpCost]
 

@@ -2,8 +2,8 @@
 
 XLA's HloCostAnalysis gives every custom call -1 (unknown). Here a cuBLAS GEMM
 is costed from its operands and the dot dimensions in its backend_config, a
-cuDNN convolution from its convolution dimensions, cuDNN fused attention from
-its two batched matmuls (TransformerEngine's fused attention from its Q, K, V operands),
+cuDNN convolution from its convolution dimensions, fused attention (cuDNN's,
+TransformerEngine's, Pallas flash/splash) by costmodel.ops.attention,
 and a Mosaic `tpu_custom_call` from the cost estimate
 the kernel author attached (provenance `xla`: stated in the program, not derived
 here). Annotation targets cost nothing. Any other kernel is opaque, but it still has to
@@ -16,20 +16,24 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from ...parsers.hlo_model import Instruction, Shape
+from .attention import (CUDNN_PREFIX, cudnn_attention_cost, is_te_attention, pallas_attention,
+                        pallas_attention_cost, te_attention_cost)
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
                           zero_cost)
 from .compute import convolution_flops, convolution_problem, dot_flops, gemm_problem
-from ..records import OpCost
+from ..costs import OpCost
 
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__rocblas$gemm",
                 "__hipblas$lt$matmul")
 CONV_PREFIX = "__cudnn$conv"
-ATTENTION_PREFIX = "__cudnn$fmha"
 # Targets that only annotate, alias or reserve buffers: no arithmetic, no HBM traffic of their own.
 ANNOTATIONS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer", "Noop",
                "PrepareAsyncCallStart", "PrepareAsyncCallDone", "AssumeGatherIndicesInBound",
                "annotate_device_placement", "InspectSharding", "LayoutConstraint", "X64Combine",
-               "X64SplitLow", "X64SplitHigh")
+               "X64SplitLow", "X64SplitHigh",
+               # Memory space assignment's sliced prefetch lands its slices side by side; this names them as
+               # one buffer (XLA's kConcatBitcastCustomCall).
+               "ConcatBitcast")
 
 
 def _ints(values: object) -> tuple[int, ...]:
@@ -98,79 +102,6 @@ def conv_custom_cost(instr: Instruction, ctx: CostContext) -> OpCost:
                    convolution=convolution_problem(instr, fwd[1], fwd[2]))
 
 
-# Q.K^T dimensions: stated as bmm1 on the forward call, as bmm2_grad_gemm2 (dO.V^T, same
-# layout as Q.K^T) on the backward call.
-_QK_DIMS = ("bmm1_dot_dimension_numbers", "bmm2_grad_gemm2_dot_dimension_numbers")
-
-
-def attention_cost(instr: Instruction, ctx: CostContext) -> OpCost:
-    config = backend_json(instr).get("cudnn_fmha_backend_config", {})
-    dims = next((config[k] for k in _QK_DIMS if isinstance(config.get(k), dict)), None)
-    shapes = ctx.operand_shapes(instr)
-    if dims is None or len(shapes) < 3:
-        return unknown_cost(f"{instr.custom_call_target} without Q.K^T dimension numbers",
-                            first_dtype(_result(instr)))
-    q, k, v = shapes[:3]
-    batch = 1
-    for d in _ints(dims.get("lhs_batch_dimensions", [])):
-        batch *= q.dims[d]
-    depth = 1
-    for d in _ints(dims.get("lhs_contracting_dimensions", [])):
-        depth *= q.dims[d]
-    s = q.elements // (batch * depth)
-    t = k.elements // (batch * depth)
-    dv = v.elements // (batch * t)
-    flops = 2.0 * batch * s * t * (depth + dv)  # Q.K^T then P.V
-    notes = ["Q.K^T and P.V: 2*B*S*T*(D+Dv) flops"]
-    if "CAUSAL" in str(config.get("mask_type", "")):
-        flops /= 2
-        notes.append("causal mask: half the score matrix is computed")
-    if "Backward" in instr.custom_call_target:
-        flops *= 2.5
-        notes.append("backward: 2.5x forward (recomputes P, then 4 gradient matmuls)")
-    read = sum(nbytes(x) for x in shapes)
-    written = sum(nbytes(x) for x in (instr.shape.tuple_shapes[:-1] if instr.shape.is_tuple else [instr.shape]))
-    return cost(flops, read, written, transcendentals=batch * s * t, dtype=q.dtype, notes=tuple(notes))
-
-
-# TransformerEngine's fused attention (NVIDIA cuDNN, AMD AOTriton/CK backends), typed FFI or not.
-TE_ATTENTION_PREFIX = "te_fused_attn_"
-
-
-def te_attention_cost(instr: Instruction, ctx: CostContext) -> OpCost:
-    """TransformerEngine fused attention from its Q, K, V operands in BSHD layout ([batch, sequence,
-    heads, head dim], each its own operand): 2*B*H*S*T*(D+Dv) FLOPs for Q.K^T and P.V forward,
-    2.5x that backward. The mask type is read from the config; when it says nothing, the causal half
-    is counted, which keeps the expected time a lower bound either way."""
-    shapes = ctx.operand_shapes(instr)
-    target = instr.custom_call_target
-    if len(shapes) < 3 or any(len(x.dims) != 4 for x in shapes[:3]):
-        return opaque_bound(instr, ctx, f"opaque custom call {target}: Q, K, V are not separate "
-                                        "[batch, sequence, heads, head dim] operands")
-    q, k, v = shapes[:3]
-    batch, s, heads, depth = q.dims
-    t, dv = k.dims[1], v.dims[3]
-    if k.dims[0] != batch or v.dims[:2] != k.dims[:2] or k.dims[3] != depth:
-        return opaque_bound(instr, ctx, f"opaque custom call {target}: Q, K, V shapes do not agree")
-    flops = 2.0 * batch * heads * s * t * (depth + dv)
-    config = instr.backend_config.lower()
-    notes = [f"{target}: Q.K^T and P.V from Q {list(q.dims)}, K {list(k.dims)}, V {list(v.dims)} "
-             "(BSHD): 2*B*H*S*T*(D+Dv) FLOPs"]
-    if "no_mask" in config or "nvte_no_mask" in config:
-        notes.append("no mask: the whole score matrix is computed")
-    else:
-        flops /= 2
-        notes.append("causal mask (or a mask the config does not name): half the score matrix is counted, "
-                     "a lower bound")
-    if "backward" in target:
-        flops *= 2.5
-        notes.append("backward: 2.5x forward (recomputes P, then 4 gradient matmuls)")
-    read = sum(nbytes(x) for x in shapes)
-    outputs = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
-    written = sum(nbytes(x) for x in outputs)
-    return cost(flops, read, written, transcendentals=batch * heads * s * t / 2, dtype=q.dtype, notes=tuple(notes))
-
-
 def opaque_bound(instr: Instruction, ctx: CostContext, why: str) -> OpCost:
     """A kernel without a cost model: the bytes of its operands and results, FLOPs unknown."""
     read = sum(nbytes(s) for s in ctx.operand_shapes(instr))
@@ -183,14 +114,21 @@ def opaque_bound(instr: Instruction, ctx: CostContext, why: str) -> OpCost:
 
 
 def mosaic_cost(instr: Instruction, ctx: CostContext) -> OpCost:
+    """A Pallas kernel: the cost estimate its author attached; a flash or splash attention kernel
+    without one is costed from its operand shapes; any other, only its bytes."""
     estimate = backend_json(instr).get("custom_call_config", {}).get("cost_estimate")
+    problem = pallas_attention(instr, ctx)
     if not isinstance(estimate, dict) or "flops" not in estimate:
+        if problem is not None:
+            return pallas_attention_cost(problem, instr, ctx)
         return opaque_bound(instr, ctx, "opaque Mosaic kernel: tpu_custom_call without a cost estimate")
     accessed = float(estimate.get("bytes_accessed", 0))
+    notes = ("cost estimate attached to the Pallas kernel; bytes_accessed counted as read",) + (
+        (f"an attention kernel ({problem.kernel}, S_q={problem.q_len}, S_kv={problem.kv_len}): judged at the rate "
+         "flash attention kernels reach, not a GEMM's",) if problem is not None else ())
     out = cost(float(estimate["flops"]), accessed, 0, transcendentals=float(estimate.get("transcendentals", 0)),
-               dtype=first_dtype(instr.shape), provenance="xla",
-               notes=("cost estimate attached to the Pallas kernel; bytes_accessed counted as read",))
-    return replace(out, comm_bytes=float(estimate.get("remote_bytes_transferred", 0)))
+               dtype=first_dtype(instr.shape), provenance="xla", notes=notes)
+    return replace(out, comm_bytes=float(estimate.get("remote_bytes_transferred", 0)), attention=problem)
 
 
 # XLA's TopK custom calls: "TopK" (CPU, and the form jax.lax.top_k takes before the GPU
@@ -218,12 +156,12 @@ def custom_call(instr: Instruction, ctx: CostContext) -> OpCost:
         return gemm_cost(instr, ctx)
     if target.startswith(CONV_PREFIX):
         return conv_custom_cost(instr, ctx)
-    if target.startswith(ATTENTION_PREFIX):
-        return attention_cost(instr, ctx)
+    if target.startswith(CUDNN_PREFIX):
+        return cudnn_attention_cost(instr, ctx, lambda why: opaque_bound(instr, ctx, why))
     if target == "tpu_custom_call":
         return mosaic_cost(instr, ctx)
-    if target.startswith(TE_ATTENTION_PREFIX):
-        return te_attention_cost(instr, ctx)
+    if is_te_attention(target):
+        return te_attention_cost(instr, ctx, lambda why: opaque_bound(instr, ctx, why))
     if target in ANNOTATIONS:
         return zero_cost(f"custom call {target}: annotation or buffer bookkeeping, no work",
                          first_dtype(instr.shape))

@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ...errors import InputError
+from ...options import DEFAULTS
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
 from .degrees import tp_degrees
@@ -174,7 +175,7 @@ def with_layouts(recommendation: dict[str, Any], found: dict[str, Any]) -> dict[
 
 
 def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware, layout: Layout | None = None,
-               top: int = 5, layouts: bool = True) -> dict[str, Any]:
+               top: int = DEFAULTS.plan_top, layouts: bool = True) -> dict[str, Any]:
     """Everything `audit plan train` reports, in SI units (FLOPs, seconds, bytes, tokens).
 
     `layouts`: also search the DP/TP/PP/EP/CP layouts; `layout`: evaluate this one too.

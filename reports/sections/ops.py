@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from html import escape
 
-from ...costmodel.table.columns import TABLE_COLUMNS, Column, columns, for_report
-from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.columns import TABLE_COLUMNS, Column, columns, for_report
+from ..model.record import OpRecord
+from ..model.report import Report
 from ..svg import roofline_svg
 from ..text import clip, md_table, md_text
-from ._base import RenderOptions
+from ._base import RenderOptions, shared_modules
 
 TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "self_s", "share", "expected_s",
                       "efficiency", "achievable_s", "achievable_efficiency", "bound_by", "verdict")
 """The top-ops list of the terminal and markdown summaries (measured ones dropped in a prediction)."""
 MARKDOWN_TOP = 10
-_TERMINAL_WIDTH = {"name": 36, "module": 17, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
+_TERMINAL_WIDTH = {"name": 36, "module": 17, "program_id": 10, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
                    "verdict": 12, "achievable_efficiency": 13}
 
 
@@ -31,8 +31,17 @@ def _width(c: Column) -> int:
     return _TERMINAL_WIDTH.get(c.key, 10)
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str]:
+def top_columns(report: Report) -> tuple[Column, ...]:
+    """The top-ops columns, with the program where several programs share a module name."""
     cols = for_report(TOP_COLUMNS, report.predicted)
+    if not shared_modules(report):
+        return cols
+    at = next(i for i, c in enumerate(cols) if c.key == "module") + 1
+    return cols[:at] + columns("program_id") + cols[at:]
+
+
+def terminal(report: Report, opts: RenderOptions) -> list[str]:
+    cols = top_columns(report)
     ops = top_ops(report, opts.top)
     what = "expected time" if report.predicted else "self time per device"
 
@@ -47,7 +56,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str]:
 
 
 def markdown(report: Report, _: RenderOptions) -> list[str]:
-    cols = for_report(TOP_COLUMNS, report.predicted)
+    cols = top_columns(report)
     ops = top_ops(report, MARKDOWN_TOP)
     if not ops:
         return []

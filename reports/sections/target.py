@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report
+from ..model.report import Report
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import Report
+from ..model.report import Report
 from ..timeline_svg import KINDS, timeline_svg
 from ._base import RenderOptions
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..model import Report
+from ..model.report import Report
 from ..text import md_text
 from ._base import RenderOptions
 
