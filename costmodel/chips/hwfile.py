@@ -81,7 +81,7 @@ def loads_as(cls: type[H], text: str, origin: str, provenance: str = "user") -> 
     version = raw.pop("format", FORMAT)
     if version != FORMAT:
         raise ctx.error("format", f"format {version!r} is not one this version reads", hint=f"format = {FORMAT}")
-    raw = derived.resolve(raw, ctx.error)
+    raw = derived.resolve(raw, ctx.error, lambda key, unit: _check_unit(key, unit, ctx))
     hw = _build(cls, raw, "", ctx, provenance)
     assert isinstance(hw, cls)
     return dataclasses.replace(hw, source=provenance)
@@ -210,10 +210,7 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
     if kind and kind not in KINDS:
         raise ctx.error(_join(key, "kind"), f"kind {kind!r} is not one of {', '.join(KINDS)}")
     unit = _expect(table["unit"], str, _join(key, "unit"), ctx)
-    expected = expected_unit(key)
-    if expected and unit != expected:
-        raise ctx.error(_join(key, "unit"), f"unit {unit!r}, but this figure is in {expected}",
-                        hint=f"write the value in {expected}")
+    _check_unit(key, unit, ctx)
     note = _expect(table.get("source", ""), str, _join(key, "source"), ctx)
     quantity = Quantity(value, unit, provenance, note, kind)
     if value == 0 and not quantity.may_be_zero:
@@ -221,7 +218,15 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
     return quantity
 
 
-_COUNTS = {"compute_units": "units", "gemm_tile_rows": "rows", "gemm_tile_columns": "columns"}
+_COUNTS = {"compute_units": "units", "gemm_tile_rows": "rows", "gemm_tile_columns": "columns",
+           "attention_half_rate_keys": "keys"}
+
+
+def _check_unit(key: str, unit: str, ctx: _Context) -> None:
+    expected = expected_unit(key)
+    if expected and unit != expected:
+        raise ctx.error(_join(key, "unit"), f"unit {unit!r}, but this figure is in {expected}",
+                        hint=f"write the value in {expected}")
 
 
 def expected_unit(key: str) -> str | None:
