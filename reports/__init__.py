@@ -1,6 +1,6 @@
-"""Render only: an analysed `Report` (or an `audit diff` document) as text, in every format.
+"""Render only: an analysed report (`ReportModel`) or an `audit diff` document as text, in every format.
 
-- `model`: `Report`, the typed report every format renders, JSON only at its edge
+- `model`: `ReportModel`, the typed report every format renders, JSON only at its edge
 - `render`: `Format` and the `Renderer` interface `audit.outputs` writes through
 - `sections/`: the one section list; each section renders itself for terminal, markdown and HTML
 - `terminal`, `markdown`, `html`: the page around the sections; `csv_report`, `json_report`

@@ -10,10 +10,10 @@ import csv
 import io
 
 from ..costmodel.table.columns import CSV_COLUMNS
-from .model import Report
+from .model import ReportModel
 
 
-def render_csv(report: Report) -> str:
+def render_csv(report: ReportModel) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([c.key for c in CSV_COLUMNS])

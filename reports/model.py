@@ -1,8 +1,8 @@
-"""The report every output renders: one typed `Report`, JSON (`audit.report/v1`) only at the edge.
+"""The report every output renders: one typed `ReportModel`, JSON (`audit.report/v1`) only at the edge.
 
 The analysis builds a report in one place (`audit.orchestration.assemble`); anything a
-command adds afterwards goes through `Report.attach` (a named optional part) or
-`Report.warn`, which return a new report, so no code patches a report in place. The
+command adds afterwards goes through `ReportModel.attach` (a named optional part) or
+`ReportModel.warn`, which return a new report, so no code patches a report in place. The
 optional parts and who attaches them:
 
 | part | attached by | what |
@@ -185,7 +185,7 @@ class DeviceSteps:
 
 
 @dataclass(frozen=True)
-class Report:
+class ReportModel:
     """An analysed profile or a prediction, ready for every output format."""
 
     tool: Mapping[str, str]
@@ -233,14 +233,14 @@ class Report:
         return value if isinstance(value, _PART_TYPES[name]) else None
 
     @overload
-    def attach(self, name: Literal["hosts", "devices", "runs", "programs"], value: list[JSON]) -> Report: ...
+    def attach(self, name: Literal["hosts", "devices", "runs", "programs"], value: list[JSON]) -> ReportModel: ...
     @overload
     def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
-                                   "matching"], value: JSON) -> Report: ...
+                                   "matching"], value: JSON) -> ReportModel: ...
     @overload
-    def attach(self, name: Literal["run_source"], value: str) -> Report: ...
+    def attach(self, name: Literal["run_source"], value: str) -> ReportModel: ...
 
-    def attach(self, name: PartName, value: PartValue) -> Report:
+    def attach(self, name: PartName, value: PartValue) -> ReportModel:
         """This report with an optional part (see the module docstring for who attaches what)."""
         if name not in PARTS:
             raise ValueError(f"unknown report part {name!r}")
@@ -248,7 +248,7 @@ class Report:
             raise TypeError(f"report part {name!r} is a {_PART_TYPES[name].__name__}, not {type(value).__name__}")
         return replace(self, parts={**self.parts, name: value})
 
-    def warn(self, text: str) -> Report:
+    def warn(self, text: str) -> ReportModel:
         """This report with one more warning."""
         return replace(self, warnings=(*self.warnings, text))
 
@@ -269,7 +269,7 @@ class Report:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Report:
+    def from_json(cls, doc: Mapping[str, Any]) -> ReportModel:
         """A JSON report read back (fields a partial report lacks take neutral defaults)."""
         return cls(
             tool=dict(doc.get("tool") or {}), source=dict(doc.get("source") or {}),

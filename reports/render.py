@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import Report
+from .model import ReportModel
 from .sections import RenderOptions
 
 
@@ -46,7 +46,7 @@ class Renderer(Protocol):
 class ReportRenderer:
     """An analysed profile or a prediction, in every format."""
 
-    report: Report
+    report: ReportModel
     formats: frozenset[Format] = frozenset(Format)
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:

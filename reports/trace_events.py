@@ -28,13 +28,13 @@ from typing import Any
 from ..costmodel.table.record import OpRecord
 from ..errors import UsageError
 from .json_report import clean
-from .model import Report
+from .model import ReportModel
 from .trace_devices import Device, Event, devices as _devices, window_statement
 
 _STEP_TID, _FLAG_TID, _MEASURED_TID, _EXPECTED_TID, _ACHIEVABLE_TID = 1, 2, 10, 100, 200
 
 
-def trace_document(report: Report) -> dict[str, Any]:
+def trace_document(report: ReportModel) -> dict[str, Any]:
     """The trace-event JSON object for `report`.
 
     **Raises:** `UsageError` for a report with no measured timeline (an HLO dump, a prediction).
@@ -62,7 +62,7 @@ def trace_document(report: Report) -> dict[str, Any]:
                           "measured": "op times from the trace [trace]"}}
 
 
-def render_trace(report: Report) -> str:
+def render_trace(report: ReportModel) -> str:
     """The trace-event file as JSON text."""
     return json.dumps(clean(trace_document(report)), separators=(",", ":"), allow_nan=False)
 

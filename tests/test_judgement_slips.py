@@ -18,7 +18,7 @@ from audit.costmodel.table.judge import Thresholds
 from audit.costmodel.table.suggest import NEAR_ACHIEVABLE
 from audit.orchestration.pipeline import Options, analyse_hlo, analyse_profile
 from audit.parsers.xplane_schema import XSpace
-from audit.reports.model import Report
+from audit.reports.model import ReportModel
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import RenderOptions
 from conftest import ROOT, shared_fixture
@@ -30,12 +30,12 @@ MAXTEXT = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimiza
 
 
 @cache
-def report(name: str) -> Report:
+def report(name: str) -> ReportModel:
     """The report of one real MI300X capture (../shared/fixtures/gpu-mi300x/NAME.xplane.pb)."""
     return analyse_profile(shared_fixture(f"gpu-mi300x/{name}.xplane.pb"))
 
 
-def text(r: Report, fmt: Format) -> str:
+def text(r: ReportModel, fmt: Format) -> str:
     return ReportRenderer(r).render(fmt, RenderOptions(top=40))
 
 
@@ -80,7 +80,7 @@ def _tpu_profile(tmp_path: Path, hlo: str, op: str, launch_ps: int = 75_750_000)
     return path
 
 
-def _verdict_text(r: Report) -> dict[Format, str]:
+def _verdict_text(r: ReportModel) -> dict[Format, str]:
     """The verdict of each text format: the terminal's head, the markdown's verdict, the page's stats."""
     terminal = text(r, Format.TERMINAL).split("\n\n")[0]
     markdown = text(r, Format.MARKDOWN).split("### ")[0]
@@ -119,7 +119,7 @@ def test_a_profile_none_of_whose_ops_has_a_cost_says_so_in_words(tmp_path):
 LESS_WORK = ("fewer FLOPs", "Fuse this op", "lower-precision", "fewer bytes", "arithmetic intensity", "Batch small")
 
 
-def _advice(r: Report) -> list[tuple[float, str]]:
+def _advice(r: ReportModel) -> list[tuple[float, str]]:
     return [(o.achievable_efficiency, o.suggestion) for o in r.flagged if o.achievable_efficiency is not None]
 
 

@@ -18,7 +18,7 @@ from collections import defaultdict
 from ..costmodel.chips.hardware import Quantity
 from ..costmodel.table.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
-from ..reports.model import Report
+from ..reports.model import ReportModel
 
 GAP = 2.0  # a row is explained when two of its values differ by more than this factor
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")
@@ -102,7 +102,7 @@ def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict[str, Any]) -> li
     return out
 
 
-def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[str, Any], row: dict[str, Any],
+def _time_reasons(report: ReportModel, ops: list[OpRecord], steps: float, plan: dict[str, Any], row: dict[str, Any],
                   overhead: Quantity | None) -> list[str]:
     s = report.summary
     out = []
@@ -141,7 +141,7 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[
     return out
 
 
-def _bubble_reasons(row: dict[str, Any], report: Report) -> list[str]:
+def _bubble_reasons(row: dict[str, Any], report: ReportModel) -> list[str]:
     out = [row["note"]] if row.get("note") else []
     measured, step = row.get("measured"), report.summary.step_time_s.median
     if measured and step:
@@ -151,7 +151,7 @@ def _bubble_reasons(row: dict[str, Any], report: Report) -> list[str]:
     return out
 
 
-def explain(table: dict[str, Any], report: Report, main_memory: str, overhead: Quantity | None) -> None:
+def explain(table: dict[str, Any], report: ReportModel, main_memory: str, overhead: Quantity | None) -> None:
     """Add `gap` and `reasons` to each row of `table` whose values differ by more than 2x."""
     ops = report.timed_ops
     steps = 1.0 if report.predicted else float(report.summary.steps or 1)

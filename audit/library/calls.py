@@ -76,7 +76,7 @@ def _pairs(overrides: Mapping[str, object] | None) -> tuple[tuple[str, str], ...
 def load(source: str | Path | dict[str, Any]) -> Report:
     """A JSON report (schema audit.report/v1) read back: a file `audit --json` or `Report.save`
     wrote, or the parsed document. **Raises:** `InputError` when it is not such a report."""
-    from ..reports.model import Report as ReportModel
+    from ..reports.model import ReportModel
 
     doc = source if isinstance(source, dict) else _read_report(Path(source))
     return Report(ReportModel.from_json(doc))

@@ -22,7 +22,7 @@ from ..costmodel.table.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
-from ..reports.model import Report, StepTimes
+from ..reports.model import ReportModel, StepTimes
 from .assemble import assemble
 from .caveats import check_partitions, loop_caveats, trace_flops_warning
 from .misleading import (hardware_mismatch_warning, refuse_mixed_chips, refuse_unidentified_chip)
@@ -53,7 +53,7 @@ DEFAULT_OPTIONS = Options()
 
 def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str | None = None,
                     source: dict[str, Any] | None = None, options: Options = DEFAULT_OPTIONS,
-                    pod: PodSettings | None = None) -> Report:
+                    pod: PodSettings | None = None) -> ReportModel:
     """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
     return its report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
     from ..parsers.inputs import open_input
@@ -131,7 +131,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     return attach_plan(report, hw)
 
 
-def attach_plan(report: Report, hw: Hardware) -> Report:
+def attach_plan(report: ReportModel, hw: Hardware) -> ReportModel:
     """For a workload that states its model config, put the book's plan beside the audit."""
     from ..analyses.plan_vs_profile import plan_vs_profile
 
@@ -140,7 +140,7 @@ def attach_plan(report: Report, hw: Hardware) -> Report:
 
 
 def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
-                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> Report:
+                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> ReportModel:
     """Cost an HLO dump (a module's file, or an `--xla_dump_to` folder) with no measurement: every
     op with its expected time (`module`: the file's module, already read). See `hlo_dumps`."""
     from .hlo_dumps import analyse_dump
@@ -181,7 +181,7 @@ def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
 
 def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[str, Any], warnings: list[str],
                     options: Options, devices: int | None = None,
-                    coords: dict[int, tuple[int, ...]] | None = None) -> Report:
+                    coords: dict[int, tuple[int, ...]] | None = None) -> ReportModel:
     """A predicted report for modules that were compiled but not run (HLO dumps, AOT targets).
 
     `coords` maps device ids to physical coordinates when the compile knows them, so

@@ -8,7 +8,7 @@ from html import escape
 from ...costmodel import units as qty
 from ...costmodel.table.identical import beside_summary
 from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
 
@@ -34,7 +34,7 @@ def _facts(o: OpRecord, names: bool = True) -> tuple[str, str, str]:
     return ratio, fastest, beside
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     ops = report.interference
     if not ops:
         return None
@@ -47,7 +47,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     return lines + more(shown, len(ops), "in the JSON, CSV and HTML reports")
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     ops = report.interference
     if not ops:
         return None
@@ -60,7 +60,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
             + more(MAX_ROWS, len(ops)))
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     ops = report.interference
     if not ops:
         return None
