@@ -19,7 +19,7 @@ from ..parsers.hlo_platform import Platform
 from ..reports.model import ReportModel
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning
-from .pipeline import DEFAULT_OPTIONS, Options, _hardware, _naming, _refuse_accelerator_without_hardware, analyse_modules
+from .pipeline import DEFAULT_OPTIONS, Options, _hardware, _naming, refuse_accelerator_without_hardware, analyse_modules
 
 
 def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
@@ -84,7 +84,7 @@ def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides:
             hw = _hardware(None, "gpu", {"/device:GPU:0": stats}, overrides)
             if priceable(hw):
                 return hw
-        _refuse_accelerator_without_hardware(module, str(file))
+        refuse_accelerator_without_hardware(module, str(file))
     warnings.append(_priced_here(platforms))
     return _hardware(None, "cpu", {}, overrides)
 

@@ -159,7 +159,7 @@ def _naming(path: str | Path) -> Iterator[None]:
         raise InputError(exc.message, path=path, hint=exc.hint) from None
 
 
-def _refuse_accelerator_without_hardware(module: Module, path: str) -> None:
+def refuse_accelerator_without_hardware(module: Module, path: str) -> None:
     """A GPU or TPU program is never priced as this machine's CPU: say what it is and what to pass."""
     from ..costmodel.chips.catalog import candidates
     from ..costmodel.ops.module import device_count
