@@ -4,6 +4,7 @@
 - `render`: `Format` and the `Renderer` interface `audit.outputs` writes through
 - `sections/`: the one section list; each section renders itself for terminal, markdown and HTML
 - `terminal`, `markdown`, `html`: the page around the sections; `csv_report`, `json_report`
+- `buffer_contents`: the report part listing what each command buffer (CUDA graph) ran
 - `diff_render`: an `audit diff` document through the same sections machinery and page
 - `svg`, `timeline_svg`, `payload`: the HTML page's charts and the data its script reads
 - `napkin_text`, `plan_text`, `hardware_text`: `audit calc`, `plan` and `hardware` as text

@@ -15,6 +15,7 @@ optional parts and who attaches them:
 | `run_source` | `audit run --repeat N`, `audit diff` | which file a run's report came from |
 | `matching` | the pipeline, for measured GPU profiles | measured time matched to HLO ops, and the largest other ranges |
 | `programs` | assemble, for a capture of several programs run one per step | each program's measured, expected and achievable time per execution |
+| `command_buffers` | the pipeline, for measured GPU profiles with CUDA graphs | the ops each command buffer ran, priced (`reports.buffer_contents`) |
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ if TYPE_CHECKING:
 
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
-                   "repeat", "run_source", "matching", "programs"]
+                   "repeat", "run_source", "matching", "programs", "command_buffers"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
+ListPart = Literal["hosts", "devices", "runs", "programs", "command_buffers"]  # the parts that are lists of rows
 JSON = dict[str, Any]
 PartValue = list[JSON] | JSON | str
 """A part is a list of JSON rows (hosts, devices, runs), a JSON object, or a path (run_source)."""
 _PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str, "programs": list,
+                                 "command_buffers": list,
                                  **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
                                                             "cpu_comparison", "repeat", "matching")}}
 
@@ -220,7 +223,7 @@ class ReportModel:
         return [o for o in self.ops if not o.container]
 
     @overload
-    def part(self, name: Literal["hosts", "devices", "runs", "programs"]) -> list[JSON] | None: ...
+    def part(self, name: ListPart) -> list[JSON] | None: ...
     @overload
     def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
                                  "matching"]) -> JSON | None: ...
@@ -233,7 +236,7 @@ class ReportModel:
         return value if isinstance(value, _PART_TYPES[name]) else None
 
     @overload
-    def attach(self, name: Literal["hosts", "devices", "runs", "programs"], value: list[JSON]) -> ReportModel: ...
+    def attach(self, name: ListPart, value: list[JSON]) -> ReportModel: ...
     @overload
     def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
                                    "matching"], value: JSON) -> ReportModel: ...

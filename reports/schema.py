@@ -26,6 +26,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ..costmodel.table.overlap import StepOverlap
 from ..costmodel.table.record import CollectiveRow, DeviceTime, OpRecord, Provenance
+from .buffer_contents import BufferContents, BufferOp
 from .model import SCHEMA, StepTimes, Summary
 
 JSON = dict[str, Any]
@@ -47,8 +48,11 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "op": ("name", "module", "opcode", "category", "framework_op", "fingerprint"),
     "collective": ("kind", "bytes"),
     "run": ("steps",),
+    "command_buffer": ("key", "ops"),
+    "buffer_op": ("name", "opcode", "category", "framework_op", "shape", "dtype", "fingerprint", "position", "runs",
+                  "flops", "bytes", "comm_bytes", "expected_s"),
 }
-_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops"})
+_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops", "runs"})
 
 
 def _number(name: str = "") -> JSON:
@@ -164,6 +168,13 @@ def _matching() -> JSON:
     return _open({**times, **shares, "ops": _integer(), "largest": _array(largest)})
 
 
+def _command_buffer() -> JSON:
+    """The `command_buffers` part (reports.buffer_contents): each buffer and the ops it ran."""
+    schema = _object(BufferContents, skip=frozenset({"ops"}), role="command_buffer")
+    schema["properties"]["ops"] = _array(_object(BufferOp, role="buffer_op"))
+    return schema
+
+
 def report_schema() -> JSON:
     """The schema of `audit.report/v1`, from the types the writer serialises."""
     steps = _open({"index": _integer(), "time_s": _number("time_s"),
@@ -187,6 +198,7 @@ def report_schema() -> JSON:
         "runs": _array(run, MAX_RUNS),
         "run_source": {"type": "string"},
         "matching": _matching(),
+        "command_buffers": _array(_command_buffer()),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",

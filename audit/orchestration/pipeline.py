@@ -120,9 +120,12 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     )
     if profile.platform == "gpu":
         from ..analyses.matching import matching
+        from .priced_buffers import buffer_contents
 
         found = matching(ops)
         report = report.attach("matching", found) if found is not None else report
+        if buffers := buffer_contents(ops, modules, costs, expectations):
+            report = report.attach("command_buffers", [b.to_json() for b in buffers])
     if len(hosts) > 1:
         from ..pod.analyses import host_summary, pod_analyses
 
