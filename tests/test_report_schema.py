@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.analyses.diffing import DIRECT_STEPS, bootstrap_medians, diff_reports
+from audit.analyses.diff_timing import DIRECT_STEPS, bootstrap_medians
+from audit.analyses.diff_verdict import diff_reports
 from audit.cli import main
 from audit.costmodel.table.record import CollectiveRow, OpRecord
 from audit.errors import ExitCode, InputError
@@ -173,7 +174,7 @@ def test_a_diff_of_250000_steps_a_side_compares(reports):
     base, head = (json.loads(json.dumps(reports["gemm"])) for _ in range(2))
     base["steps"] = [{"time_s": t} for t in rng.lognormal(-4.6, 0.02, size=250_000)]
     head["steps"] = [{"time_s": t} for t in rng.lognormal(-4.6 + np.log(1.3), 0.02, size=250_000)]
-    diff = diff_reports(base, head)
+    diff = diff_reports(base, head).to_json()
     assert diff["measured"]["base_steps"] == 250_000
     lo, hi = diff["measured"]["interval"]  # 30% slower; one run a side widens it by the run-to-run floor
     assert 0.1 < lo < 0.3 < hi

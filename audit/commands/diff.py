@@ -55,7 +55,7 @@ def command(base: str, head: str, json_path: str | None, markdown_path: str | No
     result = diff(base, head, fail_on=_percent(fail_on), strict=strict, fail_on_flops=fail_on_flops,
                   fail_on_comm_bytes=fail_on_comm_bytes, hardware=hardware,
                   overrides=dict(overrides))
-    write_outputs(DiffRenderer(result.data), json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+    write_outputs(DiffRenderer(result.model), json_path=json_path, markdown_path=markdown_path, html_path=html_path,
                   top=10, quiet=quiet)
     if result.regression:
         raise GateError("; ".join(result.tripped))

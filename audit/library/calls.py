@@ -104,7 +104,8 @@ def diff(base: Side, head: Side, *, fail_on: float | None = None, strict: bool =
     - `hardware`: the chip for sides that are profiles or HLO dumps rather than reports.
     - `overrides`: figures of that chip changed, as for `inspect`.
     """
-    from ..analyses.diffing import Gates, diff_reports
+    from ..analyses.diff_verdict import diff_reports
+    from ..reports.diff_model import Gates
 
     if fail_on is not None and fail_on < 0:
         raise UsageError("fail_on must not be negative")
