@@ -177,6 +177,15 @@ class OpCounts:
 
 
 @dataclass(frozen=True)
+class OpenedBuffer:
+    """A command buffer of one side compared as the ops it ran, not as one op."""
+
+    side: str  # base | head
+    name: str
+    ops: int
+
+
+@dataclass(frozen=True)
 class CompileTimeChanges:
     """What changed in the program, per step: exact, since compile-time quantities are deterministic."""
 
@@ -187,6 +196,7 @@ class CompileTimeChanges:
     pairing_counts: Mapping[str, int]  # pairs found by each pass
     added_ops: Sequence[OpBrief]
     removed_ops: Sequence[OpBrief]
+    command_buffers: Sequence[OpenedBuffer] = ()
 
     @property
     def counts_changed(self) -> bool:
@@ -202,7 +212,7 @@ class CompileTimeChanges:
                 or bool(self.added_ops) or bool(self.removed_ops) or self.counts_changed)
 
     def to_json(self) -> JSON:
-        return {
+        out: JSON = {
             "totals_per_step": {k: v.to_json() for k, v in self.totals_per_step.items()},
             "counts": {"base": self.counts_base.to_json(), "head": self.counts_head.to_json(),
                        "changed": self.counts_changed},
@@ -210,6 +220,9 @@ class CompileTimeChanges:
             "pairing_counts": dict(self.pairing_counts), "added_ops": [r.to_json() for r in self.added_ops],
             "removed_ops": [r.to_json() for r in self.removed_ops], "changed": self.changed,
         }
+        if self.command_buffers:
+            out["command_buffers"] = [_plain(b) for b in self.command_buffers]
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CompileTimeChanges:
@@ -218,7 +231,8 @@ class CompileTimeChanges:
                    OpCounts.from_json(counts.get("base") or {}), OpCounts.from_json(counts.get("head") or {}),
                    [ChangedOp.from_json(r) for r in d.get("changed_ops") or []], dict(d.get("pairing_counts") or {}),
                    [OpBrief.from_json(r) for r in d.get("added_ops") or []],
-                   [OpBrief.from_json(r) for r in d.get("removed_ops") or []])
+                   [OpBrief.from_json(r) for r in d.get("removed_ops") or []],
+                   [OpenedBuffer(**b) for b in d.get("command_buffers") or []])
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from ..costmodel import units as u
-from .diff_model import SCHEMA, ChangedOp, DiffModel
+from .diff_model import SCHEMA, ChangedOp, DiffModel, Total
 from .html import page, render_sections as html_sections
 from .markdown import render_sections as markdown_sections
 from .sections import RenderOptions, Section
@@ -16,6 +16,11 @@ from .text import md_table, md_text
 
 def _pct(change: float | None) -> str:
     return u.signed(change, u.percent)
+
+
+def _delta(total: Total, fmt: Callable[[object], str]) -> str:
+    """A total's change; one within float summation order reads 0, not "+0 s"."""
+    return u.signed(total.delta, fmt) if total.changed else "0"
 
 
 def _verdict_lines(diff: DiffModel) -> list[str]:
@@ -39,16 +44,19 @@ def _verdict_lines(diff: DiffModel) -> list[str]:
                        f"explain ({u.percent(x.allowed)})")
     else:
         out.append(f"measured: not compared ({me.reason})")
+    out += [f"{b.side}: {b.name} (a CUDA graph, timed as one op) compared as the {u.count(b.ops)} ops it ran [model]"
+            for b in ct.command_buffers]
     if not ct.changed:
         out.append("program: unchanged (same ops, FLOPs, bytes and collectives per step) [model]")
     else:
         out.append("program changed, per step [model]: "
-                   f"FLOPs {u.signed(t['flops'].delta, u.flops)}, "
-                   f"bytes {u.signed(t['bytes'].delta, u.nbytes)}, "
-                   f"communicated {u.signed(t['comm_bytes'].delta, u.nbytes)}, "
-                   f"expected time {u.signed(t['expected_s'].delta, u.seconds)}"
-                   + (f", expected step with overlap {u.signed(t['expected_step_s'].delta, u.seconds)}"
-                      if "expected_step_s" in t else ""))
+                   f"FLOPs {_delta(t['flops'], u.flops)}, bytes {_delta(t['bytes'], u.nbytes)}, "
+                   f"communicated {_delta(t['comm_bytes'], u.nbytes)}, "
+                   f"expected time {_delta(t['expected_s'], u.seconds)}"
+                   + (f", expected step with overlap {_delta(t['expected_step_s'], u.seconds)}"
+                      if "expected_step_s" in t else "")
+                   + f"; {u.count(len(ct.changed_ops))} op(s) changed, {u.count(len(ct.added_ops))} added, "
+                     f"{u.count(len(ct.removed_ops))} removed, {u.count(diff.matched_ops)} paired")
     if ct.uncertain_pairs:
         out.append(f"{ct.uncertain_pairs} changed op(s) were paired by framework op or name only: "
                    "the pairing may be wrong (marked 'uncertain')")

@@ -9,7 +9,7 @@ import pytest
 from jaxlib import _hlo
 
 from audit.analyses.diff_pairing import pair_ops
-from audit.analyses.diff_program import measured_ops
+from audit.analyses.diff_program import measured_ops, program_ops
 from audit.analyses.diff_verdict import diff_reports
 from audit.orchestration.pipeline import analyse_hlo
 from audit.reports.diff_sections import render_diff_markdown, render_diff_terminal
@@ -21,7 +21,7 @@ HLO = Path(__file__).resolve().parent / "data" / "hlo"
 def match_ops(base: dict, head: dict):
     """The ops of two JSON reports' programs, paired as `audit diff` pairs them."""
     sides = [ReportModel.from_json(r) for r in (base, head)]
-    return pair_ops(*(measured_ops(r) for r in sides))
+    return pair_ops(*(program_ops(r, measured_ops(r)) for r in sides))
 
 
 @pytest.fixture(scope="module")

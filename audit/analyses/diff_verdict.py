@@ -11,7 +11,7 @@ from ..costmodel.units import percent, signed
 from ..reports.diff_model import CompileTimeChanges, DiffModel, Gates, MeasuredChanges, Side
 from ..reports.model import ReportModel
 from .diff_pairing import pair_ops
-from .diff_program import compile_time, measured_ops
+from .diff_program import compile_time, measured_ops, program_ops
 from .diff_timing import measured
 
 NO_GATES = Gates()  # only the default step-time threshold decides the verdict; nothing else trips
@@ -29,10 +29,13 @@ def diff_reports(base: AnyReport | Sequence[AnyReport], head: AnyReport | Sequen
     program (compile-time) comparison uses each side's first report."""
     base_list, head_list = _typed(base), _typed(head)
     b0, h0 = base_list[0], head_list[0]
-    ops = measured_ops(b0), measured_ops(h0)
+    timed = measured_ops(b0), measured_ops(h0)
+    ops = program_ops(b0, timed[0]), program_ops(h0, timed[1])
     pairs, removed, added = pair_ops(*ops)
     ct = compile_time(b0, h0, ops, pairs, removed, added)
-    me = _one_run_guard(measured(base_list, head_list, pairs, gates.fail_on), ct)
+    # The step-time comparison pairs the ops as the trace timed them (a command buffer as one op).
+    timed_pairs = pairs if ops == timed else pair_ops(*timed)[0]
+    me = _one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on), ct)
     return DiffModel(Side(b0.source, str(b0.hardware.get("name")), len(base_list)),
                      Side(h0.source, str(h0.hardware.get("name")), len(head_list)), len(pairs), ct, me, gates,
                      tuple(_tripped(me, ct, gates)))
