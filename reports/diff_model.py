@@ -22,7 +22,7 @@ also move with the hardware's figures, a calibration taken on each machine)."""
 class Gates:
     """What makes `audit diff` exit 1."""
 
-    fail_on: float | None = None  # relative step-time change that counts, e.g. 0.05; None: the default
+    fail_on_slowdown: float | None = None  # relative step-time change that counts, e.g. 0.05; None: the default
     fail_on_flops: bool = False
     fail_on_comm_bytes: bool = False
     strict: bool = False  # an inconclusive step-time verdict also exits 1
@@ -385,7 +385,7 @@ class DiffModel:
             "schema": SCHEMA, "base": self.base.to_json(), "head": self.head.to_json(),
             "matched_ops": self.matched_ops, "compile_time": self.compile_time.to_json(),
             "measured": self.measured.to_json(), "verdict": self.verdict,
-            "gates": {"fail_on": g.fail_on, "fail_on_flops": g.fail_on_flops,
+            "gates": {"fail_on": g.fail_on_slowdown, "fail_on_flops": g.fail_on_flops,
                       "fail_on_comm_bytes": g.fail_on_comm_bytes, "strict": g.strict, "tripped": list(self.tripped)},
             "regression": self.regression,
         }

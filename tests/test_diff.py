@@ -58,7 +58,7 @@ def runs(tmp_path_factory):
 
 
 def test_same_program_twice_has_no_compile_time_change_and_no_regression(runs):
-    diff = diff_reports(runs["base"], runs["base2"], Gates(fail_on=0.05)).to_json()
+    diff = diff_reports(runs["base"], runs["base2"], Gates(fail_on_slowdown=0.05)).to_json()
     ct = diff["compile_time"]
     assert not ct["changed"], ct
     assert not ct["added_ops"] and not ct["removed_ops"] and not ct["changed_ops"]
@@ -102,7 +102,7 @@ def test_cli_gates_a_real_slowdown_and_writes_all_outputs(runs, tmp_path, capsys
     base, slow = tmp_path / "base.json", tmp_path / "slow.json"
     base.write_text(json.dumps(runs["base"]))
     slow.write_text(json.dumps(runs["slow"]))
-    code = main(["diff", str(base), str(slow), "--fail-on", "5%", "--json", str(tmp_path / "d.json"),
+    code = main(["diff", str(base), str(slow), "--fail-on-slowdown", "5%", "--json", str(tmp_path / "d.json"),
                  "--markdown", str(tmp_path / "d.md"), "--html", str(tmp_path / "d.html")])
     out = capsys.readouterr().out
     assert code == 1
@@ -119,8 +119,8 @@ def test_cli_same_program_exits_0_and_flops_gate_trips_on_wider_mlp(runs, tmp_pa
     for key in ("base", "base2", "wide"):
         paths[key] = tmp_path / f"{key}.json"
         paths[key].write_text(json.dumps(runs[key]))
-    assert main(["diff", str(paths["base"]), str(paths["base2"]), "--fail-on", "50%", "--quiet"]) == 0
-    assert main(["diff", str(paths["base"]), str(paths["wide"]), "--fail-on", "1000%", "--quiet"]) == 0
+    assert main(["diff", str(paths["base"]), str(paths["base2"]), "--fail-on-slowdown", "50%", "--quiet"]) == 0
+    assert main(["diff", str(paths["base"]), str(paths["wide"]), "--fail-on-slowdown", "1000%", "--quiet"]) == 0
     assert main(["diff", str(paths["base"]), str(paths["wide"]), "--fail-on-flops", "--quiet"]) == 1
 
 
@@ -131,8 +131,22 @@ def test_bad_sides_exit_2(tmp_path, capsys):
     assert "schema" in capsys.readouterr().err
     assert main(["diff", str(tmp_path / "missing.json"), str(notreport)]) == 2
     assert "missing.json: no such file" in capsys.readouterr().err
-    assert main(["diff", str(notreport), str(notreport), "--fail-on", "lots"]) == 2
-    assert "--fail-on expects a percentage" in capsys.readouterr().err
+    assert main(["diff", str(notreport), str(notreport), "--fail-on-slowdown", "lots"]) == 2
+    assert "--fail-on-slowdown expects a percentage" in capsys.readouterr().err
+
+
+def test_the_old_spelling_of_the_step_time_threshold_still_gates_and_says_its_new_name(runs, tmp_path, capsys):
+    base, slow = tmp_path / "base.json", tmp_path / "slow.json"
+    base.write_text(json.dumps(runs["base"]))
+    slow.write_text(json.dumps(runs["slow"]))
+    json_path = tmp_path / "d.json"
+    assert main(["diff", str(base), str(slow), "--fail-on", "7%", "--quiet", "--json", str(json_path)]) == 1
+    err = capsys.readouterr().err
+    assert "--fail-on PCT is now --fail-on-slowdown PCT" in err and len(err.splitlines()) == 2  # the warning, the gate
+    doc = json.loads(json_path.read_text())
+    assert doc["gates"]["fail_on"] == doc["measured"]["threshold"] == pytest.approx(0.07)
+    assert main(["diff", str(base), str(slow), "--fail-on", "7%", "--fail-on-slowdown", "7%", "--quiet"]) == 2
+    assert "--fail-on-slowdown only" in capsys.readouterr().err
 
 
 def test_noise_interval_is_repeatable_and_brackets_equal_samples():

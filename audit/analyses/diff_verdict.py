@@ -35,7 +35,7 @@ def diff_reports(base: AnyReport | Sequence[AnyReport], head: AnyReport | Sequen
     ct = compile_time(b0, h0, ops, pairs, removed, added)
     # The step-time comparison pairs the ops as the trace timed them (a command buffer as one op).
     timed_pairs = pairs if ops == timed else pair_ops(*timed)[0]
-    me = _one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on), ct)
+    me = _one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on_slowdown), ct)
     return DiffModel(Side(b0.source, str(b0.hardware.get("name")), len(base_list)),
                      Side(h0.source, str(h0.hardware.get("name")), len(head_list)), len(pairs), ct, me, gates,
                      tuple(_tripped(me, ct, gates)))
