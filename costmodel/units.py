@@ -44,6 +44,21 @@ def _three_digits(value: float) -> str:
     return f"{value:.2f}"
 
 
+def figure(value: object) -> str:
+    """A plain number to three significant digits (1.23, 12.3, 123, 1.23e+04): counts of parameters,
+    tokens or FLOPs in prose, ratios that are not a factor."""
+    return _three_digits(float(value)) if known(value) else UNKNOWN
+
+
+def number(value: object) -> str:
+    """A plain number for a table or a rate: three significant digits below 1000, whole with thousands
+    separators from there (12,346 tokens/s)."""
+    if not known(value):
+        return UNKNOWN
+    v = float(value)
+    return f"{v:,.0f}" if abs(v) >= 1000 else _three_digits(v)
+
+
 def seconds(value: object) -> str:
     """A duration in s, ms, µs, ns or ps."""
     if not known(value):

@@ -48,9 +48,9 @@ def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict[str, Any], main_
     # the plan's element size is its configuration's dtype: an f32 workload is planned in f32
     per_element = float(plan["param_bytes"]) / float(plan["params"]) if plan.get("params") else 2.0
     if f32 / total > 0.25 and per_element < 4:
-        planned = "bf16" if per_element == 2 else f"{per_element:g}-byte elements"
+        planned = "bf16" if per_element == 2 else f"{count(per_element)}-byte elements"
         out.append(f"f32 instead of {planned}: {human(f32 / steps, 'B')} ({share(f32, total)}) of the model's bytes "
-                   f"are in f32/f64 ops; the plan counts {per_element:g} bytes per element")
+                   f"are in f32/f64 ops; the plan counts {count(per_element)} bytes per element")
     unfused = [o for o in ops if o.opcode != "fusion" and not _is_matmul(o) and not o.comm_bytes
                and o.bytes]
     fused = [o for o in ops if o.opcode == "fusion" and not _is_matmul(o) and o.bytes]

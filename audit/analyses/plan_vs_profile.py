@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
+from ..costmodel.units import percent
 from ..errors import InputError
 from ..reports.model import ReportModel
 from .plan_gaps import explain
@@ -47,7 +48,7 @@ def pipeline_rows(report: ReportModel, pipe: dict[str, Any], bubble_s: float,
         {"quantity": "pipeline bubble (idle per device)", "unit": "s", "plan": bubble_s, "model": None,
          "measured": _outside_stage_work(report, measured_step),
          "note": f"{pipe['schedule']}: each stage works {pipe['microbatches']} of {pipe['ticks']} ticks, idle "
-                 f"{100 * pipe['idle_fraction_of_step']:.0f}% of the step"},
+                 f"{percent(pipe['idle_fraction_of_step'])} of the step"},
     ]
 
 

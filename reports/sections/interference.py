@@ -28,7 +28,7 @@ def _facts(o: OpRecord, names: bool = True) -> tuple[str, str, str]:
     if same is None:
         return qty.seconds(_per_run(o)), "-", "-"
     kernel = same.kernel_key.split("/", 1)[-1]
-    ratio = f"{qty.seconds(_per_run(o))} per run, {same.ratio:.1f}x (threshold {same.threshold:.1f}x)"
+    ratio = f"{qty.seconds(_per_run(o))} per run, {qty.ratio(same.ratio)} (threshold {qty.ratio(same.threshold)})"
     fastest = f"{qty.seconds(same.kernel_s)} ({kernel} on {same.kernel_device})"
     beside = beside_summary(same.beside, names) if same.beside is not None else "not in the exported window"
     return ratio, fastest, beside
