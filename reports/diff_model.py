@@ -29,7 +29,7 @@ class Gates:
 
 
 @dataclass(frozen=True)
-class Side:
+class DiffSide:
     """One side of the comparison: its first report's source and chip, and how many runs it holds."""
 
     source: Mapping[str, Any] | None
@@ -41,7 +41,7 @@ class Side:
                 "runs": self.runs}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Side:
+    def from_json(cls, d: Mapping[str, Any]) -> DiffSide:
         return cls(d.get("source"), str(d.get("hardware") or ""), int(d.get("runs") or 0))
 
 
@@ -360,8 +360,8 @@ class DiffModel:
     """What changed between two sides of runs: in the program (exact), in time (beyond noise), and
     which gates tripped."""
 
-    base: Side
-    head: Side
+    base: DiffSide
+    head: DiffSide
     matched_ops: int
     compile_time: CompileTimeChanges
     measured: MeasuredChanges
@@ -394,7 +394,7 @@ class DiffModel:
     def from_json(cls, doc: Mapping[str, Any]) -> DiffModel:
         """A diff document read back (as `audit diff --json` wrote it)."""
         g = doc.get("gates") or {}
-        return cls(Side.from_json(doc.get("base") or {}), Side.from_json(doc.get("head") or {}),
+        return cls(DiffSide.from_json(doc.get("base") or {}), DiffSide.from_json(doc.get("head") or {}),
                    int(doc.get("matched_ops") or 0), CompileTimeChanges.from_json(doc.get("compile_time") or {}),
                    MeasuredChanges.from_json(doc.get("measured") or {"threshold": 0.0}),
                    Gates(g.get("fail_on"), bool(g.get("fail_on_flops")), bool(g.get("fail_on_comm_bytes")),

@@ -265,7 +265,7 @@ class ReportModel:
             "schema": SCHEMA, "tool": dict(self.tool), "source": dict(self.source), "hardware": dict(self.hardware),
             "summary": summary, "steps": [dict(s) for s in self.steps], "ops": [o.to_json() for o in self.ops],
             "flagged": [{"key": o.key, "name": o.name, "module": o.module, "wasted_s": o.wasted_s,
-                         "efficiency": o.efficiency, "reasons": list(o.reasons), "suggestion": o.suggestion}
+                         "efficiency": o.roofline_fraction, "reasons": list(o.reasons), "suggestion": o.suggestion}
                         for o in self.flagged],
             "collectives": [c.to_json() for c in self.collectives], "timeline": [dict(t) for t in self.timeline],
             "warnings": list(self.warnings), **{str(k): v for k, v in self.parts.items()},

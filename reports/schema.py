@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ..costmodel.table.overlap import StepOverlap
-from ..costmodel.table.record import CollectiveRow, DeviceTime, OpRecord, Provenance
+from ..costmodel.table.record import JSON_NAMES, CollectiveRow, DeviceTime, OpRecord, Provenance
 from .buffer_contents import BufferContents, BufferOp
 from .model import SCHEMA, StepTimes, Summary
 
@@ -149,6 +149,7 @@ def _op() -> JSON:
     nested = frozenset({f.name for f in dataclasses.fields(OpRecord)} & {"collective", "placement", "overlap",
                                                                          "spread", *_OP_BY_HAND})
     schema = _object(OpRecord, skip=nested, role="op")
+    schema["properties"] = {JSON_NAMES.get(k, k): v for k, v in schema["properties"].items()}
     schema["properties"].update(_BY_HAND["op"])
     return schema
 

@@ -158,8 +158,9 @@ def _measured_slice(ev: Event, op: OpRecord | None) -> dict[str, Any]:
     if op is None:
         return args
     args.update(opcode=op.opcode, category=op.category, bound_by=op.bound_by, verdict=op.verdict,
-                flagged=op.flagged, efficiency=op.efficiency, expected_s=_per_event(op.expected_s, ev, op),
-                achievable_s=_per_event(op.achievable_s, ev, op), achievable_efficiency=op.achievable_efficiency,
+                flagged=op.flagged, roofline_fraction=op.roofline_fraction,
+                expected_s=_per_event(op.expected_s, ev, op),
+                achievable_s=_per_event(op.achievable_s, ev, op), achievable_fraction=op.achievable_fraction,
                 reasons=list(op.reasons), framework_op=op.framework_op, source=op.source, module=op.module)
     if op.flagged:
         args["suggestion"] = op.suggestion

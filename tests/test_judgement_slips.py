@@ -120,7 +120,7 @@ LESS_WORK = ("fewer FLOPs", "Fuse this op", "lower-precision", "fewer bytes", "a
 
 
 def _advice(r: ReportModel) -> list[tuple[float, str]]:
-    return [(o.achievable_efficiency, o.suggestion) for o in r.flagged if o.achievable_efficiency is not None]
+    return [(o.achievable_fraction, o.suggestion) for o in r.flagged if o.achievable_fraction is not None]
 
 
 def test_an_op_far_below_its_achievable_time_is_told_to_look_at_its_kernel():
@@ -128,7 +128,7 @@ def test_an_op_far_below_its_achievable_time_is_told_to_look_at_its_kernel():
     # "Already compute-bound: gains need fewer FLOPs" (the advice for an op at its ceiling).
     r = report("attention")
     (op,) = [o for o in r.flagged if o.name == "gemm_fusion_dot_general.1"]
-    assert op.bound_by == "compute" and op.achievable_efficiency == pytest.approx(0.42, abs=0.01)
+    assert op.bound_by == "compute" and op.achievable_fraction == pytest.approx(0.42, abs=0.01)
     assert op.suggestion.startswith("At 2.4x its achievable time the kernel, not the work, is the gap")
     assert "tiling" in op.suggestion and not any(w in op.suggestion for w in LESS_WORK)
 
@@ -136,7 +136,7 @@ def test_an_op_far_below_its_achievable_time_is_told_to_look_at_its_kernel():
 def test_gemms_projected_onto_an_mi355x_at_40_percent_get_kernel_advice():
     r = analyse_profile(shared_fixture("gpu-mi300x/gemm.xplane.pb"), hardware="mi355x")
     gemms = [o for o in r.flagged if o.custom_call_target.startswith("__") or "gemm" in o.name]
-    assert gemms and all(o.achievable_efficiency < 0.5 for o in gemms)
+    assert gemms and all(o.achievable_fraction < 0.5 for o in gemms)
     for o in gemms:
         assert "the kernel, not the work, is the gap" in o.suggestion and "compute-bound" not in o.suggestion
 

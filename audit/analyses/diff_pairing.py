@@ -47,7 +47,7 @@ _PASSES: tuple[tuple[str, Key, bool], ...] = (
 )
 _MAX_GREEDY = 250_000  # candidate pairs in one group beyond which ops pair in schedule order
 
-Pairs = list[tuple[ProgramOp, ProgramOp, Pairing]]
+PairedOps = list[tuple[ProgramOp, ProgramOp, Pairing]]
 
 
 def _order(op: ProgramOp) -> tuple[float, str]:
@@ -73,10 +73,10 @@ def _pair_group(bs: list[ProgramOp], hs: list[ProgramOp]) -> list[tuple[ProgramO
     return sorted(pairs, key=lambda p: _order(p[0]))
 
 
-def pair_ops(base: Sequence[ProgramOp], head: Sequence[ProgramOp]) -> tuple[Pairs, list[ProgramOp], list[ProgramOp]]:
+def pair_ops(base: Sequence[ProgramOp], head: Sequence[ProgramOp]) -> tuple[PairedOps, list[ProgramOp], list[ProgramOp]]:
     """Pair ops structurally, pass by pass: (base, head, pairing) triples, then the removed and added ops."""
     left_b, left_h = list(base), list(head)
-    out: Pairs = []
+    out: PairedOps = []
     for how, key, uncertain in _PASSES:
         groups: dict[tuple[str, Any], tuple[list[ProgramOp], list[ProgramOp]]] = defaultdict(lambda: ([], []))
         for side, ops in ((0, left_b), (1, left_h)):

@@ -18,7 +18,7 @@ from ..reports.buffer_contents import BufferContents, BufferOp
 from ..reports.diff_model import (OP_QUANTITIES, PROGRAM_FIELDS, BaseHead, ChangedOp, CompileTimeChanges, OpBrief,
                                   OpCounts, OpenedBuffer, Pairing, Total)
 from ..reports.model import ReportModel
-from .diff_pairing import Pairs, ProgramOp
+from .diff_pairing import PairedOps, ProgramOp
 
 _REL_EQ = 1e-9
 
@@ -112,7 +112,7 @@ def opened_buffers(base: ReportModel, head: ReportModel) -> list[OpenedBuffer]:
             for b in _buffers(report) if b.key in {o.key for o in report.timed_ops}]
 
 
-def compile_time(base: ReportModel, head: ReportModel, ops: tuple[list[ProgramOp], list[ProgramOp]], pairs: Pairs,
+def compile_time(base: ReportModel, head: ReportModel, ops: tuple[list[ProgramOp], list[ProgramOp]], pairs: PairedOps,
                  removed: list[ProgramOp], added: list[ProgramOp]) -> CompileTimeChanges:
     """Deterministic changes per step: totals, counts, per-op FLOPs and bytes, added and removed ops.
 

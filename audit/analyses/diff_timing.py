@@ -12,7 +12,7 @@ import numpy as np
 from ..costmodel.units import percent, signed
 from ..reports.diff_model import MeasuredChanges, MovedOp, RunRow, StepTimeChange, UnstableRun
 from ..reports.model import ReportModel
-from .diff_pairing import Pairs
+from .diff_pairing import PairedOps
 from .diff_program import per_step
 
 DEFAULT_THRESHOLD = 0.05  # step-time change that counts when none is given
@@ -186,7 +186,7 @@ def _verdict(lo: float, hi: float, limit: float, unstable: list[UnstableRun]) ->
     return "inconclusive", f"the interval straddles the ±{percent(limit)} threshold"
 
 
-def _moved(pairs: Pairs, base: ReportModel, head: ReportModel, limit: float, noise: float,
+def _moved(pairs: PairedOps, base: ReportModel, head: ReportModel, limit: float, noise: float,
            head_median: float) -> list[MovedOp]:
     """Paired ops whose time per step moved beyond the threshold, noise and 1% of the step, most first."""
     ops = []
@@ -203,7 +203,7 @@ def _moved(pairs: Pairs, base: ReportModel, head: ReportModel, limit: float, noi
     return ops[:50]
 
 
-def measured(base: Sequence[ReportModel], head: Sequence[ReportModel], pairs: Pairs,
+def measured(base: Sequence[ReportModel], head: Sequence[ReportModel], pairs: PairedOps,
              threshold: float | None) -> MeasuredChanges:
     """Step time and per-op time changes, judged against run-to-run noise and the threshold.
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, Union
 
 from ..costmodel.units import percent, signed
-from ..reports.diff_model import CompileTimeChanges, DiffModel, Gates, MeasuredChanges, Side
+from ..reports.diff_model import CompileTimeChanges, DiffModel, Gates, MeasuredChanges, DiffSide
 from ..reports.model import ReportModel
 from .diff_pairing import pair_ops
 from .diff_program import compile_time, measured_ops, program_ops
@@ -36,8 +36,8 @@ def diff_reports(base: AnyReport | Sequence[AnyReport], head: AnyReport | Sequen
     # The step-time comparison pairs the ops as the trace timed them (a command buffer as one op).
     timed_pairs = pairs if ops == timed else pair_ops(*timed)[0]
     me = _one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on_slowdown), ct)
-    return DiffModel(Side(b0.source, str(b0.hardware.get("name")), len(base_list)),
-                     Side(h0.source, str(h0.hardware.get("name")), len(head_list)), len(pairs), ct, me, gates,
+    return DiffModel(DiffSide(b0.source, str(b0.hardware.get("name")), len(base_list)),
+                     DiffSide(h0.source, str(h0.hardware.get("name")), len(head_list)), len(pairs), ct, me, gates,
                      tuple(_tripped(me, ct, gates)))
 
 

@@ -16,7 +16,7 @@ TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "s
 """The top-ops list of the terminal and markdown summaries (measured ones dropped in a prediction)."""
 MARKDOWN_TOP = 10
 _TERMINAL_WIDTH = {"name": 36, "module": 17, "program_id": 10, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
-                   "verdict": 12, "achievable_efficiency": 13}
+                   "verdict": 12, "efficiency": 17, "achievable_efficiency": 19}
 
 
 def top_ops(report: ReportModel, n: int) -> list[OpRecord]:
