@@ -179,3 +179,21 @@ def test_the_version_is_written_once():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert "version" not in project and "version" in project["dynamic"]
     assert version("roofline-audit") == audit.__version__
+
+
+@given(st.floats(1e-11, 1e15, allow_nan=False))
+def test_a_number_never_reads_1000_of_a_unit_that_has_a_larger_one(value):
+    from audit.costmodel.units import seconds, si
+
+    for text in (seconds(value / 1e3), si(value, "B")):
+        mantissa, unit = text.split(" ")
+        if unit not in ("s", "PB"):  # the largest of each
+            assert float(mantissa) < 1000, text
+
+
+@pytest.mark.parametrize(("value", "text"), [(999.95e-6, "1.00 ms"), (0.0012345, "1.23 ms"), (999.7, "1,000 s"),
+                                             (4096115.3, "4,096,115 s"), (999.96e9, "1.00 TB")])
+def test_a_number_rounds_to_three_digits_before_its_prefix_is_chosen(value, text):
+    from audit.costmodel.units import seconds, si
+
+    assert (si(value, "B") if text.endswith("B") else seconds(value)) == text
