@@ -17,7 +17,7 @@ from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
-from ..reports.model.report import Report
+from ..reports.model.report import ReportModel
 from ..reports.model.summary import StepTimes
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cost_modules, expect_all,
                        hardware_for, naming, traced_chip_mismatch)
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str | None = None,
                     source: dict[str, Any] | None = None, options: Options = DEFAULT_OPTIONS,
-                    pod: PodSettings | None = None) -> Report:
+                    pod: PodSettings | None = None) -> ReportModel:
     """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
     return its report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
     from ..parsers.inputs import open_input
@@ -101,9 +101,12 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     )
     if profile.platform == "gpu":
         from ..analyses.matching import matching
+        from .priced_buffers import buffer_contents
 
         found = matching(ops)
         report = report.attach("matching", found) if found is not None else report
+        if buffers := buffer_contents(ops, modules, costs, expectations):
+            report = report.attach("command_buffers", [b.to_json() for b in buffers])
     if len(hosts) > 1:
         from ..pod.analyses import host_summary, pod_analyses
 
@@ -112,12 +115,14 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     return attach_plan(report, hw)
 
 
+
 def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
-                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> Report:
+                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> ReportModel:
     """Cost an HLO dump (a module's file, or an `--xla_dump_to` folder) with no measurement: every
     op with its expected time (`module`: the file's module, already read). See `hlo_dumps`."""
     from .hlo_dumps import analyse_dump
 
     return analyse_dump(path, hardware=hardware, source=source, options=options, module=module)
+
 
 
