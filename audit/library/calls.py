@@ -48,7 +48,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
     **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.
     """
     from ..orchestration.pipeline import analyse_profile
-    from ..pod.files import is_url
+    from ..parsers.input_files import is_url
     from ..pod.reduce import PodSettings
 
     if not is_url(str(path)) and not Path(path).exists():
