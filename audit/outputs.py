@@ -17,7 +17,7 @@ from .options import DEFAULTS
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
     from .orchestration.analysis import Options
-    from .reports.model.report import Report
+    from .reports.model.report import ReportModel
     from .reports.render import Renderer
 
 F = Callable[..., Any]
@@ -144,7 +144,7 @@ def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str 
 _LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON", "trace": "trace-viewer"}
 
 
-def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:
+def emit(report: ReportModel, *, fail_on: int | None = None, **outputs: Any) -> int:
     """Write a report's outputs, then check the `--fail-on N` gate (GateError: more ops flagged)."""
     from .reports.render import ReportRenderer
 
@@ -153,7 +153,7 @@ def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:
     return ExitCode.OK
 
 
-def check_flagged(report: Report, fail_on: int | None) -> None:
+def check_flagged(report: ReportModel, fail_on: int | None) -> None:
     """**Raises:** `GateError` when more ops are flagged than `--fail-on N` allows."""
     flagged = report.summary.flagged_ops
     if fail_on is not None and flagged > fail_on:

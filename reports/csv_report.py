@@ -10,10 +10,10 @@ import csv
 import io
 
 from .model.columns import CSV_COLUMNS
-from .model.report import Report
+from .model.report import ReportModel
 
 
-def render_csv(report: Report) -> str:
+def render_csv(report: ReportModel) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([c.key for c in CSV_COLUMNS])

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from .model.report import Report
+from .model.report import ReportModel
+from .diff_model import DiffModel
 from .sections import RenderOptions
 
 
@@ -46,7 +47,7 @@ class Renderer(Protocol):
 class ReportRenderer:
     """An analysed profile or a prediction, in every format."""
 
-    report: Report
+    report: ReportModel
     formats: frozenset[Format] = frozenset(Format)
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:
@@ -75,19 +76,19 @@ class ReportRenderer:
 class DiffRenderer:
     """An `audit diff` document: every format but CSV and the trace (it has no op table or timeline of its own)."""
 
-    diff: dict[str, Any]
+    diff: DiffModel
     formats: frozenset[Format] = frozenset(Format) - {Format.CSV, Format.TRACE}
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:
-        from . import diff_render, json_report
+        from . import diff_sections, json_report
 
         if fmt is Format.TERMINAL:
-            return diff_render.render_diff_terminal(self.diff, top=opts.top)
+            return diff_sections.render_diff_terminal(self.diff, top=opts.top)
         if fmt is Format.JSON:
-            return json_report.render_json(self.diff)
+            return json_report.render_json(self.diff.to_json())
         if fmt is Format.HTML:
-            return diff_render.render_diff_page(self.diff)
-        return diff_render.render_diff_markdown(self.diff, top=opts.top, html_path=opts.html_path)
+            return diff_sections.render_diff_page(self.diff)
+        return diff_sections.render_diff_markdown(self.diff, top=opts.top, html_path=opts.html_path)
 
     def notes(self, fmt: Format) -> list[str]:
         return []

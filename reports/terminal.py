@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from ..options import DEFAULTS
-from .model.report import Report
+from .model.report import ReportModel
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 
 D = TypeVar("D")
@@ -23,7 +23,7 @@ def render_sections(doc: D, sections: Sequence[Section[D]], opts: RenderOptions)
     return lines
 
 
-def render_terminal(report: Report, *, top: int = DEFAULTS.top) -> str:
+def render_terminal(report: ReportModel, *, top: int = DEFAULTS.top) -> str:
     """A readable summary for people (stderr or stdout)."""
     body = render_sections(report, REPORT_SECTIONS, RenderOptions(top=top))
     return "\n".join(header.terminal(report) + body + ["", FOOTER]) + "\n"

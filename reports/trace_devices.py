@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from .model.report import DeviceSteps, Report
+from .model.report import DeviceSteps, ReportModel
 
 PS = 1e-12
 
@@ -48,13 +48,13 @@ class Device:
     events: tuple[Event, ...]
 
 
-def devices(report: Report) -> list[Device]:
+def devices(report: ReportModel) -> list[Device]:
     if report.device_steps is not None:
         return _from_device_steps(report.device_steps)
     return _from_timeline(report.timeline)
 
 
-def window_statement(report: Report) -> dict[str, Any]:
+def window_statement(report: ReportModel) -> dict[str, Any]:
     """What the file holds, for its `otherData`: the window, the cap and what the cap left out."""
     steps = report.device_steps
     if steps is None or not steps.capture:
@@ -68,7 +68,7 @@ def window_statement(report: Report) -> dict[str, Any]:
             "cap_events_per_device": steps.cap, "events_left_out": left}
 
 
-def capture_note(report: Report) -> str | None:
+def capture_note(report: ReportModel) -> str | None:
     """The line a reader of the file must know when it holds a capture window (None for a step)."""
     steps = report.device_steps
     if steps is None or not steps.capture:

@@ -28,13 +28,13 @@ from typing import Any
 from .model.record import OpRecord
 from ..errors import UsageError
 from .json_report import clean
-from .model.report import Report
+from .model.report import ReportModel
 from .trace_devices import Device, Event, devices as _devices, window_statement
 
 _STEP_TID, _FLAG_TID, _MEASURED_TID, _EXPECTED_TID, _ACHIEVABLE_TID = 1, 2, 10, 100, 200
 
 
-def trace_document(report: Report) -> dict[str, Any]:
+def trace_document(report: ReportModel) -> dict[str, Any]:
     """The trace-event JSON object for `report`.
 
     **Raises:** `UsageError` for a report with no measured timeline (an HLO dump, a prediction).
@@ -62,7 +62,7 @@ def trace_document(report: Report) -> dict[str, Any]:
                           "measured": "op times from the trace [trace]"}}
 
 
-def render_trace(report: Report) -> str:
+def render_trace(report: ReportModel) -> str:
     """The trace-event file as JSON text."""
     return json.dumps(clean(trace_document(report)), separators=(",", ":"), allow_nan=False)
 
@@ -158,8 +158,9 @@ def _measured_slice(ev: Event, op: OpRecord | None) -> dict[str, Any]:
     if op is None:
         return args
     args.update(opcode=op.opcode, category=op.category, bound_by=op.bound_by, verdict=op.verdict,
-                flagged=op.flagged, efficiency=op.efficiency, expected_s=_per_event(op.expected_s, ev, op),
-                achievable_s=_per_event(op.achievable_s, ev, op), achievable_efficiency=op.achievable_efficiency,
+                flagged=op.flagged, roofline_fraction=op.roofline_fraction,
+                expected_s=_per_event(op.expected_s, ev, op),
+                achievable_s=_per_event(op.achievable_s, ev, op), achievable_fraction=op.achievable_fraction,
                 reasons=list(op.reasons), framework_op=op.framework_op, source=op.source, module=op.module)
     if op.flagged:
         args["suggestion"] = op.suggestion

@@ -3,6 +3,7 @@ declares, and its shell steps run as a runner would run them, on a real workload
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -131,6 +132,7 @@ def test_the_diff_and_gate_steps_profile_both_sides_and_pass_an_unchanged_worklo
     assert sorted(p.name for p in (out / "base").iterdir()) == ["run1.json", "run2.json"]
     assert (out / "head.html").is_file() and "<!-- audit-diff -->" in (out / "comment.md").read_text()
     assert "audit diff" in summary.read_text()
+    assert json.loads((out / "diff.json").read_text())["gates"]["fail_on"] == 0.05  # fail-on-slowdown's default
     gate = _run_step(_step("name", "Gate"), tmp_path, inputs, outputs)
     assert gate.returncode == 0
     assert _run_step(_step("name", "Gate"), tmp_path, inputs, {"status": "1"}).returncode == 1

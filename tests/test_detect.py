@@ -30,13 +30,13 @@ def test_mi300x_captures_are_detected_with_trace_provenance(capture):
     # these captures exceed: a roof is an upper bound on speed, so the datasheet's is kept.
     assert hw.hbm_bytes.value == 206141652992 and hw.hbm_bytes.source == "trace"
     assert hw.hbm_bytes_per_s.value == 5.3e12 and hw.hbm_bytes_per_s.source == "catalog"
-    assert "2.662e+12" in hw.hbm_bytes_per_s.note
+    assert "memory_bandwidth 2.66 TB/s" in hw.hbm_bytes_per_s.note
     # Peak FLOP/s stays the datasheet's; the trace's 2.1 GHz x 304 CUs agrees with it.
     assert hw.peak("bf16").value == CATALOG["mi300x"].peak("bf16").value
     assert hw.peak("bf16").source == "catalog"
     notes = " ".join(hw.notes)
     assert "304 CUs" in notes and "agrees with the datasheet" in notes
-    assert "2.662e+12 B/s is 0.50x the datasheet" in notes and "higher datasheet figure" in notes
+    assert "2.66 TB/s is 0.50x the datasheet" in notes and "higher datasheet figure" in notes
     json.dumps(hw.to_json(), allow_nan=False)
 
 

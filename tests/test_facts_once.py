@@ -1,11 +1,14 @@
 """Facts kept once: opcode classes checked against XLA's parser, one dtype table, one mesh parser, one FLOP rule,
-and every default of a threshold or a display option in one options object."""
+and every default of a threshold or a display option in one options object, one number formatter,
+one version."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import inspect
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ from audit.options import DEFAULTS, Defaults, Thresholds
 from audit.parsers.dtypes import DTYPE_BITS, canonical_dtype, element_bytes
 from audit.parsers.hlo_opcodes import ARITHMETIC, COLLECTIVES, ELEMENTWISE, TRANSCENDENTAL
 from audit.parsers.hlo_text import parse_hlo_text
+from conftest import ROOT
 
 
 def _xla_knows_opcode(opcode: str) -> bool:
@@ -107,7 +111,6 @@ ENTRY e {
     assert napkin["bytes"] == audited.bytes_read + audited.bytes_written
 
 
-ROOT = Path(__file__).resolve().parents[1]
 OPTION_NAMES = frozenset(f.name for cls in (Thresholds, Defaults) for f in dataclasses.fields(cls)) - {"thresholds"}
 
 
@@ -189,3 +192,94 @@ def test_the_cli_and_the_library_default_to_the_options_object():
     assert signature["min_efficiency"].default == DEFAULTS.thresholds.min_efficiency
     assert signature["min_share"].default == DEFAULTS.thresholds.min_share
     assert audit.Report._top == DEFAULTS.top and audit.Diff._top == DEFAULTS.diff_top
+
+
+# Modules that write numbers for people: the renderers, the analyses, and the cost model's prose about a
+# chip and about an op's verdict. Found by name, so a module that moves stays checked.
+_DRAWING = {"svg.py": "coordinates of the drawing", "timeline_svg.py": "coordinates of the drawing",
+            "payload.py": "numbers for the page's script, which formats them",
+            "trace_events.py": "microsecond timestamps for the trace viewer"}
+_PROSE = ("detect.py", "waits.py", "command_buffers.py")
+_SPEC = re.compile(r"[.,_]|[bdeEfFgGn%]$")  # a precision, a separator or a number type
+_PERCENT = re.compile(r"%[-+ #0]*\d*(\.\d+)?[dfeEgG]")
+_BRACE = re.compile(r"\{[^{}]*:[^{}]*(?:[.,_]|[dfeEgGn%])\}")
+
+
+def _text_modules() -> list[Path]:
+    found = [p for p in sorted((ROOT / "reports").rglob("*.py")) if p.name not in _DRAWING]
+    found += sorted((ROOT / "audit" / "analyses").glob("*.py"))
+    for name in _PROSE:
+        (module,) = [p for top in ("audit", "costmodel") for p in (ROOT / top).rglob(name)]
+        found.append(module)
+    return found
+
+
+def hand_formatted(source: str, path: str = "") -> list[str]:
+    """`path:line` of each number formatted by hand: an f-string format spec with a precision, a
+    separator or a number type, round() inside an f-string, %-formatting, str.format or format()."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        found = False
+        if isinstance(node, ast.FormattedValue):
+            spec = "".join(str(c.value) for c in getattr(node.format_spec, "values", []) if isinstance(c, ast.Constant))
+            found = bool(_SPEC.search(spec)) or any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "round"
+                for n in ast.walk(node.value))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+            found = isinstance(node.left.value, str) and bool(_PERCENT.search(node.left.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            target = node.func.value
+            found = isinstance(target, ast.Constant) and isinstance(target.value, str) and bool(
+                _BRACE.search(target.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "format":
+            found = len(node.args) == 2
+        if found:
+            out.append(f"{path}:{node.lineno}")
+    return out
+
+
+def test_every_number_in_text_goes_through_units():
+    modules = _text_modules()
+    assert len(modules) > 40
+    found = [hit for p in modules for hit in hand_formatted(p.read_text(), str(p.relative_to(ROOT)))]
+    assert not found, f"format these numbers with costmodel/units.py: {found}"
+
+
+@pytest.mark.parametrize("code", ['f"{x:.2f} ms"', 'f"{x:,}"', 'f"{share:.0%}"', 'f"{n:g} steps"',
+                                  'f"{round(x, 2)} s"', '"%.1f GB" % x', '"{:.3g}".format(x)', 'format(x, ".2f")'])
+def test_the_check_sees_a_hand_formatted_number(code):
+    assert hand_formatted(code) == [":1"]
+
+
+@pytest.mark.parametrize("code", ['f"{name:<9}{units.seconds(x):>10}"', 'f"{i:>2} {label}"', '"{}".format(x)',
+                                  'round(x, 2)', '"100%" % ()'])
+def test_the_check_spares_alignment_and_the_units_helpers(code):
+    assert hand_formatted(code) == []
+
+
+def test_the_version_is_written_once():
+    from importlib.metadata import version
+
+    import audit
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert version("roofline-audit") == audit.__version__
+
+
+@given(st.floats(1e-11, 1e15, allow_nan=False))
+def test_a_number_never_reads_1000_of_a_unit_that_has_a_larger_one(value):
+    from audit.costmodel.units import seconds, si
+
+    for text in (seconds(value / 1e3), si(value, "B")):
+        mantissa, unit = text.split(" ")
+        if unit not in ("s", "PB"):  # the largest of each
+            assert float(mantissa) < 1000, text
+
+
+@pytest.mark.parametrize(("value", "text"), [(999.95e-6, "1.00 ms"), (0.0012345, "1.23 ms"), (999.7, "1,000 s"),
+                                             (4096115.3, "4,096,115 s"), (999.96e9, "1.00 TB")])
+def test_a_number_rounds_to_three_digits_before_its_prefix_is_chosen(value, text):
+    from audit.costmodel.units import seconds, si
+
+    assert (si(value, "B") if text.endswith("B") else seconds(value)) == text

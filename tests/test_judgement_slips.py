@@ -19,7 +19,7 @@ from audit.optable.suggest import NEAR_ACHIEVABLE
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
 from audit.orchestration.analysis import Options
 from audit.parsers.xplane_schema import XSpace
-from audit.reports.model.report import Report
+from audit.reports.model.report import ReportModel
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import RenderOptions
 from conftest import ROOT, shared_fixture
@@ -31,12 +31,12 @@ MAXTEXT = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimiza
 
 
 @cache
-def report(name: str) -> Report:
+def report(name: str) -> ReportModel:
     """The report of one real MI300X capture (../shared/fixtures/gpu-mi300x/NAME.xplane.pb)."""
     return analyse_profile(shared_fixture(f"gpu-mi300x/{name}.xplane.pb"))
 
 
-def text(r: Report, fmt: Format) -> str:
+def text(r: ReportModel, fmt: Format) -> str:
     return ReportRenderer(r).render(fmt, RenderOptions(top=40))
 
 
@@ -81,7 +81,7 @@ def _tpu_profile(tmp_path: Path, hlo: str, op: str, launch_ps: int = 75_750_000)
     return path
 
 
-def _verdict_text(r: Report) -> dict[Format, str]:
+def _verdict_text(r: ReportModel) -> dict[Format, str]:
     """The verdict of each text format: the terminal's head, the markdown's verdict, the page's stats."""
     terminal = text(r, Format.TERMINAL).split("\n\n")[0]
     markdown = text(r, Format.MARKDOWN).split("### ")[0]
@@ -120,8 +120,8 @@ def test_a_profile_none_of_whose_ops_has_a_cost_says_so_in_words(tmp_path):
 LESS_WORK = ("fewer FLOPs", "Fuse this op", "lower-precision", "fewer bytes", "arithmetic intensity", "Batch small")
 
 
-def _advice(r: Report) -> list[tuple[float, str]]:
-    return [(o.achievable_efficiency, o.suggestion) for o in r.flagged if o.achievable_efficiency is not None]
+def _advice(r: ReportModel) -> list[tuple[float, str]]:
+    return [(o.achievable_fraction, o.suggestion) for o in r.flagged if o.achievable_fraction is not None]
 
 
 def test_an_op_far_below_its_achievable_time_is_told_to_look_at_its_kernel():
@@ -129,7 +129,7 @@ def test_an_op_far_below_its_achievable_time_is_told_to_look_at_its_kernel():
     # "Already compute-bound: gains need fewer FLOPs" (the advice for an op at its ceiling).
     r = report("attention")
     (op,) = [o for o in r.flagged if o.name == "gemm_fusion_dot_general.1"]
-    assert op.bound_by == "compute" and op.achievable_efficiency == pytest.approx(0.42, abs=0.01)
+    assert op.bound_by == "compute" and op.achievable_fraction == pytest.approx(0.42, abs=0.01)
     assert op.suggestion.startswith("At 2.4x its achievable time the kernel, not the work, is the gap")
     assert "tiling" in op.suggestion and not any(w in op.suggestion for w in LESS_WORK)
 
@@ -137,7 +137,7 @@ def test_an_op_far_below_its_achievable_time_is_told_to_look_at_its_kernel():
 def test_gemms_projected_onto_an_mi355x_at_40_percent_get_kernel_advice():
     r = analyse_profile(shared_fixture("gpu-mi300x/gemm.xplane.pb"), hardware="mi355x")
     gemms = [o for o in r.flagged if o.custom_call_target.startswith("__") or "gemm" in o.name]
-    assert gemms and all(o.achievable_efficiency < 0.5 for o in gemms)
+    assert gemms and all(o.achievable_fraction < 0.5 for o in gemms)
     for o in gemms:
         assert "the kernel, not the work, is the gap" in o.suggestion and "compute-bound" not in o.suggestion
 

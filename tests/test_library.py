@@ -100,7 +100,9 @@ def test_diff_of_one_run_a_side_is_never_a_regression_on_timing_alone(report: au
     assert main(["diff", str(base), str(head), "--quiet"]) == 0
     assert "Verdict" in result.to_markdown() or result.verdict in result.to_markdown()
     with pytest.raises(UsageError):
-        audit.diff(report, report, fail_on=-1)
+        audit.diff(report, report, fail_on_slowdown=-1)
+    with pytest.warns(DeprecationWarning, match="fail_on_slowdown"):  # the old name still sets the threshold
+        assert audit.diff(report, slower, fail_on=0.5).data["measured"]["threshold"] == 0.5
 
 
 def test_diff_lists_the_ops_whose_program_changed(report: audit.Report) -> None:

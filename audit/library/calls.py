@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -47,7 +48,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
     **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.
     """
     from ..orchestration.pipeline import analyse_profile
-    from ..pod.files import is_url
+    from ..parsers.input_files import is_url
     from ..pod.reduce import PodSettings
 
     if not is_url(str(path)) and not Path(path).exists():
@@ -75,7 +76,7 @@ def _pairs(overrides: Mapping[str, object] | None) -> tuple[tuple[str, str], ...
 def load(source: str | Path | dict[str, Any]) -> Report:
     """A JSON report (schema audit.report/v1) read back: a file `audit --json` or `Report.save`
     wrote, or the parsed document. **Raises:** `InputError` when it is not such a report."""
-    from ..reports.model.report import Report as ReportModel
+    from ..reports.model.report import ReportModel
 
     doc = source if isinstance(source, dict) else _read_report(Path(source))
     return Report(ReportModel.from_json(doc))
@@ -88,25 +89,33 @@ def _read_report(path: Path) -> dict[str, Any]:
     return read_report(open_input(path, accept=("report",)).path)
 
 
-def diff(base: Side, head: Side, *, fail_on: float | None = None, strict: bool = False,
+def diff(base: Side, head: Side, *, fail_on_slowdown: float | None = None, strict: bool = False,
          fail_on_flops: bool = False, fail_on_comm_bytes: bool = False, hardware: str | None = None,
-         overrides: Mapping[str, object] | None = None) -> Diff:
+         overrides: Mapping[str, object] | None = None, fail_on: float | None = None) -> Diff:
     """Compare two sides, as `audit diff` does: what changed in the program, and whether the
     step time changed beyond run-to-run noise.
 
     **Arguments:**
     - `base`, `head`: each one run or several repeated runs of the same code (see `Side`).
-    - `fail_on`: the step-time change that counts, as a fraction (0.05 = 5%, the default).
+    - `fail_on_slowdown`: the step-time change that counts, as a fraction (0.05 = 5%, the default);
+      `fail_on` is its old name (a DeprecationWarning).
     - `strict`: an inconclusive verdict also trips the gate.
     - `fail_on_flops`, `fail_on_comm_bytes`: any increase trips the gate.
     - `hardware`: the chip for sides that are profiles or HLO dumps rather than reports.
     - `overrides`: figures of that chip changed, as for `inspect`.
     """
-    from ..analyses.diffing import Gates, diff_reports
+    from ..analyses.diff_verdict import diff_reports
+    from ..reports.diff_model import Gates
 
-    if fail_on is not None and fail_on < 0:
-        raise UsageError("fail_on must not be negative")
-    gates = Gates(fail_on=fail_on, fail_on_flops=fail_on_flops, fail_on_comm_bytes=fail_on_comm_bytes, strict=strict)
+    if fail_on is not None:
+        if fail_on_slowdown is not None:
+            raise UsageError("give fail_on_slowdown only (fail_on is its old name)")
+        warnings.warn("audit.diff(fail_on=...) is now fail_on_slowdown=...", DeprecationWarning, stacklevel=2)
+        fail_on_slowdown = fail_on
+    if fail_on_slowdown is not None and fail_on_slowdown < 0:
+        raise UsageError("fail_on_slowdown must not be negative")
+    gates = Gates(fail_on_slowdown=fail_on_slowdown, fail_on_flops=fail_on_flops,
+                  fail_on_comm_bytes=fail_on_comm_bytes, strict=strict)
     return Diff(diff_reports(side_reports(base, hardware, overrides), side_reports(head, hardware, overrides), gates))
 
 

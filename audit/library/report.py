@@ -1,6 +1,6 @@
 """`audit.Report`: an analysed profile (or a prediction) as a notebook works with it.
 
-A thin view over the typed report every output renders (`audit.reports.model.report.Report`,
+A thin view over the typed report every output renders (`audit.reports.model.report.ReportModel`,
 kept as `.model`): the op table as a pandas DataFrame, the summary, the flagged ops, and
 every output format from the same object the CLI writes.
 """
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..reports.render import Renderer
-    from ..reports.model.report import Report as ReportModel
+    from ..reports.model.report import ReportModel
     from ..reports.model.summary import Summary
 
 _REPR_COLUMNS = ("name", "opcode", "bound_by", "measured_s", "expected_s", "efficiency", "wasted_s")

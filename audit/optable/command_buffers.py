@@ -30,6 +30,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import BOUNDS, Bound, Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..parsers.hlo_model import Module
+from ..costmodel.units import count
 from .join import Joined
 
 OPCODE = "command-buffer"
@@ -183,7 +184,7 @@ def _kernels_per_run(per_device: pd.DataFrame) -> dict[tuple[int, str], float]:
 
 def _priced(r: Joined, c: Contents, module: Module, costs: Mapping[str, OpCost],
             expectations: Mapping[tuple[int, str], Expectation], hw: Hardware, kernels: float | None) -> Joined:
-    graph = f"one CUDA graph of {kernels:.0f} kernels per run" if kernels else "one CUDA graph"
+    graph = f"one CUDA graph of {count(kernels)} kernels per run" if kernels else "one CUDA graph"
     base = replace(r, opcode=OPCODE, category="command buffer")
     unpriced = [n for n in c.ops if (expectations.get((r.program_id, n)) or _NONE).expected_s is None]
     problem = c.problem or (f"{len(unpriced)} of the {len(c.ops)} ops it runs have no expected time "

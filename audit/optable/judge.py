@@ -3,7 +3,7 @@
 An op is `flagged` when its achievable time (what good kernels take on the chip,
 costmodel.achievable) is below `min_efficiency` of its measured time and it takes at least
 `min_share` of the measured op time; its wasted time is its self time beyond the achievable
-time. The roofline time stays `expected_s` and `efficiency`, the lower bound; `not judged` when its
+time. The roofline time stays `expected_s` and its roofline fraction, the lower bound; `not judged` when its
 measured time is a wait (a collective between simulated CPU devices, an op that launches
 nothing), an event at the timer's resolution, or it is a container; `bound only` when it is an
 opaque kernel whose only bound is its bytes (a lower bound cannot show it slow); `unknown`
@@ -101,8 +101,8 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
     reach = r.achievable or achievable_time(cost, exp, hw)
     achievable = _times(reach.seconds, occ)
     share = safe_ratio(r.self_s, total_self)
-    flagged, efficiency = False, safe_ratio(expected, r.measured_s)
-    achievable_efficiency = safe_ratio(achievable, r.measured_s)
+    flagged, roofline_fraction = False, safe_ratio(expected, r.measured_s)
+    achievable_fraction = safe_ratio(achievable, r.measured_s)
     reasons: list[str] = []
     bound_only = bytes_only_bound(cost, exp)
     unjudged = (r.unjudged or not_judged(cost, r.measured_s, hw, occ, measured_on=measured_on)
@@ -113,7 +113,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
     elif r.measured_s is not None and not container:
         # Judged against what good kernels reach on this chip, not against the datasheet roofline.
-        flagged, achievable_efficiency = judge(achievable, r.measured_s, share or 0.0, thresholds)
+        flagged, achievable_fraction = judge(achievable, r.measured_s, share or 0.0, thresholds)
         flagged = flagged and not bound_only
         if bound_only and exp is not None and exp.expected_s is not None:
             per_exec = r.measured_s / occ if occ else r.measured_s
@@ -154,7 +154,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         launches_work=launches_work(cost),
         peak_flops_per_s=exp.peak_flops_per_s if exp is not None and flops else None,
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
-        verdict=verdict, flagged=flagged, efficiency=efficiency, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
+        verdict=verdict, flagged=flagged, roofline_fraction=roofline_fraction, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
         suggestion="", share=share,
         wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container or bound_only
                   else max(r.self_s - achievable, 0.0)),
@@ -169,7 +169,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ, fused_work(cost, exp, occ))
                  if not container and expected is not None else None),
         per_device=per_device, spread=_spread(per_device) if per_device else None,
-        achievable_s=achievable, achievable_efficiency=achievable_efficiency, achievable_source=reach.source,
+        achievable_s=achievable, achievable_fraction=achievable_fraction, achievable_source=reach.source,
     )
     return replace(record, suggestion=suggest(record, ridge, hw.kind)) if flagged else record
 

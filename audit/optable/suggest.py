@@ -30,7 +30,7 @@ def suggest(op: OpRecord, ridge: float | None, kind: str = "") -> str:
     if "opaque" in reasons or op.bound_by == "unknown":
         return ("No cost model for this op: check it in the trace viewer, or give it a cost "
                 "estimate (Pallas: pl.CostEstimate) so it can be audited.")
-    reach = op.achievable_efficiency
+    reach = op.achievable_fraction
     if reach is not None and reach < NEAR_ACHIEVABLE:
         return _kernel_gap(op, 1 / reach, kind)
     return _less_work(op, reasons, ridge)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..costmodel.costs import OpCost
-from ..costmodel.units import seconds
 from ..reports.model.record import DeviceTime
+from ..costmodel.units import percent, seconds
 
 WAIT_SHARE = 0.5  # more than this share of the mean device's time spent waiting: not judged
 
@@ -38,6 +38,7 @@ def collective_wait(cost: OpCost | None, per_device: Sequence[DeviceTime] | None
     fastest, mean = min(times), sum(times) / len(times)
     if mean <= 0 or (mean - fastest) / mean <= WAIT_SHARE:
         return ""
-    return (f"waits on other ranks for most of its time: {(mean - fastest) / mean:.0%} of it is a wait on other ranks "
+    return (f"waits on other ranks for most of its time: {percent((mean - fastest) / mean)} of it is a wait on other "
+            "ranks "
             f"(the device that waited least spent {seconds(fastest)}, the mean device {seconds(mean)} over the analysed "
             "steps [trace]), so it is not judged")

@@ -19,7 +19,7 @@ from ..optable.judge import judge_table
 from ..optable.overlap import step_overlap
 from ..options import DEFAULTS, Thresholds
 from ..parsers.hlo_model import Module
-from ..reports.model.report import Report
+from ..reports.model.report import ReportModel
 from .assemble import assemble
 from .caveats import loop_caveats
 from .misleading import hardware_mismatch_warning
@@ -45,7 +45,7 @@ class Options:
 DEFAULT_OPTIONS = Options()
 
 
-def attach_plan(report: Report, hw: Hardware) -> Report:
+def attach_plan(report: ReportModel, hw: Hardware) -> ReportModel:
     """For a workload that states its model config, put the book's plan beside the audit."""
     from ..analyses.plan_vs_profile import plan_vs_profile
 
@@ -86,7 +86,7 @@ def refuse_accelerator_without_hardware(module: Module, path: str) -> None:
 
 def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[str, Any], warnings: list[str],
                     options: Options, devices: int | None = None,
-                    coords: dict[int, tuple[int, ...]] | None = None) -> Report:
+                    coords: dict[int, tuple[int, ...]] | None = None) -> ReportModel:
     """A predicted report for modules that were compiled but not run (HLO dumps, AOT targets).
 
     `coords` maps device ids to physical coordinates when the compile knows them, so

@@ -1,4 +1,4 @@
-"""The one place a `Report` is built: judged ops in, summary, flagged list and collectives derived."""
+"""The one place a `ReportModel` is built: judged ops in, summary, flagged list and collectives derived."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import BOUNDS, Bound
 from ..optable.judge import safe_ratio
 from ..reports.model.record import JUDGED, OpRecord, collective_row
-from ..reports.model.report import DeviceSteps, Report
+from ..reports.model.report import DeviceSteps, ReportModel
 from ..reports.model.summary import StepOverlap, StepTimes, Summary
 from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
 
@@ -21,7 +21,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
              timeline: Sequence[Mapping[str, Any]] = (), devices: int | None, hosts: int = 0,
              idle_s: float | None = None, step_source: str = "predicted", platform: str | None = None,
              loops: Sequence[Mapping[str, Any]] | None = None, device_steps: DeviceSteps | None = None,
-             programs: Sequence[Mapping[str, Any]] | None = None) -> Report:
+             programs: Sequence[Mapping[str, Any]] | None = None) -> ReportModel:
     """A measured report (with `steps`) or a prediction (`loops` given: compiled, not run); `programs`:
     for a capture whose steps are executions of several programs, each program's times per execution."""
     predicted = loops is not None
@@ -78,7 +78,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         interference_ops=len(interfered),
         interference_s=None if predicted else sum(o.interference_s or 0.0 for o in interfered),
     )
-    report = Report(
+    report = ReportModel(
         tool={"name": "audit", "version": __version__},
         source={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                 "jax_running": _jax_version(), **source},

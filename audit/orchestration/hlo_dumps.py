@@ -16,7 +16,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_platform import Platform
-from ..reports.model.report import Report
+from ..reports.model.report import ReportModel
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, hardware_for, naming,
@@ -24,7 +24,7 @@ from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, hardware_for, 
 
 
 def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
-                 options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> Report:
+                 options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> ReportModel:
     """Cost an HLO dump (a file, or a folder of modules after optimization) with no measurement:
     every op with its expected time (`module`: the file's module, already read)."""
     from ..costmodel.ops.module import device_count

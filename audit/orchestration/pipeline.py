@@ -16,8 +16,8 @@ from ..optable.judge import judge_table
 from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
-from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
-from ..reports.model.report import Report
+from ..parsers.readers import reader_named
+from ..reports.model.report import ReportModel
 from ..reports.model.summary import StepTimes
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cost_modules, expect_all,
                        hardware_for, naming, traced_chip_mismatch)
@@ -34,16 +34,14 @@ if TYPE_CHECKING:
 
 def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str | None = None,
                     source: dict[str, Any] | None = None, options: Options = DEFAULT_OPTIONS,
-                    pod: PodSettings | None = None) -> Report:
+                    pod: PodSettings | None = None) -> ReportModel:
     """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
     return its report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
     from ..parsers.inputs import open_input
-    from ..pod.files import is_url
 
-    if not is_url(path):
-        opened = open_input(path, accept=("profile", "hlo"))
-        if opened.kind == "hlo":
-            return analyse_hlo(path, hardware=hardware, source=source, options=options, module=opened.module)
+    opened = open_input(path, accept=("profile", "hlo"))
+    if opened.kind == "hlo":
+        return analyse_hlo(path, hardware=hardware, source=source, options=options, module=opened.module)
     from ..pod.reduce import reduce_profile
 
     profile = reduce_profile(path, run=run, settings=pod)
@@ -82,8 +80,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
                       overlapped={k: v for k, v in profile.overlapped.items() if k in comm_names},
                       measured_on=profile.platform, window=profile.exported_window())
     step_list = step_table(steps, events)
-    nsys = hosts[0].step_source == NSYS_STEPS
-    if nsys and len(hosts) > 1:
+    reader = reader_named(hosts[0].reader)
+    if reader.separate_clocks and len(hosts) > 1:
         # Each process's clock has its own origin, so steps of different processes are not placed
         # against each other: a step lasts as long as its slowest device's.
         step_list = [{**s, "time_s": max(s["per_device_s"].values())} for s in step_list]
@@ -95,15 +93,18 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         ops=ops, hw=hw, warnings=warnings, overlap=step_overlap(ops, walks), devices=devices, hosts=len(hosts),
         steps=step_list, step_time=StepTimes(st["min"], st["median"], st["max"]), idle_s=profile.idle_seconds(),
         step_source=hosts[0].step_source, platform=profile.platform,
-        source={"kind": "nsys" if nsys else "xplane", "paths": profile.paths, "workload": None, "command": None,
+        source={"kind": reader.source_kind, "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
         timeline=profile.timeline(kind_of, device_names), device_steps=profile.device_steps(device_names),
     )
     if profile.platform == "gpu":
         from ..analyses.matching import matching
+        from .priced_buffers import buffer_contents
 
         found = matching(ops)
         report = report.attach("matching", found) if found is not None else report
+        if buffers := buffer_contents(ops, modules, costs, expectations):
+            report = report.attach("command_buffers", [b.to_json() for b in buffers])
     if len(hosts) > 1:
         from ..pod.analyses import host_summary, pod_analyses
 
@@ -112,12 +113,14 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     return attach_plan(report, hw)
 
 
+
 def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
-                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> Report:
+                options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> ReportModel:
     """Cost an HLO dump (a module's file, or an `--xla_dump_to` folder) with no measurement: every
     op with its expected time (`module`: the file's module, already read). See `hlo_dumps`."""
     from .hlo_dumps import analyse_dump
 
     return analyse_dump(path, hardware=hardware, source=source, options=options, module=module)
+
 
 

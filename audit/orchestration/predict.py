@@ -16,7 +16,7 @@ from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..costmodel.units import nbytes
 from ..errors import ExitCode, InputError, WorkloadError
-from ..reports.model.report import Report
+from ..reports.model.report import ReportModel
 from .analysis import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
@@ -63,7 +63,7 @@ def memory_fit(record: dict[str, Any], hbm_bytes: float | None) -> dict[str, Any
 
 
 def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path | None = None,
-                   options: Options = DEFAULT_OPTIONS, command: str | None = None) -> Report:
+                   options: Options = DEFAULT_OPTIONS, command: str | None = None) -> ReportModel:
     """Compile `script` for `target` in a child process and return a predicted report."""
     from ..hardware_options import resolve_hardware
     from ..parsers.hlo_text import parse_hlo_text

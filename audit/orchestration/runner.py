@@ -24,7 +24,7 @@ from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
-from ..reports.model.report import Report
+from ..reports.model.report import ReportModel
 from .pipeline import analyse_profile
 from .analysis import DEFAULT_OPTIONS, Options
 
@@ -177,7 +177,7 @@ def run_source(cap: Capture, req: RunRequest, command: str, keep_out: bool) -> d
 
 
 def analyse_capture(cap: Capture, req: RunRequest, *, hardware: str | None, command: str, keep_out: bool,
-                    options: Options = DEFAULT_OPTIONS) -> Report:
+                    options: Options = DEFAULT_OPTIONS) -> ReportModel:
     """Analyse the captured profile with the shared pipeline; the report records how to repeat the run."""
 
     if cap.run_dir is None:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from .calibration import cached_cpu_hardware
+from .. import units as qty
 from .catalog import chips
 from .gpu_identity import GPU_NAME_STATS as _GPU_NAME_STATS
 from .gpu_identity import capability as _capability
@@ -48,7 +49,7 @@ def _per_unit_clock(hw: Hardware, family: bool = False) -> tuple[float, str] | N
         return None
     rate = float(2 ** round(math.log2(exact))) if family else exact
     label = "SMs" if hw.vendor.lower() == "nvidia" else "CUs"
-    return rate, f"{hw.name}: {peak:.4g} / ({units} {label} x {clock.value / 1e9:.3g} GHz)"
+    return rate, f"{hw.name}: {qty.flops_per_s(peak)} / ({units} {label} x {qty.si(clock.value, 'Hz')})"
 
 
 def _family_rates() -> dict[tuple[str | int, ...], tuple[float, str]]:
@@ -188,10 +189,10 @@ def _tpu_trace_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Har
     peaks, bandwidth = dict(hw.peak_flops), hw.hbm_bytes_per_s
     if tflops is not None:
         peaks["bf16"] = _trace(tflops * 1e12 * cores, "FLOP/s",
-                               f"{plane}: peak_teraflops_per_second = {tflops:g}{per_core}")
+                               f"{plane}: peak_teraflops_per_second = {qty.count(tflops)}{per_core}")
     if hbm_gbs is not None:
         bandwidth = _trace(hbm_gbs * 1e9 * cores, "B/s",
-                           f"{plane}: peak_hbm_bw_gigabytes_per_second = {hbm_gbs:g}{per_core}")
+                           f"{plane}: peak_hbm_bw_gigabytes_per_second = {qty.count(hbm_gbs)}{per_core}")
     stated = " and ".join(n for n, v in (("peak bf16 FLOP/s", tflops), ("HBM bandwidth", hbm_gbs)) if v)
     note = f"{stated} from the trace's {plane} stats, over the catalog"
     if cores > 1:
@@ -241,8 +242,8 @@ def _clock_peak(stats: dict[str, Any], vendor: str, chip: Hardware | None = None
     if rate is None or cores is None or khz is None:
         return None
     per_clock, basis = rate
-    how = (f"clock_rate {khz / 1e6:g} GHz x core_count {int(cores)} x {per_clock:.4g} bf16 FLOPs per unit "
-           f"per clock ({basis})")
+    how = (f"clock_rate {qty.si(khz * 1e3, 'Hz')} x core_count {qty.count(cores)} x {qty.number(per_clock)} bf16 "
+           f"FLOPs per unit per clock ({basis})")
     return khz * 1e3 * cores * per_clock, how
 
 
@@ -253,8 +254,8 @@ def _check_peak(hw: Hardware, stats: dict[str, Any], vendor: str, plane: str) ->
     value, how = derived
     datasheet = hw.peak_flops["bf16"].value
     ratio = value / datasheet
-    verdict = "agrees with" if abs(ratio - 1) < 0.05 else f"is {ratio:.2f}x"
-    note = f"{plane}: {how} = {value:.4g} FLOP/s {verdict} the datasheet bf16 peak; the datasheet is used"
+    verdict = "agrees with" if abs(ratio - 1) < 0.05 else f"is {qty.ratio(ratio)}"
+    note = f"{plane}: {how} = {qty.flops_per_s(value)} {verdict} the datasheet bf16 peak; the datasheet is used"
     return replace(hw, notes=hw.notes + (note,))
 
 
@@ -286,10 +287,11 @@ def _gpu_memory_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Ha
     if bandwidth is not None:
         old = hw.hbm_bytes_per_s
         ratio = bandwidth / old.value if old.source == "catalog" and math.isfinite(old.value) else 1.0
-        stated = f"trace memory_bandwidth {bandwidth:.4g} B/s is {ratio:.2f}x the datasheet's {old.value:.4g} B/s"
+        stated = (f"trace memory_bandwidth {qty.bytes_per_s(bandwidth)} is {qty.ratio(ratio)} the datasheet's "
+                  f"{qty.bytes_per_s(old.value)}")
         if ratio < _BW_IMPLAUSIBLE:
             changes["hbm_bytes_per_s"] = replace(old, note=f"{old.note}; above the trace's memory_bandwidth "
-                                                 f"{bandwidth:.4g} B/s ({plane}), which real kernels exceed")
+                                                 f"{qty.bytes_per_s(bandwidth)} ({plane}), which real kernels exceed")
             notes.append(f"{stated}, too low to be a ceiling (counted at 2 transfers per memory clock; "
                          "real kernels exceed it): ops are judged against the higher datasheet figure")
         else:
@@ -307,7 +309,7 @@ def _scaled_memory(ach: Achievable, ratio: float, why: str) -> Achievable:
     """Achievable streaming bandwidth for a part whose HBM differs from the catalog entry's (an
     A100 40GB detected as the 80GB entry): the measured figure at the same fraction of the peak."""
     q = ach.memory_bytes_per_s
-    note = f"estimate: {q.note}, scaled by {ratio:.2f} ({why}): the same fraction of this part's peak"
+    note = f"estimate: {q.note}, scaled by {qty.ratio(ratio)} ({why}): the same fraction of this part's peak"
     return replace(ach, memory_bytes_per_s=Quantity(q.value * ratio, q.unit, q.source, note, "estimate"))
 
 

@@ -16,7 +16,7 @@ from .layout import Layout
 from .layout_memory import TrainBytes
 from .layout_step import RunSpec, evaluate_layout
 from .search import compare, search
-from .parallel import STRATEGIES, Parallel, Verdict, all_strategies
+from .parallel import STRATEGIES, Parallel, StrategyVerdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
 
@@ -106,7 +106,7 @@ def parallel_inputs(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers) -> 
                     tp_allowed=tp.allowed, tp_rule=tp.rule)
 
 
-def _memory_per_chip(v: Verdict, mem: dict[str, float], p: Parallel) -> float:
+def _memory_per_chip(v: StrategyVerdict, mem: dict[str, float], p: Parallel) -> float:
     state = mem["params"] + mem["optimizer"]
     # DP replicates weights and optimizer; the others shard them over the pod.
     weights = state if v.strategy == "dp" else state / p.chips_per_pod

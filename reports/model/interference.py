@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ...costmodel.units import human
+from ...costmodel.units import figure, human
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,11 @@ def beside_summary(b: Beside, names: bool = True) -> str:
     computing = b.concurrency - b.collective_concurrency
     than = ""
     if b.kernel_concurrency is not None and b.kernel_collective_concurrency is not None:
-        than = (f", against {b.kernel_concurrency - b.kernel_collective_concurrency:.1f} and "
-                f"{b.kernel_collective_concurrency:.1f} beside the fastest instance (its run there "
+        than = (f", against {figure(b.kernel_concurrency - b.kernel_collective_concurrency)} and "
+                f"{figure(b.kernel_collective_concurrency)} beside the fastest instance (its run there "
                 f"{human(b.kernel_run_s, 's')})")
     named = ", ".join(f"{o.name}{' (itself)' if o.itself else ''} on {o.devices} device(s) "
                       f"({human(o.overlap_s, 's')}{', collective' if o.collective else ''})" for o in b.ops)
     return (f"in {b.window} [trace], where its {b.runs} run(s) took {human(b.run_s, 's')} on average: "
-            f"{computing:.1f} other op(s) computing at a time and {b.collective_concurrency:.1f} in collectives"
+            f"{figure(computing)} other op(s) computing at a time and {figure(b.collective_concurrency)} in collectives"
             f"{than}" + (f"; most: {named}" if named and names else ""))

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...costmodel.units import count, figure
 from ...errors import InputError
 from ...parsers.input_files import MAX_REPORT_BYTES, read_input
 from .report import SCHEMA
@@ -117,9 +118,9 @@ def _describe(error: Any) -> str:
         missing = [k for k in wanted if isinstance(value, dict) and k not in value]
         return f"missing field {missing[0]!r}" if missing else "a required field is missing"
     if rule in ("minimum", "maximum"):
-        return f"{_show(value)} is out of range ({rule} {wanted:g})"
+        return f"{_show(value)} is out of range ({rule} {figure(wanted)})"
     if rule == "maxItems":
-        return f"{len(value):,} items, more than the {wanted:,} a report may hold"
+        return f"{count(len(value))} items, more than the {count(wanted)} a report may hold"
     if rule == "const":
         return f"expected {_show(wanted)}, got {_show(value)}"
     return _first_line(str(error.message))

@@ -134,7 +134,7 @@ class OpRecord:
     # The verdict
     verdict: Verdict
     flagged: bool
-    efficiency: float | None  # expected / measured
+    roofline_fraction: float | None  # expected / measured ("efficiency" in the JSON)
     reasons: tuple[str, ...]
     suggestion: str
     share: float | None  # of the measured op time
@@ -153,7 +153,7 @@ class OpRecord:
     # The second ceiling [model]: what good kernels take on this chip (costmodel.achievable), summed
     # over occurrences; the verdict, wasted time and suggestion are judged on it.
     achievable_s: float | None = None
-    achievable_efficiency: float | None = None  # achievable / measured
+    achievable_fraction: float | None = None  # achievable / measured ("achievable_efficiency" in the JSON)
     achievable_source: str = ""  # which figures set the achievable time
     # Among its identical ops [trace] (audit.optable.identical): the kernel at its fastest, and for an
     # `interference` verdict its self time beyond that kernel time, summed over occurrences.
@@ -167,7 +167,8 @@ class OpRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The `ops[]` entry of `audit.report/v1`."""
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NESTED}
+        out: dict[str, Any] = {JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
+                               if f.name not in _NESTED}
         out["reasons"] = list(self.reasons)
         out["provenance"] = self.provenance.to_json()
         if self.collective is not None:
@@ -185,7 +186,8 @@ class OpRecord:
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> OpRecord:
         """An `ops[]` entry read back; fields an older or partial report lacks take neutral defaults."""
-        values = {f.name: entry.get(f.name, _DEFAULTS.get(f.name)) for f in fields(cls) if f.name not in _NESTED}
+        values = {f.name: entry.get(JSON_NAMES.get(f.name, f.name), _DEFAULTS.get(f.name)) for f in fields(cls)
+                  if f.name not in _NESTED}
         prov = entry.get("provenance") or {}
         per_device = entry.get("per_device")
         per_host = entry.get("per_host")
@@ -218,6 +220,8 @@ def _device_times(entries: Any) -> tuple[DeviceTime, ...] | None:
     return tuple(DeviceTime(**{n: e[n] for n in names if n in e}) for e in entries)
 
 
+JSON_NAMES = {"roofline_fraction": "efficiency", "achievable_fraction": "achievable_efficiency"}
+"""Fields whose JSON name (the report's contract, kept) is not the field's own."""
 # Fields serialised by hand in to_json (nested records, or tuples that JSON writes as lists).
 _NESTED = frozenset({"reasons", "provenance", "collective", "placement", "overlapped", "overlap", "per_device",
                      "spread", "identical"})

@@ -1,8 +1,8 @@
-"""The report every output renders: one typed `Report`, JSON (`audit.report/v1`) only at the edge.
+"""The report every output renders: one typed `ReportModel`, JSON (`audit.report/v1`) only at the edge.
 
 The analysis builds a report in one place (`audit.orchestration.assemble`); anything a
-command adds afterwards goes through `Report.attach` (a named optional part) or
-`Report.warn`, which return a new report, so no code patches a report in place. The
+command adds afterwards goes through `ReportModel.attach` (a named optional part) or
+`ReportModel.warn`, which return a new report, so no code patches a report in place. The
 optional parts and who attaches them:
 
 | part | attached by | what |
@@ -15,6 +15,7 @@ optional parts and who attaches them:
 | `run_source` | `audit run --repeat N`, `audit diff` | which file a run's report came from |
 | `matching` | the pipeline, for measured GPU profiles | measured time matched to HLO ops, and the largest other ranges |
 | `programs` | assemble, for a capture of several programs run one per step | each program's measured, expected and achievable time per execution |
+| `command_buffers` | the pipeline, for measured GPU profiles with CUDA graphs | the ops each command buffer ran, priced (`reports.model.buffer_contents`) |
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ if TYPE_CHECKING:
 
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
-                   "repeat", "run_source", "matching", "programs"]
+                   "repeat", "run_source", "matching", "programs", "command_buffers"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
+ListPart = Literal["hosts", "devices", "runs", "programs", "command_buffers"]  # the parts that are lists of rows
 PartValue = list[JSON] | JSON | str
 """A part is a list of JSON rows (hosts, devices, runs), a JSON object, or a path (run_source)."""
 _PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str, "programs": list,
+                                 "command_buffers": list,
                                  **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
                                                             "cpu_comparison", "repeat", "matching")}}
 
@@ -56,7 +59,7 @@ class DeviceSteps:
 
 
 @dataclass(frozen=True)
-class Report:
+class ReportModel:
     """An analysed profile or a prediction, ready for every output format."""
 
     tool: Mapping[str, str]
@@ -91,7 +94,7 @@ class Report:
         return [o for o in self.ops if not o.container]
 
     @overload
-    def part(self, name: Literal["hosts", "devices", "runs", "programs"]) -> list[JSON] | None: ...
+    def part(self, name: ListPart) -> list[JSON] | None: ...
     @overload
     def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
                                  "matching"]) -> JSON | None: ...
@@ -104,14 +107,14 @@ class Report:
         return value if isinstance(value, _PART_TYPES[name]) else None
 
     @overload
-    def attach(self, name: Literal["hosts", "devices", "runs", "programs"], value: list[JSON]) -> Report: ...
+    def attach(self, name: ListPart, value: list[JSON]) -> ReportModel: ...
     @overload
     def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
-                                   "matching"], value: JSON) -> Report: ...
+                                   "matching"], value: JSON) -> ReportModel: ...
     @overload
-    def attach(self, name: Literal["run_source"], value: str) -> Report: ...
+    def attach(self, name: Literal["run_source"], value: str) -> ReportModel: ...
 
-    def attach(self, name: PartName, value: PartValue) -> Report:
+    def attach(self, name: PartName, value: PartValue) -> ReportModel:
         """This report with an optional part (see the module docstring for who attaches what)."""
         if name not in PARTS:
             raise ValueError(f"unknown report part {name!r}")
@@ -119,7 +122,7 @@ class Report:
             raise TypeError(f"report part {name!r} is a {_PART_TYPES[name].__name__}, not {type(value).__name__}")
         return replace(self, parts={**self.parts, name: value})
 
-    def warn(self, text: str) -> Report:
+    def warn(self, text: str) -> ReportModel:
         """This report with one more warning."""
         return replace(self, warnings=(*self.warnings, text))
 
@@ -133,14 +136,14 @@ class Report:
             "schema": SCHEMA, "tool": dict(self.tool), "source": dict(self.source), "hardware": dict(self.hardware),
             "summary": summary, "steps": [dict(s) for s in self.steps], "ops": [o.to_json() for o in self.ops],
             "flagged": [{"key": o.key, "name": o.name, "module": o.module, "wasted_s": o.wasted_s,
-                         "efficiency": o.efficiency, "reasons": list(o.reasons), "suggestion": o.suggestion}
+                         "efficiency": o.roofline_fraction, "reasons": list(o.reasons), "suggestion": o.suggestion}
                         for o in self.flagged],
             "collectives": [c.to_json() for c in self.collectives], "timeline": [dict(t) for t in self.timeline],
             "warnings": list(self.warnings), **{str(k): v for k, v in self.parts.items()},
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Report:
+    def from_json(cls, doc: Mapping[str, Any]) -> ReportModel:
         """A JSON report read back (fields a partial report lacks take neutral defaults)."""
         return cls(
             tool=dict(doc.get("tool") or {}), source=dict(doc.get("source") or {}),

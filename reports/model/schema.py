@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from .read import SCHEMA_FILE
-from .record import CollectiveRow, DeviceTime, OpRecord, Provenance
+from .record import JSON_NAMES, CollectiveRow, DeviceTime, OpRecord, Provenance
 from .report import SCHEMA
 from .summary import StepOverlap, StepTimes, Summary
+from .buffer_contents import BufferContents, BufferOp
 
 JSON = dict[str, Any]
 
@@ -46,8 +47,11 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "op": ("name", "module", "opcode", "category", "framework_op", "fingerprint"),
     "collective": ("kind", "bytes"),
     "run": ("steps",),
+    "command_buffer": ("key", "ops"),
+    "buffer_op": ("name", "opcode", "category", "framework_op", "shape", "dtype", "fingerprint", "position", "runs",
+                  "flops", "bytes", "comm_bytes", "expected_s"),
 }
-_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops"})
+_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops", "runs"})
 
 
 def _number(name: str = "") -> JSON:
@@ -144,6 +148,7 @@ def _op() -> JSON:
     nested = frozenset({f.name for f in dataclasses.fields(OpRecord)} & {"collective", "placement", "overlap",
                                                                          "spread", *_OP_BY_HAND})
     schema = _object(OpRecord, skip=nested, role="op")
+    schema["properties"] = {JSON_NAMES.get(k, k): v for k, v in schema["properties"].items()}
     schema["properties"].update(_BY_HAND["op"])
     return schema
 
@@ -161,6 +166,13 @@ def _matching() -> JSON:
     largest = _open({"name": {"type": "string"}, "module": {"type": "string"}, "measured_s": _number(),
                      "status": {"type": "string"}, "what": {"type": "string"}})
     return _open({**times, **shares, "ops": _integer(), "largest": _array(largest)})
+
+
+def _command_buffer() -> JSON:
+    """The `command_buffers` part (reports.model.buffer_contents): each buffer and the ops it ran."""
+    schema = _object(BufferContents, skip=frozenset({"ops"}), role="command_buffer")
+    schema["properties"]["ops"] = _array(_object(BufferOp, role="buffer_op"))
+    return schema
 
 
 def report_schema() -> JSON:
@@ -186,6 +198,7 @@ def report_schema() -> JSON:
         "runs": _array(run, MAX_RUNS),
         "run_source": {"type": "string"},
         "matching": _matching(),
+        "command_buffers": _array(_command_buffer()),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model.report import Report
+from ..model.report import ReportModel
 from ._base import RenderOptions, Section, nothing
 from . import (collectives, flagged, interference, matching, ops, plan, pod, programs, target, timeline, verdict,
                warnings)
@@ -18,7 +18,7 @@ from . import (collectives, flagged, interference, matching, ops, plan, pod, pro
 __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
 
-REPORT_SECTIONS: Sequence[Section[Report]] = (
+REPORT_SECTIONS: Sequence[Section[ReportModel]] = (
     Section("verdict", "Verdict", verdict.terminal, verdict.markdown, verdict.html),
     Section("programs", "Programs", programs.terminal, programs.markdown, programs.html,
             "A capture of several programs, one per step: each program's measured time per execution beside "

@@ -10,7 +10,7 @@ from ...options import DEFAULTS
 
 if TYPE_CHECKING:
     from ..model.record import OpRecord
-    from ..model.report import Report
+    from ..model.report import ReportModel
 
 D = TypeVar("D")
 
@@ -44,7 +44,7 @@ class Section(Generic[D]):
     intro: str = ""
 
 
-def shared_modules(report: Report) -> set[str]:
+def shared_modules(report: ReportModel) -> set[str]:
     """Module names that several programs of the report carry (a benchmark's `jit__lambda`s): an op
     is told apart by its program there."""
     seen: dict[str, set[int]] = {}
@@ -53,7 +53,7 @@ def shared_modules(report: Report) -> set[str]:
     return {m for m, pids in seen.items() if len(pids) > 1}
 
 
-def module_label(report: Report) -> Callable[[OpRecord], str]:
+def module_label(report: ReportModel) -> Callable[[OpRecord], str]:
     """An op's module as the text formats name it, with its program where the name is shared."""
     shared = shared_modules(report)
     return lambda o: f"{o.module}, program {o.program_id}" if o.module in shared else o.module

@@ -7,7 +7,7 @@ from html import escape
 
 from ...costmodel import units as qty
 from ..model.record import CollectiveRow
-from ..model.report import Report
+from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
@@ -47,12 +47,12 @@ _TEXT = ("Collective", "Kind", "Bytes", "Group", "Expected", "Exposed (schedule)
          "Achieved / peak bandwidth", "Overlapped")
 
 
-def _columns(report: Report, names: tuple[str, ...] | None = None,
+def _columns(report: ReportModel, names: tuple[str, ...] | None = None,
              ) -> list[tuple[str, bool, Callable[[CollectiveRow], str], bool]]:
     return [c for c in _COLUMNS if not (report.predicted and c[3]) and (names is None or c[0] in names)]
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     rows = report.collectives
     if not rows:
         return None
@@ -64,7 +64,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     rows = report.collectives
     if not rows:
         return None
@@ -74,7 +74,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
         more(MAX_COLLECTIVES, len(rows))
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     rows = report.collectives
     if not rows:
         return None

@@ -6,7 +6,7 @@ from html import escape
 
 from ...costmodel import units as qty
 from ..model.record import OpRecord
-from ..model.report import Report
+from ..model.report import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions, module_label
 from .judged import judged_any, none_judged
@@ -15,7 +15,7 @@ MAX_FLAGGED = 15  # markdown rows; the JSON and HTML have all
 FLAGGED_OPEN = 10  # shown at once in HTML; the rest sit in a collapsed list that printing opens
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     flagged = report.flagged
     if not flagged:
         return None
@@ -28,7 +28,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str]:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     flagged = report.flagged
     if not flagged:
         return ["### Flagged ops", "", md_text(_none_flagged(report), 600)]
@@ -45,7 +45,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     return ["### Top flagged ops", ""] + md_table(header, rows) + more(MAX_FLAGGED, len(flagged))
 
 
-def _none_flagged(report: Report) -> str:
+def _none_flagged(report: ReportModel) -> str:
     """Why no op is flagged: a prediction measures nothing, nothing was judged, or no judged op is far."""
     if report.predicted:
         return "No op was flagged: flags compare measured with expected time."
@@ -70,7 +70,7 @@ def _item(n: int, o: OpRecord, predicted: bool, module: str) -> str:
             + "</li>")
 
 
-def html(report: Report, _: RenderOptions) -> str:
+def html(report: ReportModel, _: RenderOptions) -> str:
     """The flagged ops exactly as the report orders them, the first few open."""
     flagged = report.flagged
     if not flagged:

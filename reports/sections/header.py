@@ -8,11 +8,11 @@ from pathlib import PurePath
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model.report import Report
+from ..model.report import ReportModel
 from ..text import md_text
 
 
-def subject(report: Report) -> str:
+def subject(report: ReportModel) -> str:
     """What the report is about: the workload, else the input paths."""
     src = report.source
     return src.get("workload") or ", ".join(str(p) for p in src.get("paths") or []) or "profile"
@@ -74,7 +74,7 @@ def _link(hw: Mapping[str, Any]) -> str | None:
     return ", ".join(parts) or str(ic["name"])
 
 
-def terminal(report: Report) -> list[str]:
+def terminal(report: ReportModel) -> list[str]:
     hw = report.hardware
     parts = [f"peak {p} {rate} [{src}]" for p, rate, src in _peaks_used(hw)]
     parts += [f"{name} {rate} [{src}]" for name, rate, src in _memories(hw)]
@@ -88,7 +88,7 @@ def _provenance(hw: Mapping[str, Any]) -> str:
     return f"{source}; identified by {hw['identified_by']}" if hw.get("identified_by") else source
 
 
-def markdown(report: Report) -> list[str]:
+def markdown(report: ReportModel) -> list[str]:
     hw = report.hardware
     bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(_provenance(hw))})"]
     bits += [f"{md_text(p)} {rate} ({md_text(src)})" for p, rate, src in _peaks_used(hw)]
@@ -145,7 +145,7 @@ def _ceilings(hw: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def html(report: Report) -> str:
+def html(report: ReportModel) -> str:
     src, hw, tool = report.source, report.hardware, report.tool
     paths = [str(p) for p in src.get("paths") or []]
     what = src.get("workload") or ", ".join(PurePath(p).name for p in paths) or "profile"

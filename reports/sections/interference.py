@@ -8,7 +8,7 @@ from html import escape
 from ...costmodel import units as qty
 from ..model.interference import beside_summary
 from ..model.record import OpRecord
-from ..model.report import Report
+from ..model.report import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
 
@@ -28,13 +28,13 @@ def _facts(o: OpRecord, names: bool = True) -> tuple[str, str, str]:
     if same is None:
         return qty.seconds(_per_run(o)), "-", "-"
     kernel = same.kernel_key.split("/", 1)[-1]
-    ratio = f"{qty.seconds(_per_run(o))} per run, {same.ratio:.1f}x (threshold {same.threshold:.1f}x)"
+    ratio = f"{qty.seconds(_per_run(o))} per run, {qty.ratio(same.ratio)} (threshold {qty.ratio(same.threshold)})"
     fastest = f"{qty.seconds(same.kernel_s)} ({kernel} on {same.kernel_device})"
     beside = beside_summary(same.beside, names) if same.beside is not None else "not in the exported window"
     return ratio, fastest, beside
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     ops = report.interference
     if not ops:
         return None
@@ -47,7 +47,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     return lines + more(shown, len(ops), "in the JSON, CSV and HTML reports")
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     ops = report.interference
     if not ops:
         return None
@@ -60,7 +60,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
             + more(MAX_ROWS, len(ops)))
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     ops = report.interference
     if not ops:
         return None

@@ -7,7 +7,7 @@ from collections import Counter
 
 from ...costmodel import units as qty
 from ..model.record import JUDGED
-from ..model.report import Report
+from ..model.report import ReportModel
 
 _WHY = {  # verdict: (one op, several ops)
     "bound only": ("is bound only", "are bound only"),
@@ -17,7 +17,7 @@ _WHY = {  # verdict: (one op, several ops)
 _BOUND_ONLY = "opaque kernels: a bound on their bytes alone cannot show them slow"
 
 
-def none_judged(report: Report) -> str:
+def none_judged(report: ReportModel) -> str:
     """Why no measured op is judged, by the verdicts of the measured ops: "no op is judged: ..."."""
     measured = [o for o in report.timed_ops if o.measured_s is not None]
     if not measured:
@@ -37,7 +37,7 @@ def none_judged(report: Report) -> str:
     return "no op is judged: " + ", ".join(parts)
 
 
-def fraction_clause(report: Report) -> str:
+def fraction_clause(report: ReportModel) -> str:
     """The roofline fraction of the judged ops, or that none is judged and why."""
     s = report.summary
     if qty.known(s.roofline_fraction):
@@ -45,7 +45,7 @@ def fraction_clause(report: Report) -> str:
     return none_judged(report)
 
 
-def judged_any(report: Report) -> bool:
+def judged_any(report: ReportModel) -> bool:
     """Whether the measured report has judged ops (a report read back from an older file: a known fraction)."""
     s = report.summary
     if s.judged_ops is not None:

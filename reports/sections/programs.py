@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model.report import Report
+from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
@@ -19,17 +19,17 @@ _HEADER = ("Program", "Module", "Runs", "Measured (median run)", "Op time per ru
 _WIDTH = (10, 28, 5, 21, 15, 16, 18, 11)
 
 
-def rows(report: Report) -> list[Mapping[str, Any]]:
+def rows(report: ReportModel) -> list[Mapping[str, Any]]:
     """The programs part's rows (empty unless the capture is of several programs)."""
     return [r for r in report.part("programs") or [] if isinstance(r, Mapping)]
 
 
-def executions(report: Report) -> int:
+def executions(report: ReportModel) -> int:
     """Every program's executions: the steps, and the runs of programs the trace ties to no launch."""
     return sum(int(r.get("executions") or 0) for r in rows(report))
 
 
-def intro(report: Report) -> str:
+def intro(report: ReportModel) -> str:
     s = report.summary
     return (f"{qty.count(s.programs)} programs, one execution per step: per execution, the measured time "
             "[trace] beside the expected and achievable time [model], seconds per device")
@@ -55,7 +55,7 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
             qty.seconds(row.get("achievable_s")), qty.count(row.get("flagged_ops"))]
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     found = rows(report)
     if not found:
         return None
@@ -67,7 +67,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     return out + _untied(found)
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     found = rows(report)
     if not found:
         return None
@@ -77,7 +77,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
             + (["", *notes] if notes else []))
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     found = rows(report)
     if not found:
         return None

@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model.report import Report
+from ..model.report import ReportModel
 from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
@@ -21,7 +21,7 @@ def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
     return time_by_bound_parts(s)
 
 
-def headline(report: Report) -> str:
+def headline(report: ReportModel) -> str:
     """One plain sentence: how close to the roofline, where most time goes, what the flags cost."""
     s = report.summary
     parts, _ = breakdown(s)
@@ -80,7 +80,7 @@ def _no_overlap_step(s: Summary) -> float | None:
     return s.expected_op_step_s if s.expected_op_step_s is not None else s.expected_s
 
 
-def _xla(report: Report) -> str | None:
+def _xla(report: ReportModel) -> str | None:
     xla: dict[str, Any] = report.part("xla") or {}
     if xla.get("optimal_seconds") is None:
         return None
@@ -89,12 +89,12 @@ def _xla(report: Report) -> str | None:
             + (gap or "it does not price all-gather/reduce-scatter/all-to-all over the topology"))
 
 
-def _memory(report: Report) -> str | None:
+def _memory(report: ReportModel) -> str | None:
     verdict = (report.part("memory") or {}).get("verdict")
     return f"memory per device: {verdict} [xla memory_analysis, catalog]" if verdict else None
 
 
-def terminal(report: Report, _: RenderOptions) -> list[str]:
+def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     if report.predicted:
@@ -110,7 +110,7 @@ def terminal(report: Report, _: RenderOptions) -> list[str]:
     return lines
 
 
-def _measured_lines(report: Report) -> list[str]:
+def _measured_lines(report: ReportModel) -> list[str]:
     """Steps, op time against expected, and the achievable time of a measured report."""
     s = report.summary
     st = s.step_time_s
@@ -131,7 +131,7 @@ def _measured_lines(report: Report) -> list[str]:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str]:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     predicted = report.predicted
@@ -176,7 +176,7 @@ def _stat(label: str, value: str, sub: str = "") -> str:
             f'<div class="stat-value">{escape(value)}</div><div class="stat-sub">{escape(sub)}</div></div>')
 
 
-def _step_stat(report: Report) -> str:
+def _step_stat(report: ReportModel) -> str:
     s, st = report.summary, report.summary.step_time_s
     if s.programs:
         return _stat("Programs", qty.count(s.programs),
@@ -207,7 +207,7 @@ def _achievable_stat(s: Summary, predicted: bool) -> str:
                  f"what good kernels take on this chip{per_step}" + ("" if predicted else reached))
 
 
-def html(report: Report, _: RenderOptions) -> str:
+def html(report: ReportModel, _: RenderOptions) -> str:
     s = report.summary
     predicted = report.predicted
     stats = [
