@@ -36,6 +36,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -215,6 +216,12 @@ def _summary(outcomes: list[Outcome]) -> None:
           f"failures: {sum(bool(o.problems) for o in outcomes)}")
 
 
+def _log(o: Outcome, log: IO[str]) -> None:
+    log.write(json.dumps({"family": o.case.family, "case": o.case.name, "code": o.code, "seconds": round(o.seconds, 2),
+                          "problems": o.problems, "stderr": o.stderr[-2000:]}) + "\n")
+    log.flush()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -231,14 +238,11 @@ def main() -> int:
         if args.checkout:
             env["PYTHONPATH"] = os.pathsep.join([_site(args.checkout.resolve(), work), env.get("PYTHONPATH", "")])
         start = time.perf_counter()
-        with ThreadPoolExecutor(args.jobs) as pool:
-            outcomes = list(pool.map(lambda c: _run(c, work, env), cases))
-    if args.out:
-        with args.out.open("w") as f:
-            for o in outcomes:
-                f.write(json.dumps({"family": o.case.family, "case": o.case.name, "code": o.code,
-                                    "seconds": round(o.seconds, 2), "problems": o.problems,
-                                    "stderr": o.stderr[-2000:]}) + "\n")
+        with ThreadPoolExecutor(args.jobs) as pool, (args.out or Path(os.devnull)).open("w") as log:
+            outcomes = []
+            for outcome in pool.map(lambda c: _run(c, work, env), cases):
+                outcomes.append(outcome)
+                _log(outcome, log)  # as each ends: a campaign stopped early keeps what it found
     print(f"{len(outcomes)} cases, seed {args.seed}, {time.perf_counter() - start:.0f} s; slowest "
           f"{max(o.seconds for o in outcomes):.1f} s")
     _summary(outcomes)
