@@ -1,6 +1,6 @@
 """A hostile-input campaign: crafted and mutated inputs through the real CLI, each in its own process.
 
-    python bench/hostile_campaign.py [--seed 1] [--per-family 40] [--out FILE] [--jobs 2] [--checkout DIR]
+    python bench/hostile_campaign.py [--seed 1] [--per-family 40] [--out FILE] [--jobs 2] [--checkout DIR ...]
 
 Inputs are derived from real ones (bench/hostile_families.py): crafted XPlane fields (durations,
 offsets, timestamps, ordinals, stat values, the HLO embedded in /host:metadata) of real GPU and
@@ -15,10 +15,11 @@ fresh process with a time limit and is judged on what the contract promises:
 - for exit 2, exactly one line on stderr, `audit: error: ...`; no traceback anywhere;
 - no file in the case's folder changed except the outputs it named, and no partial output left.
 
-`--checkout DIR` runs the cases against another checkout of the project (e.g. `git archive COMMIT
-| tar -x -C DIR`), to count the defects of an earlier version on the same cases. Prints one line per
-failing case and a count per family and outcome; the exit status is the number of failures (capped
-at 100).
+`--checkout DIR` (repeatable) runs the cases against each checkout of the project named (e.g. `git
+archive COMMIT | tar -x -C DIR`) instead of the working tree, one after the other: the defects of an
+earlier version and of this one on the very same cases. Prints one line per failing case and a count
+per family and outcome, per checkout; the exit status is the number of failures of the last one run
+(capped at 100).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -187,9 +190,9 @@ def _seeds(work: Path, env: dict[str, str]) -> Seeds:
                  dump_folder(work / "seed-dump", NSYS_ARCHIVE))
 
 
-def _site(checkout: Path, work: Path) -> str:
+def _site(checkout: Path, folder: Path) -> str:
     """An import folder where `audit` is the checkout's code, laid out as the package installs it."""
-    site = work / "site" / "audit"
+    site = folder / "audit"
     shutil.copytree(checkout / "audit", site, symlinks=True)
     for name in ("parsers", "costmodel", "workloads", "reports"):
         (site / name).symlink_to(checkout / name)
@@ -216,9 +219,9 @@ def _summary(outcomes: list[Outcome]) -> None:
           f"failures: {sum(bool(o.problems) for o in outcomes)}")
 
 
-def _log(o: Outcome, log: IO[str]) -> None:
-    log.write(json.dumps({"family": o.case.family, "case": o.case.name, "code": o.code, "seconds": round(o.seconds, 2),
-                          "problems": o.problems, "stderr": o.stderr[-2000:]}) + "\n")
+def _log(o: Outcome, checkout: str, log: IO[str]) -> None:
+    log.write(json.dumps({"checkout": checkout, "family": o.case.family, "case": o.case.name, "code": o.code,
+                          "seconds": round(o.seconds, 2), "problems": o.problems, "stderr": o.stderr[-2000:]}) + "\n")
     log.flush()
 
 
@@ -228,25 +231,37 @@ def main() -> int:
     parser.add_argument("--per-family", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, help="write every case's outcome here (JSON lines)")
-    parser.add_argument("--checkout", type=Path, help="run the cases against this checkout's code")
+    parser.add_argument("--checkout", type=Path, action="append", default=[],
+                        help="run the cases against this checkout's code (repeatable)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     env = {**os.environ, "AUDIT_CACHE": "", "JAX_PLATFORMS": "cpu"}
-    with tempfile.TemporaryDirectory(prefix="audit-campaign-") as tmp:
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="audit-campaign-") as tmp, \
+            (args.out or Path(os.devnull)).open("w") as log:
         work = Path(tmp)
         cases = _cases(rng, args.per_family, _seeds(work, env), work)
-        if args.checkout:
-            env["PYTHONPATH"] = os.pathsep.join([_site(args.checkout.resolve(), work), env.get("PYTHONPATH", "")])
-        start = time.perf_counter()
-        with ThreadPoolExecutor(args.jobs) as pool, (args.out or Path(os.devnull)).open("w") as log:
-            outcomes = []
-            for outcome in pool.map(lambda c: _run(c, work, env), cases):
-                outcomes.append(outcome)
-                _log(outcome, log)  # as each ends: a campaign stopped early keeps what it found
-    print(f"{len(outcomes)} cases, seed {args.seed}, {time.perf_counter() - start:.0f} s; slowest "
-          f"{max(o.seconds for o in outcomes):.1f} s")
-    _summary(outcomes)
-    return min(sum(bool(o.problems) for o in outcomes), 100)
+        for i, checkout in enumerate(args.checkout or [None]):
+            code_env = dict(env)
+            if checkout is not None:
+                site = _site(checkout.resolve(), work / f"site{i}")
+                code_env["PYTHONPATH"] = os.pathsep.join([site, env.get("PYTHONPATH", "")])
+            label = str(checkout) if checkout is not None else "the working tree"
+            outcomes = _campaign(cases, work, code_env, args.jobs, partial(_log, checkout=label, log=log))
+            print(f"{label}: {len(outcomes)} cases, seed {args.seed}; slowest {max(o.seconds for o in outcomes):.1f} s")
+            _summary(outcomes)
+            failures = sum(bool(o.problems) for o in outcomes)
+    return min(failures, 100)
+
+
+def _campaign(cases: list[Case], work: Path, env: dict[str, str], jobs: int,
+              log: Callable[[Outcome], None]) -> list[Outcome]:
+    with ThreadPoolExecutor(jobs) as pool:
+        outcomes = []
+        for outcome in pool.map(lambda c: _run(c, work, env), cases):
+            outcomes.append(outcome)
+            log(outcome)  # as each ends: a campaign stopped early keeps what it found
+    return outcomes
 
 
 if __name__ == "__main__":
