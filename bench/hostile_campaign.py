@@ -1,20 +1,25 @@
 """A hostile-input campaign: crafted and mutated inputs through the real CLI, each in its own process.
 
-    python bench/hostile_campaign.py [--seed 1] [--per-family 40] [--out DIR] [--jobs 2]
+    python bench/hostile_campaign.py [--seed 1] [--per-family 40] [--out FILE] [--jobs 2] [--checkout DIR ...]
 
-Inputs are derived from the real captures and HLO dumps in ../shared/fixtures, the HLO files in
-tests/data/hlo, and reports the tool writes from them: crafted XPlane fields (durations, offsets,
-timestamps, ordinals, stat values of the wrong type), crafted HLO (recursion, huge shapes and
-replica groups, bad numbers), malformed report JSON, random byte mutations, and odd paths
-(FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a fresh
-process with a time limit and is judged on what the contract promises:
+Inputs are derived from real ones (bench/hostile_families.py): crafted XPlane fields (durations,
+offsets, timestamps, ordinals, stat values, the HLO embedded in /host:metadata) of real GPU and
+CPU captures, crafted HLO text (recursion, shared and deep call graphs, loops whose trip counts
+multiply, huge shapes and groups, bad numbers), crafted fields of real HLO protos, nsys-jax
+archives with damaged tables and decompression bombs, Nsight SQLite exports with damaged cells,
+hardware files with crafted values, malformed report JSON, random byte damage of every format,
+and odd paths (FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a
+fresh process with a time limit and is judged on what the contract promises:
 
 - exit 0, 1 or 2, never 4 (a bug) and never killed;
 - for exit 2, exactly one line on stderr, `audit: error: ...`; no traceback anywhere;
 - no file in the case's folder changed except the outputs it named, and no partial output left.
 
-Prints one line per failing case and a count per family and outcome; the exit status is the
-number of failures (capped at 100).
+`--checkout DIR` (repeatable) runs the cases against each checkout of the project named (e.g. `git
+archive COMMIT | tar -x -C DIR`) instead of the working tree, one after the other: the defects of an
+earlier version and of this one on the very same cases. Prints one line per failing case and a count
+per family and outcome, per checkout; the exit status is the number of failures of the last one run
+(capped at 100).
 """
 
 from __future__ import annotations
@@ -29,31 +34,23 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
 sys.path.insert(0, str(ROOT / "tests"))
-from hostile_inputs import (HLO_CRAFTS, REPORT_CRAFTS, XPLANE_CRAFTS, craft_hlo, craft_report,  # noqa: E402
-                            craft_xplane, mutate_bytes)
+from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, hlo_cases,  # noqa: E402
+                              mutation_cases, nsys_cases, profile_cases, proto_cases, report_cases, sqlite_cases,
+                              toml_cases)
 
-SEED_PROFILES = ["gpu-mi300x/gemm.xplane.pb", "gpu-mi300x/conv3d-8gpu.xplane.pb"]
-SEED_HLO = sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
+SEED_PROFILES = [FIXTURES / "gpu-mi300x" / "gemm.xplane.pb", FIXTURES / "gpu-mi300x" / "conv3d-8gpu.xplane.pb",
+                 ROOT / "tests" / "data" / "captures" / "h100-jax0.11" / "train-step.xplane.pb"]
 TIME_LIMIT_S = 120.0
-
-
-@dataclass
-class Case:
-    family: str
-    name: str
-    argv: list[str]  # after `audit`; {dir} is the case's folder
-    files: dict[str, bytes] = field(default_factory=dict)
-    fifos: tuple[str, ...] = ()
-    links: dict[str, str] = field(default_factory=dict)
-    outputs: tuple[str, ...] = ()  # files the command may create or change
 
 
 @dataclass
@@ -65,58 +62,8 @@ class Outcome:
     problems: list[str]
 
 
-def _profile_cases(rng: random.Random, n: int, seeds: dict[str, bytes]) -> list[Case]:
-    cases = []
-    for i in range(n):
-        seed = rng.choice(sorted(seeds))
-        craft = rng.choice(XPLANE_CRAFTS)
-        data = craft_xplane(seeds[seed], craft, rng)
-        cases.append(Case("xplane-field", f"{craft}-{i}", ["inspect", "{dir}/p.xplane.pb", "-q", "--json",
-                                                           "{dir}/out.json"],
-                          files={"p.xplane.pb": data}, outputs=("out.json",)))
-    return cases
-
-
-def _mutation_cases(rng: random.Random, n: int, seeds: dict[str, bytes], reports: dict[str, bytes]) -> list[Case]:
-    cases = []
-    for i in range(n):
-        kind = rng.choice(["xplane", "hlo", "report"])
-        if kind == "xplane":
-            data, name, argv = mutate_bytes(seeds[rng.choice(sorted(seeds))], rng), "m.xplane.pb", ["inspect"]
-        elif kind == "hlo":
-            data, name, argv = mutate_bytes(rng.choice(SEED_HLO).read_bytes(), rng), "m.hlo", ["inspect"]
-        else:
-            data, name, argv = mutate_bytes(reports[rng.choice(sorted(reports))], rng), "m.json", ["diff", "{dir}/m.json"]
-        cases.append(Case("byte-mutation", f"{kind}-{i}", [*argv, "{dir}/" + name, "-q", "--hardware", "h100"]
-                          if kind != "xplane" else [*argv, "{dir}/" + name, "-q"], files={name: data}))
-    return cases
-
-
-def _hlo_cases(rng: random.Random, n: int) -> list[Case]:
-    cases = []
-    for i in range(n):
-        craft = rng.choice(HLO_CRAFTS)
-        text = craft_hlo(rng.choice(SEED_HLO).read_text(), craft, rng)
-        cases.append(Case("hlo-craft", f"{craft}-{i}", ["inspect", "{dir}/m.hlo", "-q", "--hardware", "h100",
-                                                        "--json", "{dir}/out.json"],
-                          files={"m.hlo": text.encode()}, outputs=("out.json",)))
-    return cases
-
-
-def _report_cases(rng: random.Random, n: int, reports: dict[str, bytes]) -> list[Case]:
-    cases = []
-    for i in range(n):
-        craft = rng.choice(REPORT_CRAFTS)
-        base = reports[rng.choice(sorted(reports))]
-        data = craft_report(json.loads(base), craft, rng)
-        cases.append(Case("report-json", f"{craft}-{i}", ["diff", "{dir}/base.json", "{dir}/head.json", "-q",
-                                                          "--json", "{dir}/diff.json"],
-                          files={"base.json": base, "head.json": data}, outputs=("diff.json",)))
-    return cases
-
-
-def _path_cases(seeds: dict[str, bytes], reports: dict[str, bytes]) -> list[Case]:
-    profile, report = seeds[sorted(seeds)[0]], reports[sorted(reports)[0]]
+def _path_cases(seeds: Seeds) -> list[Case]:
+    profile, report = seeds.profiles[sorted(seeds.profiles)[0]], seeds.reports[sorted(seeds.reports)[0]]
     hlo = SEED_HLO[0].read_bytes()
     return [
         Case("paths", "fifo-report", ["diff", "{dir}/f.json", "{dir}/r.json", "-q"], files={"r.json": report},
@@ -157,7 +104,7 @@ def _path_cases(seeds: dict[str, bytes], reports: dict[str, bytes]) -> list[Case
     ]
 
 
-def _run(case: Case, work: Path) -> Outcome:
+def _run(case: Case, work: Path, env: dict[str, str]) -> Outcome:
     folder = Path(tempfile.mkdtemp(prefix=f"{case.family}-", dir=work))
     for rel, data in case.files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -169,21 +116,22 @@ def _run(case: Case, work: Path) -> Outcome:
         (folder / rel).symlink_to(target)
     before = _snapshot(folder)
     argv = [a.replace("{dir}", str(folder)) for a in case.argv]
-    env = {**os.environ, "AUDIT_CACHE": "", "JAX_PLATFORMS": "cpu"}
     start = time.perf_counter()
     try:
+        # In the case's folder: `python -m` imports from the working folder first, which must not be a checkout.
         proc = subprocess.run([sys.executable, "-m", "audit", *argv], capture_output=True, timeout=TIME_LIMIT_S,
-                              env=env, stdin=subprocess.DEVNULL)
+                              env=env, stdin=subprocess.DEVNULL, cwd=folder)
         code, stderr = proc.returncode, proc.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired as exc:
         code, stderr = -9, (exc.stderr or b"").decode(errors="replace")
     seconds = time.perf_counter() - start
     problems = _judge(code, stderr, seconds)
-    changed = {k for k in set(before) | set(_snapshot(folder)) if before.get(k) != _snapshot(folder).get(k)}
+    after = _snapshot(folder)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     stray = sorted(k for k in changed if k not in case.outputs)
     if stray:
         problems.append(f"changed files it did not name: {stray}")
-    if code != 0:
+    if code not in (0, 1):  # exit 1 is a tripped gate: its report is written
         partial = sorted(k for k in changed if k in case.outputs)
         if partial:
             problems.append(f"left output files although it failed: {partial}")
@@ -213,15 +161,68 @@ def _judge(code: int, stderr: str, seconds: float) -> list[str]:
     return problems
 
 
-def _seed_reports(seeds: dict[str, bytes], work: Path) -> dict[str, bytes]:
+def _seed_reports(profiles: dict[str, bytes], work: Path, env: dict[str, str]) -> dict[str, bytes]:
     out = {}
-    for i, (name, data) in enumerate(sorted(seeds.items())):
+    for i, (name, data) in enumerate(sorted(profiles.items())):
         src, dst = work / f"seed{i}.xplane.pb", work / f"seed{i}.json"
         src.write_bytes(data)
         subprocess.run([sys.executable, "-m", "audit", "inspect", str(src), "-q", "--json", str(dst)], check=True,
-                       env={**os.environ, "AUDIT_CACHE": ""})
+                       env=env)
         out[name] = dst.read_bytes()
     return out
+
+
+def _cpu_capture(work: Path, env: dict[str, str]) -> bytes:
+    """A real CPU capture of a sharded matmul on 4 simulated devices, made here by `audit run`."""
+    out = work / "cpu-run"
+    subprocess.run([sys.executable, "-m", "audit", "run", str(ROOT / "workloads" / "sharded_matmul.py"), "--devices",
+                    "4", "--steps", "2", "--warmup", "1", "--out", str(out), "-q"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    return next(out.rglob("*.xplane.pb")).read_bytes()
+
+
+def _seeds(work: Path, env: dict[str, str]) -> Seeds:
+    from test_nsys_sqlite import build_export, dump_folder
+
+    profiles = {p.name: p.read_bytes() for p in SEED_PROFILES}
+    profiles["cpu-sharded-matmul.xplane.pb"] = _cpu_capture(work, env)
+    return Seeds(profiles, _seed_reports(profiles, work, env), build_export(work / "seed.sqlite", NSYS_ARCHIVE),
+                 dump_folder(work / "seed-dump", NSYS_ARCHIVE))
+
+
+def _site(checkout: Path, folder: Path) -> str:
+    """An import folder where `audit` is the checkout's code, laid out as the package installs it."""
+    site = folder / "audit"
+    shutil.copytree(checkout / "audit", site, symlinks=True)
+    for name in ("parsers", "costmodel", "workloads", "reports"):
+        (site / name).symlink_to(checkout / name)
+    return str(site.parent)
+
+
+def _cases(rng: random.Random, n: int, seeds: Seeds, work: Path) -> list[Case]:
+    return (profile_cases(rng, n, seeds) + hlo_cases(rng, n) + proto_cases(rng, n) + report_cases(rng, n, seeds)
+            + nsys_cases(rng, n) + sqlite_cases(rng, n, seeds, work) + toml_cases(rng, n)
+            + mutation_cases(rng, 2 * n, seeds) + _path_cases(seeds))
+
+
+def _summary(outcomes: list[Outcome]) -> None:
+    counts: Counter[tuple[str, str]] = Counter()
+    for o in outcomes:
+        counts[(o.case.family, "fail" if o.problems else f"exit {o.code}")] += 1
+        if o.problems:
+            last = o.stderr.strip().splitlines()[-1] if o.stderr.strip() else ""
+            print(f"FAIL {o.case.family}/{o.case.name}: {'; '.join(o.problems)} | {last[:300]}")
+    for (family, outcome), k in sorted(counts.items()):
+        print(f"  {family:15} {outcome:8} {k}")
+    print(f"exit 4: {sum(o.code == 4 for o in outcomes)}, tracebacks: "
+          f"{sum('Traceback' in o.stderr for o in outcomes)}, hangs: {sum(o.code == -9 for o in outcomes)}, "
+          f"failures: {sum(bool(o.problems) for o in outcomes)}")
+
+
+def _log(o: Outcome, checkout: str, log: IO[str]) -> None:
+    log.write(json.dumps({"checkout": checkout, "family": o.case.family, "case": o.case.name, "code": o.code,
+                          "seconds": round(o.seconds, 2), "problems": o.problems, "stderr": o.stderr[-2000:]}) + "\n")
+    log.flush()
 
 
 def main() -> int:
@@ -229,40 +230,38 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--per-family", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--out", type=Path, help="keep the failing cases' stderr here (JSON lines)")
+    parser.add_argument("--out", type=Path, help="write every case's outcome here (JSON lines)")
+    parser.add_argument("--checkout", type=Path, action="append", default=[],
+                        help="run the cases against this checkout's code (repeatable)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    seeds = {name: (FIXTURES / name).read_bytes() for name in SEED_PROFILES}
-    with tempfile.TemporaryDirectory(prefix="audit-campaign-") as tmp:
+    env = {**os.environ, "AUDIT_CACHE": "", "JAX_PLATFORMS": "cpu"}
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="audit-campaign-") as tmp, \
+            (args.out or Path(os.devnull)).open("w") as log:
         work = Path(tmp)
-        reports = _seed_reports(seeds, work)
-        n = args.per_family
-        cases = (_profile_cases(rng, n, seeds) + _hlo_cases(rng, n) + _report_cases(rng, n, reports)
-                 + _mutation_cases(rng, n, seeds, reports) + _path_cases(seeds, reports))
-        start = time.perf_counter()
-        with ThreadPoolExecutor(args.jobs) as pool:
-            outcomes = list(pool.map(lambda c: _run(c, work), cases))
-    counts: Counter[tuple[str, str]] = Counter()
-    failures = [o for o in outcomes if o.problems]
-    for o in outcomes:
-        counts[(o.case.family, "fail" if o.problems else f"exit {o.code}")] += 1
-    for o in failures:
-        last = o.stderr.strip().splitlines()[-1] if o.stderr.strip() else ""
-        print(f"FAIL {o.case.family}/{o.case.name}: {'; '.join(o.problems)} | {last[:300]}")
-    if args.out:
-        with args.out.open("w") as f:
-            for o in outcomes:
-                f.write(json.dumps({"family": o.case.family, "case": o.case.name, "code": o.code,
-                                    "seconds": round(o.seconds, 2), "problems": o.problems,
-                                    "stderr": o.stderr[-2000:]}) + "\n")
-    print(f"{len(outcomes)} cases, seed {args.seed}, {time.perf_counter() - start:.0f} s; slowest "
-          f"{max(o.seconds for o in outcomes):.1f} s")
-    for (family, outcome), k in sorted(counts.items()):
-        print(f"  {family:15} {outcome:8} {k}")
-    print(f"exit 4: {sum(o.code == 4 for o in outcomes)}, tracebacks: "
-          f"{sum('Traceback' in o.stderr for o in outcomes)}, hangs: {sum(o.code == -9 for o in outcomes)}, "
-          f"failures: {len(failures)}")
-    return min(len(failures), 100)
+        cases = _cases(rng, args.per_family, _seeds(work, env), work)
+        for i, checkout in enumerate(args.checkout or [None]):
+            code_env = dict(env)
+            if checkout is not None:
+                site = _site(checkout.resolve(), work / f"site{i}")
+                code_env["PYTHONPATH"] = os.pathsep.join([site, env.get("PYTHONPATH", "")])
+            label = str(checkout) if checkout is not None else "the working tree"
+            outcomes = _campaign(cases, work, code_env, args.jobs, partial(_log, checkout=label, log=log))
+            print(f"{label}: {len(outcomes)} cases, seed {args.seed}; slowest {max(o.seconds for o in outcomes):.1f} s")
+            _summary(outcomes)
+            failures = sum(bool(o.problems) for o in outcomes)
+    return min(failures, 100)
+
+
+def _campaign(cases: list[Case], work: Path, env: dict[str, str], jobs: int,
+              log: Callable[[Outcome], None]) -> list[Outcome]:
+    with ThreadPoolExecutor(jobs) as pool:
+        outcomes = []
+        for outcome in pool.map(lambda c: _run(c, work, env), cases):
+            outcomes.append(outcome)
+            log(outcome)  # as each ends: a campaign stopped early keeps what it found
+    return outcomes
 
 
 if __name__ == "__main__":

@@ -53,26 +53,32 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
 def _footprint(module: Module) -> dict[str, float]:
     """Distinct bytes each loop, call or conditional touches: the buffers one pass of the
     computations it runs produces (XLA reuses them from one iteration to the next)."""
+    reach: dict[str, frozenset[str]] = {}
+    own: dict[str, float] = {}
     out: dict[str, float] = {}
     for comp in module.computations.values():
         for instr in comp.instructions:
             if instr.opcode not in _RUNS_OTHERS:
                 continue
-            total = 0.0
-            pending = [c.lstrip("%") for c in instr.called] + [instr.attr(k).lstrip("%") for k in
-                                                                ("body", "condition", "to_apply")]
-            seen: set[str] = set()
-            while pending:
-                inner = module.computations.get(pending.pop())
-                if inner is None or inner.name in seen or inner.is_fusion:
-                    continue
-                seen.add(inner.name)
-                for op in inner.instructions:
-                    if op.opcode not in _ALIASES:
-                        total += nbytes(op.shape)
-                    pending += [x.lstrip("%") for x in op.called]
-            out[instr.name] = total
+            names = [c.lstrip("%") for c in instr.called] + [instr.attr(k).lstrip("%") for k in
+                                                              ("body", "condition", "to_apply")]
+            runs = frozenset().union(*(_reach(module, n, reach, own) for n in names))
+            out[instr.name] = sum(own[n] for n in runs)
     return out
+
+
+def _reach(module: Module, name: str, reach: dict[str, frozenset[str]], own: dict[str, float]) -> frozenset[str]:
+    """`name` and every computation it runs (fused ones excluded), each found once however many
+    paths lead to it; `own` gets the bytes each of them produces itself."""
+    if name in reach:
+        return reach[name]
+    comp = module.computations.get(name)
+    if comp is None or comp.is_fusion:
+        return frozenset()
+    own[name] = sum(float(nbytes(op.shape)) for op in comp.instructions if op.opcode not in _ALIASES)
+    inner = [_reach(module, c.lstrip("%"), reach, own) for op in comp.instructions for c in op.called]
+    reach[name] = frozenset({name}).union(*inner)
+    return reach[name]
 
 
 class _Recency:

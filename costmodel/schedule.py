@@ -24,7 +24,7 @@ the schedule hides communication.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..parsers.hlo_model import Instruction, Module
@@ -89,18 +89,39 @@ class _Pending:
     end_s: float
 
 
+@dataclass
+class _Run:
+    """What one run of a computation adds up: its compute-stream seconds, the no-overlap sum and
+    synchronous communication in it, and its windows with how often each runs per run of it."""
+
+    seconds: float = 0.0
+    no_overlap_s: float = 0.0
+    sync_comm_s: float = 0.0
+    windows: dict[str, tuple[Window, int]] = field(default_factory=dict)
+
+    def add(self, inner: "_Run", times: int) -> None:
+        """Count `times` runs of a computation this one runs."""
+        self.no_overlap_s += inner.no_overlap_s * times
+        self.sync_comm_s += inner.sync_comm_s * times
+        for start, (window, n) in inner.windows.items():
+            self.windows[start] = (window, self.windows.get(start, (window, 0))[1] + n * times)
+
+
 # Streams of their own on GPU: host/device copies and point-to-point transfers.
 _OWN_GPU_STREAM = {"copy", "send-recv", "async"}
 
 
 class _Walker:
+    """Walks each computation once: a computation run from several places (a body two calls
+    share) is the same run each time, so its result is reused, not walked again per path."""
+
     def __init__(self, module: Module, expected: Mapping[str, float], collective: Mapping[str, str],
                  shared_stream: bool):
         self.module = module
         self.expected = expected
         self.collective = collective
         self.shared_stream = shared_stream
-        self.result = StepWalk()
+        self.runs: dict[str, _Run] = {}
 
     def stream(self, kind: str) -> str:
         if self.shared_stream and kind not in _OWN_GPU_STREAM:
@@ -130,8 +151,15 @@ class _Walker:
             return "send-recv"
         return instr.opcode.removesuffix("-start")
 
-    def walk(self, computation: str, executions: int) -> float:
-        """Seconds one run of `computation` takes on the compute stream, stalls included."""
+    def run(self, computation: str) -> _Run:
+        """One run of `computation` on the compute stream, stalls included (walked once)."""
+        found = self.runs.get(computation)
+        if found is None:
+            found = self.runs[computation] = self._walk(computation)
+        return found
+
+    def _walk(self, computation: str) -> _Run:
+        out = _Run()
         t = 0.0
         streams: dict[str, float] = {}
         pending: dict[str, _Pending] = {}
@@ -141,32 +169,30 @@ class _Walker:
                 stream = self.stream(kind)
                 duration = self.seconds(instr.name) + self.wrapped_seconds(instr)
                 begin = max(t, streams.get(stream, 0.0))
-                window = Window(instr.name, "", kind, computation, duration, executions=executions)
-                pending[instr.name] = _Pending(window, t, begin + duration)
+                pending[instr.name] = _Pending(Window(instr.name, "", kind, computation, duration), t, begin + duration)
                 streams[stream] = begin + duration
-                self.result.no_overlap_s += duration * executions
+                out.no_overlap_s += duration
             elif waits(instr):
                 start = self._start_of(instr, pending)
                 # A done's own time (its launch overhead, if any) is spent on the compute stream.
-                t += self._run(instr, executions)
-                if start is None:
-                    continue
-                p = pending.pop(start)
-                p.window.done = instr.name
-                p.window.window_compute_s = t - p.begin_s
-                p.window.exposed_s = max(0.0, p.end_s - t)
-                t = max(t, p.end_s)
-                self.result.windows.append(p.window)
-            elif instr.opcode == "async-update":
-                continue
-            else:
-                t += self._run(instr, executions)
+                t += self._run(instr, out)
+                if start is not None:
+                    t = self._close(pending.pop(start), instr.name, t, out)
+            elif instr.opcode != "async-update":
+                t += self._run(instr, out)
         for p in pending.values():  # started and never waited for here: the computation ends after it
-            p.window.window_compute_s = t - p.begin_s
-            p.window.exposed_s = max(0.0, p.end_s - t)
-            t = max(t, p.end_s)
-            self.result.windows.append(p.window)
-        return t
+            t = self._close(p, "", t, out)
+        out.seconds = t
+        return out
+
+    @staticmethod
+    def _close(p: _Pending, done: str, t: float, out: _Run) -> float:
+        """The window of `p` closed at compute-stream time `t`; returns when the stream goes on."""
+        p.window.done = done
+        p.window.window_compute_s = t - p.begin_s
+        p.window.exposed_s = max(0.0, p.end_s - t)
+        out.windows[p.window.start] = (p.window, 1)
+        return max(t, p.end_s)
 
     def _start_of(self, done: Instruction, pending: dict[str, _Pending]) -> str | None:
         """The start a done waits for, through any async-update in between."""
@@ -177,26 +203,32 @@ class _Walker:
             found = self.module.find(name)
         return name if name in pending else None
 
-    def _run(self, instr: Instruction, executions: int) -> float:
-        """Compute-stream seconds of one execution of an op, nested computations walked in place."""
+    def _run(self, instr: Instruction, out: _Run) -> float:
+        """Compute-stream seconds of one execution of an op, nested computations run in place."""
         if instr.opcode == "while":
             body, cond = while_parts(self.module, instr)
             n = trip_count(self.module, instr)[0]
-            body_trips, cond_trips = (1, 1) if n is None else (n, n + 1)
-            return ((self.walk(body.name, executions * body_trips) * body_trips if body else 0.0)
-                    + (self.walk(cond.name, executions * cond_trips) * cond_trips if cond else 0.0))
+            return self._nested(body.name if body else None, 1 if n is None else n, out) + \
+                self._nested(cond.name if cond else None, 1 if n is None else n + 1, out)
         if instr.opcode in ("call", "conditional"):
             total = 0.0
             for name in instr.called:
                 comp = self.module.computations.get(name.lstrip("%"))
                 if comp is not None and not comp.is_fusion:
-                    total += self.walk(comp.name, executions)
+                    total += self._nested(comp.name, 1, out)
             return total
         seconds = self.seconds(instr.name)
-        self.result.no_overlap_s += seconds * executions
+        out.no_overlap_s += seconds
         if instr.name in self.collective:
-            self.result.sync_comm_s += seconds * executions
+            out.sync_comm_s += seconds
         return seconds
+
+    def _nested(self, computation: str | None, times: int, out: _Run) -> float:
+        if computation is None:
+            return 0.0
+        inner = self.run(computation)
+        out.add(inner, times)
+        return inner.seconds * times
 
 
 def walk_schedule(module: Module, expected: Mapping[str, float],
@@ -209,9 +241,9 @@ def walk_schedule(module: Module, expected: Mapping[str, float],
     rather than one per kind (TPU).
     **Returns:** the no-overlap sum, the overlapped step and every asynchronous window.
     """
-    walker = _Walker(module, expected, collective or {}, shared_stream)
-    walker.result.step_s = walker.walk(module.entry, 1)
-    return walker.result
+    entry = _Walker(module, expected, collective or {}, shared_stream).run(module.entry)
+    return StepWalk(no_overlap_s=entry.no_overlap_s, step_s=entry.seconds, sync_comm_s=entry.sync_comm_s,
+                    windows=[replace(window, executions=n) for window, n in entry.windows.values()])
 
 
 def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str, OpCost]],

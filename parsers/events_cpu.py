@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from . import xline_decode
-from .events import (NO_RUN, HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps, self_times,
-                     steps_frame, to_u64)
+from .events import (NO_RUN, U64, HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps,
+                     self_times, steps_frame, to_u64)
+from .ranges import MAX_DEVICE_ORDINAL
 
 _SKIP, _OP, _STEP, _LAUNCH = 0, 1, 2, 3
 _OP_STATS = ("hlo_op", "program_id", "run_id", "device_ordinal")
@@ -143,10 +145,15 @@ def _scan(plane: Any, ps: PlaneStats, cols: _Columns, steps: list[tuple[int, int
 
 
 def _program_ids(values: list[int]) -> np.ndarray:
+    return _int64s(values).view(np.uint64)
+
+
+def _int64s(values: list[int]) -> np.ndarray:
+    """Stat integers as int64, a uint64 value above 2**63 by its bits (as the compiled reader keeps it)."""
     try:
-        return np.asarray(values, dtype=np.int64).view(np.uint64)
+        return np.asarray(values, dtype=np.int64)
     except OverflowError:  # uint64 values above 2**63
-        return np.asarray([to_u64(v) for v in values], dtype=np.uint64)
+        return np.asarray([to_u64(v) for v in values], dtype=np.uint64).view(np.int64)
 
 
 def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
@@ -155,7 +162,7 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
     annotations: list[tuple[int, int, int]] = []
     launches: dict[int, int] = {}
     _scan(plane, PlaneStats(plane), cols, annotations, launches, lines)
-    device, start = np.asarray(cols.device, dtype=np.int64), np.asarray(cols.start, dtype=np.int64)
+    device, start = _int64s(cols.device), np.asarray(cols.start, dtype=np.int64)
     dur = np.asarray(cols.dur, dtype=np.int64)
     line = np.repeat(np.asarray([r[0] for r in cols.line_runs], dtype=np.int64),
                      np.asarray([r[1] for r in cols.line_runs], dtype=np.int64))
@@ -168,7 +175,7 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
         "op": pd.Categorical.from_codes(np.asarray(cols.code, dtype=np.int32),
                                         categories=pd.Index(op_names, dtype=str)),
         "start_ps": start, "dur_ps": dur, "self_ps": self_times(group, start, dur),
-        "run_id": np.asarray(cols.run, dtype=np.int64),
+        "run_id": _int64s(cols.run),
     }
     return arrays, annotations, launches
 
@@ -204,6 +211,10 @@ def extract_cpu(plane: Any, host: str) -> HostExtraction:
     """Per-op rows from a `/host:CPU` plane (XLA:CPU thunks), with steps."""
     cols, annotations, launches = _scan_all(plane)
     device = cols["device"]
+    bad = np.flatnonzero((device < 0) | (device > MAX_DEVICE_ORDINAL))
+    if bad.size:
+        raise InputError(f"plane {plane.name!r}: stat device_ordinal {int(device[bad[0]]) % U64} of a thunk event is "
+                         f"out of range (0 to {MAX_DEVICE_ORDINAL:,})")
     frame = events_frame({
         "host": pd.Categorical.from_codes(np.zeros(len(device), dtype=np.int8), categories=pd.Index([host])), **cols})
     frame, step_rows, source = _steps(host, frame, annotations, launches)

@@ -23,6 +23,7 @@ from .input_files import read_input
 CONFIG_SUFFIX = "gpu_target_config.pbtxt"
 MAX_CONFIG_BYTES = 1 << 20  # a real config is about 5 kB
 _MAX_DEPTH = 16
+_MAX_FIGURE = 2**64
 _TOKEN = re.compile(r'\s+|#[^\n]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|[{}<>:;,\[\]]|[^\s{}<>:;,\[\]"\']+')
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _SM = re.compile(r"(?<![a-z0-9])sm_(\d+)\.(\d+)([a-z]?)(?![0-9])")
@@ -77,9 +78,8 @@ def _message(tokens: list[str], i: int, depth: int) -> tuple[dict[str, Any], int
 def _scalar(token: str) -> Any:
     if token[:1] in "\"'":
         return token[1:-1].replace("\\\"", "\"").replace("\\'", "'").replace("\\\\", "\\")
-    if _NUMBER.match(token):
-        number = float(token)
-        return int(number) if re.match(r"^[+-]?\d+$", token) else number
+    if _NUMBER.match(token):  # an integer as written: a float of 400 digits is infinite, and no int
+        return int(token) if re.match(r"^[+-]?\d+$", token) else float(token)
     if token in ("{", "}", "<", ">", ":", "[", "]"):
         raise _Malformed(f"unexpected {token!r}")
     return {"true": True, "false": False}.get(token, token)
@@ -107,7 +107,8 @@ def target_stats(text: str, where: str) -> dict[str, Any] | None:
     for key, stat, scale in (("core_count", "core_count", 1), ("clock_rate_ghz", "clock_rate", 1e6),
                              ("device_memory_size", "memory_size", 1), ("memory_bandwidth", "memory_bandwidth", 1)):
         value = info.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        # Past 2^64 no chip (and the infinities of 1e400): the figure is left for other evidence.
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < _MAX_FIGURE:
             stats[stat] = value * scale
     stats.update(_capability(info))
     return stats

@@ -2,23 +2,29 @@
 
 XLA's HLO is not recursive: no computation calls itself, directly or through others (a
 fusion, a while body, a reducer). A module that does would send any walk over the call graph
-into endless recursion, so it is refused here, naming the instruction that closes the cycle.
-Shapes are checked too: a rank or an element count beyond any machine's memory is a crafted
-or damaged file, not a program.
+into endless recursion, so it is refused here, naming the instruction that closes the cycle;
+so is a nesting of computations deeper than any program's (the walks over the call graph
+recurse once per level). Shapes are checked too: a rank or an element count beyond any
+machine's memory, a layout that is not a permutation of the dimensions, a parameter without a
+number, or a backend_config nested deeper than XLA writes is a crafted or damaged file, not a
+program.
 """
 
 from __future__ import annotations
 
 from ..errors import InputError
 from .hlo_model import Instruction, Module, Shape
-from .ranges import MAX_ELEMENTS, MAX_RANK
+from .ranges import MAX_CONFIG_DEPTH, MAX_ELEMENTS, MAX_NESTING, MAX_RANK
 
 
 def check_module(module: Module, origin: str = "") -> None:
-    """**Raises:** `InputError` naming the instruction, for a call cycle or an impossible shape."""
+    """**Raises:** `InputError` naming the instruction, for a call cycle, a nesting deeper than
+    `MAX_NESTING`, an impossible shape or layout, a parameter without a number, or a
+    backend_config nested deeper than `MAX_CONFIG_DEPTH`."""
     for comp in module.computations.values():
         for instr in comp.instructions:
             _check_shape(instr.shape, instr, comp.name, origin)
+            _check_fields(instr, comp.name, origin)
     _check_acyclic(module, origin)
 
 
@@ -34,6 +40,35 @@ def _check_shape(shape: Shape, instr: Instruction, comp: str, origin: str) -> No
             if elements > MAX_ELEMENTS:
                 raise _error(instr, comp, f"has a shape of more than 2^50 elements ({leaf.dtype}"
                                           f"{list(leaf.dims)[:8]}{'...' if len(leaf.dims) > 8 else ''})", origin)
+        if leaf.layout and sorted(leaf.layout) != list(range(len(leaf.dims))):
+            raise _error(instr, comp, f"has a layout {{{','.join(map(str, leaf.layout[:8]))}}} that is not a "
+                                      f"permutation of the {len(leaf.dims)} dimensions of {leaf}", origin)
+
+
+def _check_fields(instr: Instruction, comp: str, origin: str) -> None:
+    if instr.opcode == "parameter" and not instr.attr("parameter_number").isdigit():
+        raise _error(instr, comp, f"is parameter({instr.attr('parameter_number')[:30]}): a parameter's "
+                                  "operand is its number", origin)
+    config = instr.backend_config
+    if config.count("{") + config.count("[") > MAX_CONFIG_DEPTH and _nesting(config) > MAX_CONFIG_DEPTH:
+        raise _error(instr, comp, f"has a backend_config nested more than {MAX_CONFIG_DEPTH} deep", origin)
+
+
+def _nesting(text: str) -> int:
+    """How deep brackets nest in JSON-like text, outside strings."""
+    depth = deepest = 0
+    quoted = escaped = False
+    for ch in text:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            quoted = True
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "}]":
+            depth -= 1
+    return deepest
 
 
 def _leaves(shape: Shape) -> list[Shape]:
@@ -49,8 +84,11 @@ def _leaves(shape: Shape) -> list[Shape]:
 
 
 def _check_acyclic(module: Module, origin: str) -> None:
-    """Depth-first over the call graph with an explicit stack; a callee on the current path is a cycle."""
+    """Depth-first over the call graph with an explicit stack; a callee on the current path is a
+    cycle. Each computation's height (the longest chain of computations it calls, itself included)
+    is known when it is done, so the nesting is checked on the way."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
+    height: dict[str, int] = {}
     for root in module.computations:
         if root in state:
             continue
@@ -61,6 +99,7 @@ def _check_acyclic(module: Module, origin: str) -> None:
             if not pending:
                 state[name] = 2
                 stack.pop()
+                _check_height(module, name, height, origin)
                 continue
             callee, instr = pending.pop()
             seen = state.get(callee)
@@ -71,6 +110,16 @@ def _check_acyclic(module: Module, origin: str) -> None:
             if seen is None:
                 state[callee] = 1
                 stack.append((callee, _calls(module, callee)))
+
+
+def _check_height(module: Module, name: str, height: dict[str, int], origin: str) -> None:
+    calls = _calls(module, name)
+    deepest = max(calls, key=lambda c: height[c[0]], default=None)
+    height[name] = 1 + (height[deepest[0]] if deepest else 0)
+    if deepest is not None and height[name] > MAX_NESTING:
+        raise _error(deepest[1], name, f"calls {deepest[0]!r}: computations nested more than {MAX_NESTING} deep "
+                                       "(fusions, loops, branches or calls inside each other); no program nests "
+                                       "so deep", origin)
 
 
 def _calls(module: Module, name: str) -> list[tuple[str, Instruction]]:

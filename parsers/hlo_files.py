@@ -124,6 +124,6 @@ def decode_programs(protos: dict[int, bytes], path: str | Path, warnings: list[s
     for program, data in protos.items():
         try:
             modules[program] = read_hlo_proto_bytes(data, origin=f"{path} program {program}")
-        except Exception as exc:  # a bad module must not cost the whole profile its events
+        except InputError as exc:  # a module refused must not cost the whole profile its events
             warnings.append(f"HLO of program {program} could not be decoded ({exc}); its ops have no HLO")
     return modules

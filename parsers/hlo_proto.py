@@ -268,6 +268,16 @@ def _attributes(p: DynamicMessage, called: tuple[str, ...], config: str) -> list
     return out + backend_config_attributes(config)
 
 
+def _named_instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str], comp: str,
+                       origin: str) -> Instruction:
+    """`_instruction`, with an error in its fields naming where it sits."""
+    try:
+        return _instruction(p, names, comps)
+    except InputError as exc:
+        raise InputError(f"HLO instruction {p.name!r} in computation {comp!r}: {exc.message}",
+                         path=origin or None) from None
+
+
 def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]) -> Instruction:
     called = tuple(comps[c] for c in p.called_computation_ids if c in comps)
     config = p.backend_config.decode("utf-8", errors="replace")
@@ -316,7 +326,7 @@ def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
     computations: dict[str, Computation] = {}
     for c in proto.computations:
         names = {i.id: i.name for i in c.instructions}
-        instructions = [_instruction(i, names, comp_names) for i in c.instructions]
+        instructions = [_named_instruction(i, names, comp_names, c.name, origin) for i in c.instructions]
         computations[c.name] = Computation(
             name=c.name, instructions=instructions, id=c.id, root=names.get(c.root_id, ""),
             is_fusion=c.is_fusion_computation or c.id in fused)

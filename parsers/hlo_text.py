@@ -62,6 +62,8 @@ def _metadata(value: str) -> tuple[Metadata, list[tuple[str, str]]]:
                     source_file=fields.get("source_file", ""),
                     source_line=int(fields.get("source_line", 0) or 0))
     frame = fields.get("stack_frame_id")
+    if frame and not frame.removeprefix("-").isdigit():
+        raise ValueError(f"metadata stack_frame_id {frame[:30]!r} is not a frame number")
     return meta, ([("stack_frame_id", frame)] if frame and frame != "0" else [])
 
 
@@ -161,7 +163,8 @@ def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str,
 
 def _frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
     frame = tables["StackFrames"].get(frame_id)
-    location = tables["FileLocations"].get(frame["file_location_id"]) if frame else None
+    # A row without a location (or naming one that is not listed) gives no source, as an unknown id does.
+    location = tables["FileLocations"].get(frame.get("file_location_id", 0)) if frame else None
     if not location:
         return "", 0
     return tables["FileNames"].get(location.get("file_name_id", 0), ""), location.get("line", 0)

@@ -26,9 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError
+from .compressed import xz_bytes, zip_member
 from .gpu_target import CONFIG_SUFFIX, config_bytes_to_stats, marker_stats
 from .nvtx_xla import RANGE_COLUMNS, has_xla_ranges, read_xla_ranges
 from .profile_model import HostFiles, HostProfile, ProfileReader, file_key
+from .ranges import MAX_TIMESTAMP_NS, time_range, whole_int64
 
 TRACE = "nvtx_gpu_proj_trace/trace.parquet"
 DEVICES = "device-metadata.parquet"
@@ -65,7 +67,7 @@ class Archive:
     def read(self, name: str) -> bytes:
         try:
             if self._zip is not None:
-                return self._zip.read(name)
+                return zip_member(self._zip, name)
             return (self.path / name).read_bytes()
         except (zipfile.BadZipFile, OSError, EOFError, KeyError, lzma.LZMAError) as exc:
             raise InputError(f"cannot read {name} ({exc}): the archive is truncated or damaged", path=self.path) from None
@@ -181,21 +183,50 @@ def _ranges(archive: Archive, stem: str) -> pd.DataFrame:
         raise InputError(f"{TRACE} cannot be read ({exc}): the archive is truncated or damaged",
                          path=archive.path) from None
     table = table.rename(columns=layout)
+    try:
+        out = _range_frame(table)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"{TRACE}: a column holds values that are not range names, times or ids ({exc})",
+                         path=archive.path) from None
+    repeated = out["range_id"][out["range_id"].duplicated()]
+    if len(repeated):
+        raise InputError(f"{TRACE}: range id {repeated.iloc[0]} is on more than one row ({len(repeated)} repeated "
+                         "ids); Nsight numbers each range once, so the file is damaged or joined from several",
+                         path=archive.path)
+    assert set(out.columns) >= set(RANGE_COLUMNS) - {"device"}
+    return out
+
+
+def _range_frame(table: pd.DataFrame) -> pd.DataFrame:
     if "end_ns" in table.columns:
         table["dur_ns"] = table.pop("end_ns") - table["start_ns"]
     table = table.dropna(subset=["range_id"])
     # A range that launched nothing has no projection (NaN start): -1, as RANGE_COLUMNS says.
     out = pd.DataFrame({
         "name": table["name"].fillna("").astype(str),
-        "start_ns": table["start_ns"].fillna(-1).to_numpy(np.int64),
-        "dur_ns": table["dur_ns"].fillna(0).to_numpy(np.int64),
-        "range_id": table["range_id"].to_numpy(np.int64),
-        "parent_id": table["parent_id"].fillna(-1).to_numpy(np.int64),
-        "tid": table["tid"].fillna(-1).to_numpy(np.int64),
-        "gpu_ops": table["gpu_ops"].fillna(-1).to_numpy(np.int64) if "gpu_ops" in table else -1,
+        "start_ns": _int64s(table["start_ns"].fillna(-1), "start"),
+        "dur_ns": _int64s(table["dur_ns"].fillna(0), "duration"),
+        "range_id": _int64s(table["range_id"], "range id"),
+        "parent_id": _int64s(table["parent_id"].fillna(-1), "parent id"),
+        "tid": _int64s(table["tid"].fillna(-1), "thread id"),
+        "gpu_ops": _int64s(table["gpu_ops"].fillna(-1), "GPU op count") if "gpu_ops" in table else -1,
     })
-    assert set(out.columns) >= set(RANGE_COLUMNS) - {"device"}
+    for column, what, low in (("start_ns", "start (ns)", -1), ("dur_ns", "duration (ns)", 0)):
+        bad = out[column][(out[column] < low) | (out[column] > MAX_TIMESTAMP_NS)]
+        if len(bad):
+            time_range(int(bad.iloc[0]), what, TRACE, low=low, high=MAX_TIMESTAMP_NS)
     return out
+
+
+def _int64s(values: pd.Series, what: str) -> np.ndarray:
+    """Whole numbers of 64 bits. **Raises:** `ValueError` for text, a fraction, an infinity or more bits."""
+    numbers = pd.to_numeric(values, errors="raise")
+    if numbers.dtype.kind != "i":
+        floats = numbers.to_numpy(np.float64)
+        bad = ~whole_int64(floats)
+        if bad.any():
+            raise ValueError(f"a {what} of {float(floats[bad][0])!r}")
+    return numbers.to_numpy(np.int64)
 
 
 def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:
@@ -209,8 +240,12 @@ def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:
         frame = pq.read_table(io.BytesIO(data)).to_pandas()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"{DEVICES} cannot be read ({exc})", path=archive.path) from None
+    try:
+        rows = device_rows(frame)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"{DEVICES} holds a value that is not a device fact ({exc})", path=archive.path) from None
     return [{**row, "stats": {**row["stats"], "described_by": "nsys-jax device metadata", "described_in": DEVICES}}
-            if row["stats"] else row for row in device_rows(frame)]
+            if row["stats"] else row for row in rows]
 
 
 def _dump_target(archive: Archive, stem: str) -> dict[str, Any]:
@@ -301,10 +336,9 @@ def _programs(archive: Archive, stem: str, names: dict[int, str]) -> tuple[dict[
         data = archive.read(chosen)
         if data[:6] == _XZ_MAGIC:
             try:
-                data = lzma.decompress(data)
-            except lzma.LZMAError as exc:
-                raise InputError(f"{chosen} is not valid xz ({exc}): the archive is truncated or damaged",
-                                 path=archive.path) from None
+                data = xz_bytes(data, chosen)
+            except InputError as exc:
+                raise InputError(exc.message, path=archive.path) from None
         protos[program] = data
     return protos, missing
 

@@ -11,7 +11,6 @@ given beside it (`--hlo DIR`, what `--xla_dump_to` wrote, as `.hlo.pb` protos).
 
 from __future__ import annotations
 
-import lzma
 import re
 import sqlite3
 from pathlib import Path
@@ -20,14 +19,17 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .compressed import xz_bytes
 from .nsys_jax import device_rows
 from .nvtx_xla import has_xla_ranges, read_xla_ranges
 from .profile_model import HostFiles, HostProfile, ProfileReader
+from .ranges import MAX_TIMESTAMP_NS as MAX_NS, time_range, whole_int64
 
 HEADER = b"SQLite format 3\x00"
 PUSH_POP = 59  # NVTX_EVENTS.eventType of a push/pop range
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 _NEEDED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME")
+_ID_COLUMNS = (".globalTid", ".deviceId")
 
 
 def looks_like_sqlite(path: Path) -> bool:
@@ -67,8 +69,11 @@ def read_sqlite_host(path: str, hlo_dir: str | None) -> tuple[HostProfile, dict[
                              "be placed on the GPU timeline (nsys profile --trace=cuda)", path=path)
         ranges = _project(db, ranges, gpu)
         devices = device_rows(_device_frame(db, tables))
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"cannot read the SQLite export ({exc}): truncated or damaged", path=path) from None
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # pandas wraps the errors of its queries
+        raise InputError(f"cannot read the SQLite export ({str(exc).rsplit(': ', 1)[-1]}): truncated or damaged",
+                         path=path) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"TARGET_INFO_GPU holds a value that is not a device fact ({exc})", path=path) from None
     finally:
         db.close()
     by_cuda = {d["local"]: d["global"] for d in devices}
@@ -102,11 +107,36 @@ def _ranges(db: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
         f"SELECT n.start AS start, n.end AS end, {text} AS name, n.globalTid AS tid FROM NVTX_EVENTS AS n {join} "
         f"WHERE n.eventType = {PUSH_POP} AND n.end IS NOT NULL AND ({text} LIKE '%XlaModule:#%' OR {text} LIKE "
         f"'%Thunk:#%' OR {text} LIKE 'NCCL:%')", db)
+    frame = integer_columns(frame, {"start": "NVTX_EVENTS.start", "end": "NVTX_EVENTS.end",
+                                    "tid": "NVTX_EVENTS.globalTid"})
     frame["name"] = frame["name"].fillna("").astype(str)
     frame = frame.sort_values(["tid", "start", "end"], ascending=[True, True, False], kind="stable")
     frame = frame.reset_index(drop=True)
     frame["range_id"] = np.arange(len(frame), dtype=np.int64)
     frame["parent_id"] = _parents(frame["tid"].to_numpy(), frame["start"].to_numpy(), frame["end"].to_numpy())
+    return frame
+
+
+def integer_columns(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """`frame` with `columns` (frame column -> the export's TABLE.column) as int64, nulls dropped; times
+    (every column but ids) within a profiling session.
+
+    SQLite lets any cell hold text or a real; an export writes integers in these columns.
+    **Raises:** `InputError` naming the table and column for a value that is not a 64-bit integer,
+    or a time beyond a 10-hour session.
+    """
+    frame = frame.dropna(subset=list(columns))
+    for name, column in columns.items():
+        values = pd.to_numeric(frame[name], errors="coerce")
+        if values.dtype.kind != "i":  # text or reals among the integers
+            whole = pd.Series(whole_int64(values.to_numpy(np.float64, na_value=np.nan)), index=values.index)
+            if not whole.all():
+                raise InputError(f"{column} holds {str(frame[name][~whole].iloc[0])[:40]!r}, not an "
+                                 "integer: the export is damaged")
+            values = values.astype(np.int64)
+        if not column.endswith(_ID_COLUMNS) and not ((values >= 0) & (values <= MAX_NS)).all():
+            time_range(int(values[(values < 0) | (values > MAX_NS)].iloc[0]), "time (ns)", column, high=MAX_NS)
+        frame = frame.assign(**{name: values})
     return frame
 
 
@@ -129,6 +159,10 @@ def _project(db: sqlite3.Connection, ranges: pd.DataFrame, gpu_tables: list[str]
     work = pd.read_sql_query(
         f"SELECT r.globalTid AS tid, r.start AS launch, g.start AS gstart, g.end AS gend, g.deviceId AS device "
         f"FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN ({union}) AS g ON g.correlationId = r.correlationId", db)
+    gpu = f"{'/'.join(gpu_tables)}"
+    work = integer_columns(work, {"tid": "CUPTI_ACTIVITY_KIND_RUNTIME.globalTid",
+                                  "launch": "CUPTI_ACTIVITY_KIND_RUNTIME.start", "gstart": f"{gpu}.start",
+                                  "gend": f"{gpu}.end", "device": f"{gpu}.deviceId"})
     n = len(ranges)
     lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(n, -1, dtype=np.int64)
@@ -237,7 +271,10 @@ def programs_from_dump(hlo_dir: str | None, names: dict[int, str], path: str) ->
         if match is None:
             continue
         data = match.read_bytes()
-        protos[program] = lzma.decompress(data) if match.name.endswith(".xz") else data
+        try:
+            protos[program] = xz_bytes(data, match.name) if match.name.endswith(".xz") else data
+        except InputError as exc:
+            raise InputError(exc.message, path=hlo_dir) from None
     if not protos:
         text = any(p.name.endswith("after_optimizations.txt") for p in files)
         raise InputError(f"no HLO proto after optimization for {wanted} in this folder"

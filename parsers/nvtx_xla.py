@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from .events import events_frame, steps_frame
 
 # One row per NVTX push/pop range, times on the GPU timeline in ns.
@@ -62,13 +63,16 @@ def has_xla_ranges(names: pd.Series) -> bool:
 def read_xla_ranges(ranges: pd.DataFrame, host: str) -> XlaExecution:
     """Events and steps from one process's ranges (`RANGE_COLUMNS`).
 
-    **Raises:** nothing; a frame without module executions gives empty events, and the
-    caller says what is missing.
+    **Raises:** `InputError` for a program id beyond 64 bits; a frame without module executions
+    gives empty events, and the caller says what is missing.
     """
     names = ranges["name"].astype(str)
     module_match = names.str.extract(MODULE)
     is_module = module_match[0].notna().to_numpy()
-    program = pd.to_numeric(module_match[1], errors="coerce").to_numpy()
+    program = pd.to_numeric(module_match[1], errors="coerce").to_numpy(float)
+    beyond = np.flatnonzero(program >= 2**63)
+    if beyond.size:
+        raise InputError(f"XLA module range {names.iloc[int(beyond[0])][:100]!r}: the program id is beyond 64 bits")
     op = names.str.extract(THUNK)[0]
     is_thunk = op.notna().to_numpy()
     frame = pd.DataFrame({

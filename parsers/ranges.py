@@ -27,6 +27,14 @@ MAX_RANK = 64
 MAX_ELEMENTS = 1 << 50
 MAX_DEVICES = 1 << 20  # devices in one replica-group list or mesh
 MAX_TRIP_COUNT = 1 << 40
+# An op run more often than this in one run of a program (the product of the trip counts of the
+# loops around it) would take 13 days at a nanosecond a run: no real program does.
+MAX_EXECUTIONS = 1 << 50
+# Computations called inside computations (fusions, loops, branches, calls): real programs nest a
+# handful of levels (the deepest real module here, a TPU training step, nests 5).
+MAX_NESTING = 64
+# Brackets nested inside one backend_config (XLA's JSON configs nest fewer than ten levels).
+MAX_CONFIG_DEPTH = 64
 
 
 def time_range(value: int, what: str, where: str, *, low: int = 0, high: int = MAX_PS) -> int:
@@ -70,6 +78,13 @@ def stat_int(value: Any, what: str, where: str, *, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InputError(f"{where}: stat {what} {value} is out of range ({low} to {high:,})")
     return value
+
+
+def whole_int64(values: np.ndarray) -> np.ndarray:
+    """Which of `values` (floats) are whole numbers an int64 holds."""
+    ok: np.ndarray = np.isfinite(values)
+    ok[ok] = (np.abs(values[ok]) < 2.0**63) & (values[ok] % 1 == 0)
+    return ok
 
 
 def finite_or_nan(value: Any) -> float:

@@ -45,6 +45,7 @@ def iota_groups(num_groups: int, group_size: int, reshape_dims: Sequence[int],
                 transpose_perm: Sequence[int] = ()) -> Groups:
     """Expand an iota replica-group list (`[num_groups,group_size]<=[reshape_dims]T(perm)`)."""
     dims = list(reshape_dims) or [num_groups * group_size]
+    _check_sizes([num_groups, group_size, *dims], f"iota replica groups [{num_groups},{group_size}]<={dims}")
     _check_devices(num_groups * group_size, f"[{num_groups},{group_size}]")
     _check_devices(prod(dims), f"<={dims}")
     perm = list(transpose_perm) or list(range(len(dims)))
@@ -77,6 +78,12 @@ def check_groups(groups: Groups) -> Groups:
     return groups
 
 
+def _check_sizes(sizes: Sequence[int], spelled: str) -> None:
+    """Refuse a group, mesh axis or sub-axis of no devices (or fewer): every one holds at least one."""
+    if any(s < 1 for s in sizes):
+        raise InputError(f"{spelled}: a size of {min(sizes)}; every group and mesh axis holds at least one device")
+
+
 def _check_devices(count: int, spelled: str) -> None:
     """Refuse a device count beyond any cluster before an array of that many ids is made."""
     if count > MAX_DEVICES:
@@ -98,6 +105,7 @@ def _iota(match: re.Match[str]) -> Groups:
 def _device_array(text: str | None, axis_sizes: list[int]) -> np.ndarray:
     """The mesh's device ids, shaped by its axes (iota when not given)."""
     count = prod(axis_sizes)
+    _check_sizes(axis_sizes, f"mesh replica groups: a mesh of {axis_sizes}")
     _check_devices(count, f"a mesh of {axis_sizes}")
     if not text:
         return np.arange(count).reshape(axis_sizes)
@@ -152,6 +160,9 @@ def mesh_groups(axes: Sequence[tuple[str, int]], refs: Sequence[tuple[str, int, 
     """
     names = [n for n, _ in axes]
     sizes = [s for _, s in axes]
+    _check_sizes(sizes, f"mesh replica groups: mesh {dict(axes)}")
+    _check_sizes([n for r in refs if not isinstance(r, str) for n in r[1:]],
+                 f"mesh replica groups: sub-axes {[r for r in refs if not isinstance(r, str)]}")
     _check_devices(prod(sizes), f"a mesh of {sizes}")
     ids = np.arange(prod(sizes)).reshape(sizes) if device_ids is None else device_ids
     per_axis: dict[int, list[tuple[int, int]]] = {}

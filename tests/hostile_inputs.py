@@ -12,6 +12,8 @@ import math
 import random
 from typing import Any, Callable
 
+from hostile_hlo import PROTO_CRAFTS, STRUCTURE_CRAFTS, craft_hlo_proto
+
 from audit.parsers.xplane_schema import XSpace
 
 # Values at the edges of what each field's wire type can carry, and beyond what is physical.
@@ -97,9 +99,18 @@ def _craft_stat_metadata(space: Any, rng: random.Random) -> None:
             md.name = rng.choice(NAMED_STATS)
 
 
+def _craft_embedded_hlo(space: Any, rng: random.Random) -> None:
+    """One program's HLO in `/host:metadata` (the `Hlo Proto` stat) crafted as `hostile_hlo` crafts a proto."""
+    protos = [st for plane in space.planes if plane.name == "/host:metadata" for md in plane.event_metadata.values()
+              for st in md.stats if plane.stat_metadata[st.metadata_id].name in ("Hlo Proto", "HLO Proto")]
+    if protos:
+        stat = rng.choice(protos)
+        stat.bytes_value = craft_hlo_proto(stat.bytes_value, rng.choice(sorted(PROTO_CRAFTS)), rng)
+
+
 XPLANE_CRAFTS: tuple[str, ...] = ("duration", "offset", "timestamp", "occurrences", "metadata-id", "stat-value",
                                   "plane-name", "plane-id", "line-id", "many-planes", "stat-metadata", "no-metadata",
-                                  "line-duration")
+                                  "line-duration", "embedded-hlo")
 
 
 def craft_xplane(data: bytes, craft: str, rng: random.Random) -> bytes:
@@ -137,6 +148,8 @@ def craft_xplane(data: bytes, craft: str, rng: random.Random) -> bytes:
         _craft_many_planes(space, rng)
     elif craft == "stat-metadata":
         _craft_stat_metadata(space, rng)
+    elif craft == "embedded-hlo":
+        _craft_embedded_hlo(space, rng)
     elif craft == "no-metadata":
         rng.choice(list(space.planes)).ClearField(rng.choice(["event_metadata", "stat_metadata"]))
     else:
@@ -234,13 +247,27 @@ _HLO_EDITS: dict[str, list[tuple[str, str]]] = {
     "slice-huge": [("%r = f32[8,16]{1,0} get-tuple-element(%loop), index=1",
                     "%r0 = f32[8,16]{1,0} get-tuple-element(%loop), index=1\n"
                     "  %r = f32[8,16]{1,0} slice(%r0), slice={[0:99999999999999999999], [0:16:0]}")],
+    "layout-out-of-range": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{7,0} dot")],
+    "parameter-named": [("%a = f32[8,16]{1,0} parameter(0)", "%a = f32[8,16]{1,0} parameter(%a)")],
+    "mesh-axis-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=mesh['x'=4,'y'=0] {'y'}")],
+    "iota-groups-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=[0,4]<=[0]")],
+    "stack-frame-no-location": [("HloModule crafted, entry_computation_layout={(f32[8,16]{1,0})->f32[8,16]{1,0}}",
+                                 "HloModule crafted, entry_computation_layout={(f32[8,16]{1,0})->f32[8,16]{1,0}}"
+                                 '\n\nFileNames\n1 "f.py"\n\nFunctionNames\n1 "f"\n\nFileLocations\n'
+                                 "1 {file_name_id=1 function_name_id=1 line=3}\n\nStackFrames\n1 {parent_frame_id=0}"),
+                                ('source_file="f.py" source_line=3', "stack_frame_id=1")],
+    "backend-config-deep": [('"known_trip_count":{"n":"4"}',
+                             '"known_trip_count":{"n":"4"},"x":' + "[" * 5000 + "]" * 5000)],
 }
-HLO_CRAFTS: tuple[str, ...] = tuple(_HLO_EDITS)
+HLO_CRAFTS: tuple[str, ...] = tuple(_HLO_EDITS) + tuple(STRUCTURE_CRAFTS)
 
 
 def craft_hlo(seed_text: str, craft: str, rng: random.Random) -> str:
-    """The template module with one crafted construct (`seed_text` is kept for byte mutations)."""
+    """The template module with one crafted construct, or a crafted structure (`seed_text` is kept
+    for byte mutations)."""
     del seed_text, rng
+    if craft in STRUCTURE_CRAFTS:
+        return STRUCTURE_CRAFTS[craft]()
     text = HLO_TEMPLATE
     for old, new in _HLO_EDITS[craft]:
         assert old in text, (craft, old)

@@ -4,9 +4,11 @@
 
 Each file is a few KB: XSpaces built from scratch in the layout of the real GPU captures (one
 `/device:GPU:0` plane of kernels with `hlo_op`/`program_id`, a `/host:CPU` plane), HLO texts from
-`hostile_inputs.HLO_TEMPLATE` (named *.hlo.txt: tests that read every *.hlo under tests/data
-expect modules XLA's own parser accepts), and reports. MANIFEST.json says what each must end in: the exit
-code and the words of its one line (tests/test_fuzz_hostile.py checks it).
+`hostile_inputs.HLO_TEMPLATE` and `hostile_hlo` (named *.hlo.txt: tests that read every *.hlo under
+tests/data expect modules XLA's own parser accepts), nsys-jax archives built from scratch in the
+layout of the real ones (an xz bomb of 80 MiB in 13 kB for the program's dump, a range on two rows),
+hardware files from the catalog's h100.toml, and reports. MANIFEST.json says what each must end in:
+the exit code and the words of its one line (tests/test_fuzz_hostile.py checks it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from hostile_archives import xz_bomb  # noqa: E402
+from hostile_hlo import nested  # noqa: E402
 from hostile_inputs import craft_hlo  # noqa: E402
 
 from audit.parsers.xplane_schema import XSpace  # noqa: E402
@@ -66,6 +70,40 @@ def report(edit: Callable[[dict[str, Any]], None] | None = None) -> bytes:
     return json.dumps(doc).encode()
 
 
+def nsys_archive(dump: bytes, repeat_row: bool = False) -> bytes:
+    """A tiny nsys-jax archive: three executions of program 1 (`jit_f`), one thunk each, and the
+    program's dump after optimization (`dump`, xz-compressed as nsys-jax stores it)."""
+    import io
+    import zipfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows: dict[str, list[object]] = {k: [] for k in ("Name", "Projected Start", "Projected Duration", "RangeId",
+                                                     "ParentId", "TID", "NumGPUOps")}
+    for i in range(3):
+        for name, start, parent in (("TSL:XlaModule:#hlo_module=jit_f,program_id=1#", 1000 * i, -1.0),
+                                    ("TSL:Thunk:#hlo_op=fusion.1#", 1000 * i + 10, float(2 * i))):
+            for key, value in zip(rows, (name, start, 500, float(2 * i + (parent >= 0)), parent, 7, 1)):
+                rows[key].append(value)
+    if repeat_row:
+        for key in rows:
+            rows[key].append(rows[key][1])
+    trace = io.BytesIO()
+    pq.write_table(pa.table(rows), trace)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(zipfile.ZipInfo("nvtx_gpu_proj_trace/trace.parquet"), trace.getvalue())
+        z.writestr(zipfile.ZipInfo("dump/module_0001.jit_f.sm_8.0_gpu_after_optimizations.hlo.pb.xz"), dump)
+    return out.getvalue()
+
+
+def hardware_file(old: str, new: str) -> bytes:
+    text = (HERE.parent / "costmodel" / "chips" / "data" / "h100.toml").read_text()
+    assert old in text, old
+    return text.replace(old, new, 1).encode()
+
+
 def corpus() -> dict[str, tuple[bytes, int, str]]:
     """name -> (bytes, exit code, words of the line)."""
     def hlo(craft: str) -> bytes:
@@ -92,6 +130,28 @@ def corpus() -> dict[str, tuple[bytes, int, str]]:
         "iota-groups-huge.hlo.txt": (hlo("iota-groups-huge"), 2, "spans 2,000,000,000,000 devices"),
         "rank-huge.hlo.txt": (hlo("shape-rank-huge"), 2, "has a shape of rank 300 (at most 64)"),
         "trip-count-text.hlo.txt": (hlo("trip-count-text"), 2, "known_trip_count 'abc' is not a trip count"),
+        "fusion-dag-20.hlo.txt": (hlo("fusion-dag-20"), 0, ""),
+        "call-dag-30.hlo.txt": (hlo("call-dag-30"), 0, ""),
+        "nested-fusion-70.hlo.txt": (nested("fusion", 70).encode(), 2, "computations nested more than 64 deep"),
+        "nested-while-70.hlo.txt": (nested("while", 70).encode(), 2, "computations nested more than 64 deep"),
+        "trip-product.hlo.txt": (hlo("trip-product"), 2, "runs 'c7' more than 1,125,899,906,842,624 times"),
+        "layout-out-of-range.hlo.txt": (hlo("layout-out-of-range"), 2, "has a layout {7,0} that is not a "
+                                                                       "permutation of the 2 dimensions"),
+        "parameter-named.hlo.txt": (hlo("parameter-named"), 2, "is parameter(%a): a parameter's operand is its "
+                                                               "number"),
+        "mesh-axis-zero.hlo.txt": (hlo("mesh-axis-zero"), 2, "a mesh of [4, 0]: a size of 0"),
+        "stack-frame-no-location.hlo.txt": (hlo("stack-frame-no-location"), 0, ""),
+        "backend-config-deep.hlo.txt": (hlo("backend-config-deep"), 2, "has a backend_config nested more than 64 "
+                                                                       "deep"),
+        "nsys-xz-bomb.zip": (nsys_archive(xz_bomb(80 << 20)), 2, "dump/module_0001.jit_f.sm_8.0_gpu_after_"
+                                                                 "optimizations.hlo.pb.xz: 12,880 compressed bytes expand to more than 67,108,864 (5,210 times "
+                                                                 "as many): refused as a decompression bomb"),
+        "nsys-repeated-range.zip": (nsys_archive(b"", repeat_row=True), 2, "range id 1 is on more than one row"),
+        "hardware-deep.toml": (hardware_file("notes = []", "notes = " + "[" * 5000 + "]" * 5000), 2,
+                               "arrays or tables nested deeper than TOML can be read"),
+        "hardware-unit.toml": (hardware_file('hbm_bytes_per_s = { value = 3.35e12, unit = "B/s"',
+                                             'hbm_bytes_per_s = { value = 3350, unit = "GB/s"'), 2,
+                               "key 'hbm_bytes_per_s.unit' (line 6): unit 'GB/s', but this figure is in B/s"),
         "report-ok.json": (report(), 0, ""),
         "report-deep.json": (b'{"schema": "audit.report/v1", "x": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", 2,
                              "JSON nested 20001 levels deep"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -154,6 +155,23 @@ def test_any_text_is_a_config_or_none_never_an_error(text):
                                   "gpu_device_info { core_count: 1 } }", "\"unterminated", "a: {"])
 def test_malformed_configs_are_not_configs(text):
     assert target_stats(text, "x") is None
+
+
+@pytest.mark.parametrize("field, value", [("core_count", "9" * 400), ("memory_bandwidth", "1e400"),
+                                          ("clock_rate_ghz", "-1.98")])
+def test_a_config_figure_no_chip_has_is_left_out_and_the_rest_read(tmp_path, capsys, field, value):
+    """An integer of 400 digits was read through a float (infinite: OverflowError, exit 4)."""
+    config = TRAIN_DUMP.parent / "module_0000.jit_train_step.gpu_target_config.pbtxt"
+    crafted = re.sub(rf"{field}: \S+", f"{field}: {value}", config.read_text(), count=1)
+    stats = target_stats(crafted, "x")
+    stat = {"core_count": "core_count", "memory_bandwidth": "memory_bandwidth", "clock_rate_ghz": "clock_rate"}[field]
+    assert stats is not None and stat not in stats and stats["device_name"] == "NVIDIA H100 80GB HBM3"
+    shutil.copy(TRAIN_DUMP, tmp_path / TRAIN_DUMP.name)
+    (tmp_path / config.name).write_text(crafted)
+    out = tmp_path / "r.json"
+    assert main(["inspect", str(tmp_path / TRAIN_DUMP.name), "--quiet", "--json", str(out)]) == 0, \
+        capsys.readouterr().err
+    assert json.loads(out.read_text())["hardware"]["name"] == "h100"
 
 
 def test_hlo_dump_file_and_folder_are_priced_on_the_h100_their_config_describes(tmp_path, capsys):

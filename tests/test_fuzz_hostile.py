@@ -140,11 +140,13 @@ def test_the_corpus_ends_as_its_manifest_says(tmp_path, capsys, name):
     path = folder / name
     path.write_bytes((CORPUS / name).read_bytes())
     if name.endswith(".json"):
-        args = ["diff", str(path), str(path)]
+        args = ["diff", str(path), str(path), "-q"]
+    elif name.endswith(".toml"):
+        args = ["calc", "matmul", "--m", "1024", "--k", "1024", "--n", "1024", "--dtype", "bf16", "--hardware", str(path)]
     else:
         # The crafted GPU captures state no chip (a real device plane names its GPU): it is named here.
         chip = name.endswith((".hlo.txt", ".hlo.pb")) or name.startswith("gpu-")
-        args = ["inspect", str(path), *(["--hardware", "h100"] if chip else [])]
-    code, err = run_cli([*args, "-q"], folder, (), capsys)
+        args = ["inspect", str(path), "-q", *(["--hardware", "h100"] if chip else [])]
+    code, err = run_cli(args, folder, (), capsys)
     assert code == expected["exit"], err
     assert expected["says"] in err, err

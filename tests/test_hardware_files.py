@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from audit.cli import main
 from audit.costmodel.chips import hwfile
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.hardware import Hardware, Quantity
-from audit.errors import InputError
+from audit.errors import ExitCode, InputError
 
 
 def _quantities(obj: object, path: str = ""):
@@ -177,8 +178,9 @@ class _HardwareWithMore(Hardware):
 
 def test_a_new_field_of_any_supported_shape_loads_and_writes_with_no_loader_change():
     q = lambda v, src: Quantity(v, "FLOP/s", "catalog", src, "measured")  # noqa: E731
+    rate = lambda v, src: Quantity(v, "B/s", "catalog", src, "measured")  # noqa: E731 (a bytes_per_s field is in B/s)
     future = _Future(by_precision={"bf16": {"default": q(7e14, "bench a"), "highest": q(1e14, "bench b")}},
-                     levels=(_Level("L2", q(9e12, "stream")), _Level("LLC", q(1.4e13, "stream"))),
+                     levels=(_Level("L2", rate(9e12, "stream")), _Level("LLC", rate(1.4e13, "stream"))),
                      samples=(q(1.0, "run 1"), q(2.0, "run 2")), shared=q(3.0, "x"), count=4)
     base = CATALOG["mi300x"]
     hw = _HardwareWithMore(**{f.name: getattr(base, f.name) for f in dataclasses.fields(Hardware)}, future=future)
@@ -198,3 +200,45 @@ def test_a_new_field_of_any_supported_shape_loads_and_writes_with_no_loader_chan
     assert changed.future.by_precision["bf16"]["highest"].source == "user"
     assert changed.future.samples[1].value == 5 and changed.future.levels[1].bytes_per_s.value == 1e13
     assert changed.future.count == 8 and changed.future.samples[0] == hw.future.samples[0]
+
+
+def _h100_file() -> str:
+    return (resources.files("audit.costmodel.chips") / "data" / "h100.toml").read_text()
+
+
+def _calc(path: Path, capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["calc", "matmul", "--m", "1024", "--k", "1024", "--n", "1024", "--dtype", "bf16", "--hardware",
+                 str(path), "--json", "-"])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_a_hardware_file_nested_past_what_toml_reads_exits_2(tmp_path, capsys):
+    path = tmp_path / "hw.toml"
+    path.write_text(_h100_file().replace("notes = []", "notes = " + "[" * 5000 + "]" * 5000))
+    code, err = _calc(path, capsys)
+    assert (code, err) == (ExitCode.INPUT, f"audit: error: {path}: not a hardware file: arrays or tables nested "
+                                           "deeper than TOML can be read")
+
+
+@pytest.mark.parametrize(("old", "new", "key", "unit"), [
+    ('hbm_bytes_per_s = { value = 3.35e12, unit = "B/s"', 'hbm_bytes_per_s = { value = 3350, unit = "GB/s"',
+     "hbm_bytes_per_s.unit", "B/s"),
+    ('bf16 = { value = 9.894e14, unit = "FLOP/s"', 'bf16 = { value = 989.4, unit = "TFLOP/s"',
+     "peak_flops.bf16.unit", "FLOP/s"),
+    ('op_overhead_s = { value = 1e-6, unit = "s"', 'op_overhead_s = { value = 1, unit = "us"', "op_overhead_s.unit",
+     "s"),
+])
+def test_a_figure_in_another_unit_than_its_field_exits_2(tmp_path, capsys, old, new, key, unit):
+    """A file's unit is read, not ignored: 3350 'GB/s' priced as 3350 B/s would be a billion times off."""
+    path = tmp_path / "hw.toml"
+    path.write_text(_h100_file().replace(old, new, 1))
+    code, err = _calc(path, capsys)
+    assert code == ExitCode.INPUT
+    assert f"key {key!r} (line " in err and f"but this figure is in {unit} (write the value in {unit})" in err, err
+
+
+def test_every_catalog_figure_is_in_the_unit_its_field_names():
+    figures = [(name, key, q.unit) for name, hw in CATALOG.items() for key, q in hw.quantities().items()]
+    assert len(figures) > 500
+    assert [f for f in figures if hwfile.expected_unit(f[1]) != f[2]] == []

@@ -16,12 +16,14 @@ from typing import Any
 from ...errors import InputError
 
 Error = Callable[[str, str], InputError]
+CheckUnit = Callable[[str, str], None]
 
 
-def resolve(raw: dict[str, Any], error: Error) -> dict[str, Any]:
+def resolve(raw: dict[str, Any], error: Error, check_unit: CheckUnit) -> dict[str, Any]:
     """`raw` (a hardware file as tomllib read it) with every derived figure given its value; the
-    tables are changed in place. `error(key, message)` makes the InputError for a bad one."""
-    resolver = _Resolver(raw, error)
+    tables are changed in place. `error(key, message)` makes the InputError for a bad one;
+    `check_unit(key, unit)` raises it for a figure stated in another unit than its field's."""
+    resolver = _Resolver(raw, error, check_unit)
     for key in resolver.derived:
         resolver.compute(key, ())
     return raw
@@ -58,8 +60,8 @@ def _lookup(raw: dict[str, Any], ref: str) -> dict[str, Any] | None:
 class _Resolver:
     """Computes the derived figures of one file, each once, following references between them."""
 
-    def __init__(self, raw: dict[str, Any], error: Error):
-        self.raw, self.error = raw, error
+    def __init__(self, raw: dict[str, Any], error: Error, check_unit: CheckUnit):
+        self.raw, self.error, self.check_unit = raw, error, check_unit
         self.derived = dict(_derived_tables(raw, ""))
         self.done: set[str] = set()
 
@@ -74,6 +76,7 @@ class _Resolver:
         value, unit = table.get("value"), table.get("unit")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(unit, str):
             raise self.error(user, f"refers to {ref!r}, which is not a number with a unit")
+        self.check_unit(ref, unit)  # a base in the wrong unit is named as that, not as a ratio of mismatched units
         return float(value), unit
 
     def compute(self, key: str, chain: tuple[str, ...]) -> None:

@@ -75,10 +75,13 @@ def loads_as(cls: type[H], text: str, origin: str, provenance: str = "user") -> 
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not a valid TOML file: {exc}", path=origin) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise InputError("not a hardware file: arrays or tables nested deeper than TOML can be read",
+                         path=origin) from None
     version = raw.pop("format", FORMAT)
     if version != FORMAT:
         raise ctx.error("format", f"format {version!r} is not one this version reads", hint=f"format = {FORMAT}")
-    raw = derived.resolve(raw, ctx.error)
+    raw = derived.resolve(raw, ctx.error, lambda key, unit: _check_unit(key, unit, ctx))
     hw = _build(cls, raw, "", ctx, provenance)
     assert isinstance(hw, cls)
     return dataclasses.replace(hw, source=provenance)
@@ -207,11 +210,37 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
     if kind and kind not in KINDS:
         raise ctx.error(_join(key, "kind"), f"kind {kind!r} is not one of {', '.join(KINDS)}")
     unit = _expect(table["unit"], str, _join(key, "unit"), ctx)
+    _check_unit(key, unit, ctx)
     note = _expect(table.get("source", ""), str, _join(key, "source"), ctx)
     quantity = Quantity(value, unit, provenance, note, kind)
     if value == 0 and not quantity.may_be_zero:
         raise ctx.error(_join(key, "value"), f"expected a number > 0 for a figure in {unit}, got 0")
     return quantity
+
+
+_COUNTS = {"compute_units": "units", "gemm_tile_rows": "rows", "gemm_tile_columns": "columns",
+           "attention_half_rate_keys": "keys"}
+
+
+def _check_unit(key: str, unit: str, ctx: _Context) -> None:
+    expected = expected_unit(key)
+    if expected and unit != expected:
+        raise ctx.error(_join(key, "unit"), f"unit {unit!r}, but this figure is in {expected}",
+                        hint=f"write the value in {expected}")
+
+
+def expected_unit(key: str) -> str | None:
+    """The unit a figure at dotted `key` is priced in, by the name of the field that holds it
+    (`peak_flops.bf16`: FLOP/s, `caches[0].capacity_bytes`: B); None where no name says."""
+    for name in reversed([p for p in re.split(r"[.\[\]]+", key) if p]):
+        if "flops" in name:
+            return "FLOP/s"
+        for suffix, unit in (("bytes_per_s", "B/s"), ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s")):
+            if name.endswith(suffix):
+                return unit
+        if name in _COUNTS:
+            return _COUNTS[name]
+    return None
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ the handler modules.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
@@ -42,14 +42,21 @@ def unmodeled_opcode(opcode: str, reason: str) -> None:
 
 @dataclass(frozen=True)
 class CostContext:
-    """Where an instruction runs: its module, its computation, and how many devices run the program."""
+    """Where an instruction runs: its module, its computation, and how many devices run the program.
+
+    `memo` holds what is known of each computation of the module, shared by every context made
+    `within` this one: a computation called from several places (a fused computation two fusions
+    call, a reducer) is costed once, not once per path to it (which grows exponentially with
+    the nesting of such sharing).
+    """
 
     module: Module
     computation: Computation
     num_devices: int | None = None
+    memo: dict[tuple[str, str], Any] = field(default_factory=dict, compare=False, repr=False)
 
     def within(self, computation: Computation) -> "CostContext":
-        return CostContext(self.module, computation, self.num_devices)
+        return CostContext(self.module, computation, self.num_devices, self.memo)
 
     def instruction(self, name: str) -> Instruction:
         found = self.computation.get(name)
@@ -170,6 +177,14 @@ def cost_instruction(instr: Instruction, ctx: CostContext) -> OpCost:
 
 def computation_flops(comp: Computation, ctx: CostContext) -> tuple[float | None, float | None]:
     """Flops and transcendentals of one application of a computation (a reducer, a fusion body)."""
+    key = ("flops", comp.name)
+    if key not in ctx.memo:
+        ctx.memo[key] = _computation_flops(comp, ctx)
+    result: tuple[float | None, float | None] = ctx.memo[key]
+    return result
+
+
+def _computation_flops(comp: Computation, ctx: CostContext) -> tuple[float | None, float | None]:
     inner = ctx.within(comp)
     flops = trans = 0.0
     for instr in comp.instructions:

@@ -33,16 +33,23 @@ def conditional(instr: Instruction, ctx: CostContext) -> OpCost:
                      first_dtype(instr.shape))
 
 
-def _wrapped_ops(comp: Computation, ctx: CostContext) -> list[tuple[Instruction, OpCost]]:
-    """Every op a computation runs with its cost, following calls into their bodies."""
+def _wrapped_ops(comp: Computation, ctx: CostContext) -> dict[str, tuple[Instruction, OpCost, int]]:
+    """Every op a computation runs with its cost and how often it runs per run of `comp`, following
+    calls into their bodies; a body called from several places is costed once."""
+    key = ("wrapped", comp.name)
+    if key in ctx.memo:
+        found: dict[str, tuple[Instruction, OpCost, int]] = ctx.memo[key]
+        return found
     inner = ctx.within(comp)
-    out: list[tuple[Instruction, OpCost]] = []
+    out: dict[str, tuple[Instruction, OpCost, int]] = {}
     for instr in comp.instructions:
         body = inner.called(instr, "to_apply", 0) if instr.opcode == "call" else None
-        if body is not None:
-            out.extend(_wrapped_ops(body, ctx))
-        else:
-            out.append((instr, cost_instruction(instr, inner)))
+        if body is None:
+            out[instr.name] = (instr, cost_instruction(instr, inner), 1)
+            continue
+        for name, (op, c, times) in _wrapped_ops(body, ctx).items():
+            out[name] = (op, c, out.get(name, (op, c, 0))[2] + times)
+    ctx.memo[key] = out
     return out
 
 
@@ -52,11 +59,11 @@ def wrapped_cost(comp: Computation, ctx: CostContext) -> OpCost:
              "host_bytes": 0.0}
     collective = None
     working: list[str] = []
-    for instr, c in _wrapped_ops(comp, ctx):
+    for instr, c, times in _wrapped_ops(comp, ctx).values():
         if not c.modeled:
             return unknown_cost(f"wraps {instr.name}: {c.reason}", c.dtype)
         for key in total:
-            total[key] += getattr(c, key) or 0.0
+            total[key] += (getattr(c, key) or 0.0) * times
         collective = collective or c.collective
         if c.flops or c.bytes or c.comm_bytes or c.host_bytes:
             working.append(f"{instr.name} ({instr.opcode})")

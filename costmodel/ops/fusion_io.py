@@ -109,8 +109,17 @@ def _operand_share(instr: Instruction, position: int, operand: Instruction, used
         inner = ctx.called(instr, "calls", 0)
         params = parameters_by_index(inner) if inner is not None else {}
         if inner is not None and position in params:
-            return min(1.0, utilization(inner, ctx).get(params[position].name, 0.0))
+            return min(1.0, _inner_utilization(inner, ctx).get(params[position].name, 0.0))
     return 1.0
+
+
+def _inner_utilization(comp: Computation, ctx: CostContext) -> dict[str, float]:
+    """`utilization` of a nested fused computation, once per computation however many fusions call it."""
+    key = ("utilization", comp.name)
+    if key not in ctx.memo:
+        ctx.memo[key] = utilization(comp, ctx)
+    found: dict[str, float] = ctx.memo[key]
+    return found
 
 
 def passed_through(comp: Computation) -> frozenset[int]:

@@ -21,7 +21,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterator
 
+from ...errors import InputError
 from ...parsers.hlo_model import Computation, Instruction, Module
+from ...parsers.ranges import MAX_EXECUTIONS
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
 from .loops import trip_count, while_parts
@@ -61,7 +63,12 @@ def _callees(module: Module, instr: Instruction, trips: int | None) -> Iterator[
 
 
 def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
-    """Computation name -> (executions per run of the module, async-start that wraps it or "")."""
+    """Computation name -> (executions per run of the module, async-start that wraps it or "").
+
+    **Raises:** `InputError` naming the loop or call through which a computation would run more
+    than `MAX_EXECUTIONS` times per run (nested trip counts multiplied).
+    """
+    check_executions(module)
     plan: dict[str, tuple[int | None, str]] = {module.entry: (1, "")}
     pending = [module.entry]
     while pending:
@@ -75,6 +82,46 @@ def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
                 plan[callee.name] = (n, inner_wrapper)
                 pending.append(callee.name)
     return plan
+
+
+def check_executions(module: Module) -> None:
+    """Refuse a module in which some computation runs more than `MAX_EXECUTIONS` times per run:
+    over every path from the entry (a loop's body its trip count, its condition one more, an
+    unknown count or a branch once), counted in call order, each computation once."""
+    runs = {module.entry: 1}
+    for name in _callers_first(module):
+        for instr in module.computations[name].instructions:
+            for callee, n in _callees(module, instr, runs.get(name, 0)):
+                if callee.is_fusion:
+                    continue
+                total = runs.get(callee.name, 0) + (n if n is not None else runs.get(name, 0))
+                if total > MAX_EXECUTIONS:
+                    raise InputError(f"HLO instruction {instr.name!r} in computation {name!r} runs {callee.name!r} "
+                                     f"more than {MAX_EXECUTIONS:,} times per run of the program (the trip counts "
+                                     "of the loops around it multiplied, over every call that leads there): no "
+                                     "program runs so long")
+                runs[callee.name] = total
+
+
+def _callers_first(module: Module) -> list[str]:
+    """The computations the entry runs (fusions left out), each after every computation that runs it."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+    stack = [(module.entry, False)]
+    while stack:
+        name, done = stack.pop()
+        if done:
+            state[name] = 2
+            order.append(name)
+            continue
+        if state.get(name):
+            continue
+        state[name] = 1
+        stack.append((name, True))
+        for instr in module.computations[name].instructions:
+            stack += [(c.name, False) for c, _ in _callees(module, instr, None) if not c.is_fusion
+                      and not state.get(c.name)]
+    return order[::-1]
 
 
 def unknown_trip_loops(module: Module) -> list[tuple[str, int]]:
@@ -108,9 +155,10 @@ def cost_module(module: Module, *, num_partitions: int | None = None) -> dict[st
     """An OpCost for every op that runs on its own, keyed by instruction name, per execution."""
     devices = num_partitions or device_count(module)
     costs: dict[str, OpCost] = {}
+    memo: dict[tuple[str, str], Any] = {}
     for name, (trips, wrapper) in execution_plan(module).items():
         comp = module.computations[name]
-        ctx = CostContext(module, comp, devices)
+        ctx = CostContext(module, comp, devices, memo)
         for instr in comp.instructions:
             if wrapper:
                 c = zero_cost(f"costed on {wrapper}, the async-start that wraps it")
