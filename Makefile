@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install check demo test browser bench fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py parsers/_xline.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,tpu]'

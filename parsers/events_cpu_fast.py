@@ -26,12 +26,12 @@ _MAX_STAT_ID = 1 << 24  # stat metadata ids are small and dense; the decoder ind
 _OP, _STEP, _LAUNCH = 1, 2, 3  # events_cpu's kinds (0 skips)
 
 
-def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any,
+def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any, using: str = "",
                ) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
     """Column arrays of the op rows, step annotations and host launch times, as `events_cpu._scan_arrays`.
 
     `classify(name, stats)` and `read_meta(metadata_stats)` are `events_cpu`'s own rules, so the
-    two scans cannot drift apart.
+    two scans cannot drift apart. `using` names the decoder's build (`xline_decode.BUILDS`).
     """
     ps = PlaneStats(plane)
     wanted = {sid: SLOTS.index(name) for sid, name in ps.names.items() if name in SLOTS}
@@ -42,18 +42,19 @@ def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any,
     for sid, slot in wanted.items():
         slot_of[sid] = slot
     state = _State(plane, ps, classify, read_meta)
-    for line_index, data, decoded in _decoded(plane, lines, slot_of):
+    for line_index, data, decoded in _decoded(plane, lines, slot_of, using):
         state.add_line(line_index, decoded, data)
     return state.arrays(), state.steps, state.launches
 
 
-def _decoded(plane: Any, lines: range, slot_of: np.ndarray) -> Iterator[tuple[int, bytes, xd.DecodedLine]]:
+def _decoded(plane: Any, lines: range, slot_of: np.ndarray,
+             using: str) -> Iterator[tuple[int, bytes, xd.DecodedLine]]:
     """Each line's bytes and events, in order, two at a time on threads (the decoder releases the GIL)."""
     encoded = plane.lines.encoded()  # each item read is a copy of the line's bytes: read it once
 
     def submit(i: int) -> tuple[int, bytes, Any]:
         data = encoded[i]
-        return i, data, pool.submit(xd.decode_line, data, slot_of, len(SLOTS))
+        return i, data, pool.submit(xd.decode_line, data, slot_of, len(SLOTS), using)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = [submit(i) for i in lines[:2]]
