@@ -43,10 +43,15 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
     if not hw.caches:
         return out
     footprint = _footprint(module)
+    placed: dict[tuple[OpCost, tuple[tuple[str, float], ...]], OpCost] = {}  # many ops share both
     for name in execution_plan(module):
         comp = module.computations[name]
         for op, resident in _walk(module, comp, costs, footprint, hw.caches, comp.name == module.entry).items():
-            out[op] = replace(out[op], resident=resident)
+            key = (out[op], resident)
+            found = placed.get(key)
+            if found is None:
+                found = placed[key] = replace(out[op], resident=resident)
+            out[op] = found
     return out
 
 
@@ -82,24 +87,28 @@ class _Recency:
     def __init__(self, touches: int):
         self.tree = [0.0] * (touches + 2)
         self.time = 0
+        self.total = 0.0  # every touch's bytes: the prefix sum up to `time`
         self.last: dict[str, int] = {}
         self.size: dict[str, float] = {}
 
     def _add(self, at: int, value: float) -> None:
-        while at < len(self.tree):
-            self.tree[at] += value
+        tree, end = self.tree, len(self.tree)
+        self.total += value
+        while at < end:
+            tree[at] += value
             at += at & -at
 
     def _prefix(self, at: int) -> float:
-        total = 0.0
+        tree, total = self.tree, 0.0
         while at > 0:
-            total += self.tree[at]
-            at -= at & -at
+            total += tree[at]
+            at &= at - 1
         return total
 
     def touch(self, buffer: str, size: float) -> None:
-        if buffer in self.last:
-            self._add(self.last[buffer], -self.size[buffer])
+        last = self.last.get(buffer)
+        if last is not None:
+            self._add(last, -self.size[buffer])
         self.time += 1
         self.last[buffer], self.size[buffer] = self.time, size
         self._add(self.time, size)
@@ -116,9 +125,8 @@ class _Recency:
 
     def since(self, buffer: str) -> float | None:
         """Distinct bytes touched after `buffer` was; None when it was never touched."""
-        if buffer not in self.last:
-            return None
-        return self._prefix(self.time) - self._prefix(self.last[buffer])
+        last = self.last.get(buffer)
+        return None if last is None else self.total - self._prefix(last)
 
 
 def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footprint: Mapping[str, float],

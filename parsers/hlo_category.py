@@ -38,8 +38,12 @@ def fingerprint(module: Module, instr: Instruction) -> str:
              instr.custom_call_target]
     found = [module.find(name) for name in instr.operands]
     parts.append(",".join(str(f[1].shape) for f in found if f is not None))
+    fused = module.__dict__.setdefault("_fused_opcodes", {})  # one string per computation, not per caller
     for called in instr.called:
-        comp = module.computations.get(called)
-        if comp is not None and comp.is_fusion:
-            parts.append(" ".join(i.opcode for i in comp.instructions))
+        text = fused.get(called)
+        if text is None:
+            comp = module.computations.get(called)
+            text = fused[called] = " ".join(i.opcode for i in comp.instructions) if comp and comp.is_fusion else ""
+        if text:
+            parts.append(text)
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]

@@ -10,7 +10,7 @@ the handler modules.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
@@ -42,14 +42,17 @@ def unmodeled_opcode(opcode: str, reason: str) -> None:
 
 @dataclass(frozen=True)
 class CostContext:
-    """Where an instruction runs: its module, its computation, and how many devices run the program."""
+    """Where an instruction runs: its module, its computation, and how many devices run the program.
+    `fusions` keeps the cost of each fused computation for the operand and result shapes it was
+    priced at: an unrolled program calls one deduplicated computation from thousands of fusions."""
 
     module: Module
     computation: Computation
     num_devices: int | None = None
+    fusions: dict[tuple[Any, ...], "OpCost"] = field(default_factory=dict, compare=False, repr=False)
 
     def within(self, computation: Computation) -> "CostContext":
-        return CostContext(self.module, computation, self.num_devices)
+        return CostContext(self.module, computation, self.num_devices, self.fusions)
 
     def instruction(self, name: str) -> Instruction:
         found = self.computation.get(name)

@@ -137,13 +137,19 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
     async_cost = _tpu_async_collective(instr, comp, ctx)
     if async_cost is not None:
         return async_cost
+    shapes = ctx.operand_shapes(instr)
+    key = (comp.name, instr.shape, *shapes)
+    known = ctx.fusions.get(key)
+    if known is not None:
+        return known
     flops, trans = computation_flops(comp, ctx)
     if flops is None or trans is None:
         return unknown_cost(f"fusion {instr.name} contains an unmodeled op", first_dtype(instr.shape))
     read, written = fusion_bytes(instr, comp, ctx)
-    notes = on_chip_note(ctx.operand_shapes(instr) + [instr.shape])
+    notes = on_chip_note(shapes + [instr.shape])
     out = cost(flops, read, written, transcendentals=trans, dtype=_dominant_dtype(comp, instr), notes=notes)
-    return _as_matmul(out, comp, ctx)
+    ctx.fusions[key] = out = _as_matmul(out, comp, ctx)
+    return out
 
 
 def _as_matmul(out: OpCost, comp: Computation, ctx: CostContext) -> OpCost:
@@ -187,5 +193,5 @@ def _tpu_async_collective(instr: Instruction, comp: Computation, ctx: CostContex
         return zero_cost(f"completes the async {inner.opcode} started earlier (costed on its start)",
                          first_dtype(inner.shape))
     started = cost_instruction(inner, ctx)
-    return OpCost(**{**started.__dict__, "notes": started.notes + (
-        f"TPU async {inner.opcode}: costed as the collective its start fusion wraps",)})
+    return replace(started, notes=started.notes + (
+        f"TPU async {inner.opcode}: costed as the collective its start fusion wraps",))

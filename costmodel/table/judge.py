@@ -13,6 +13,7 @@ without an expected time; `not measured` in a prediction; else `ok`.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -78,8 +79,9 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = T
     by_key = _per_device_lists(per_device) if per_device is not None else {}
     windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
     ridge = _ridge(hw)
+    reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime] = {}
     records = [_record(r, hw, thresholds, total_self, by_key, windows, overlapped or {}, ridge,
-                       bool(by_key), measured_on or hw.kind) for r in rows]
+                       bool(by_key), measured_on or hw.kind, reaches) for r in rows]
     records.sort(key=lambda o: -(o.self_s if o.self_s is not None else (o.expected_s or 0.0)))
     return records
 
@@ -87,13 +89,15 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = T
 def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float | None,
             by_key: Mapping[tuple[int, str], tuple[DeviceTime, ...]], windows: Mapping[tuple[int, str], Window],
             overlapped: Mapping[str, bool], ridge: float | None, measured_report: bool,
-            measured_on: str) -> OpRecord:
+            measured_on: str, reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime]) -> OpRecord:
     occ = r.occurrences
     cost, exp = r.cost, r.expectation
     container = r.opcode in CONTAINER_OPCODES
     flops, bytes_, transcendentals, comm, prov = _quantities(r)
     expected = _times(exp.expected_s, occ) if exp else None
-    reach = achievable_time(cost, exp, hw)
+    reach = reaches.get((cost, exp))  # priced once per distinct cost and expectation
+    if reach is None:
+        reach = reaches[(cost, exp)] = achievable_time(cost, exp, hw)
     achievable = _times(reach.seconds, occ)
     share = safe_ratio(r.self_s, total_self)
     flagged, efficiency = False, safe_ratio(expected, r.measured_s)
@@ -150,7 +154,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         launches_work=launches_work(cost),
         peak_flops_per_s=exp.peak_flops_per_s if exp is not None and flops else None,
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
-        verdict=verdict, flagged=flagged, efficiency=efficiency, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
+        verdict=verdict, flagged=flagged, efficiency=efficiency, reasons=_distinct(tuple(reasons)),
         suggestion="", share=share,
         wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container or bound_only
                   else max(r.self_s - achievable, 0.0)),
@@ -168,6 +172,12 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         achievable_s=achievable, achievable_efficiency=achievable_efficiency, achievable_source=reach.source,
     )
     return replace(record, suggestion=suggest(record, ridge, hw.kind)) if flagged else record
+
+
+@lru_cache(maxsize=4096)  # most ops repeat the reasons of many others
+def _distinct(reasons: tuple[str, ...]) -> tuple[str, ...]:
+    """The reasons without blanks and repeats, in order."""
+    return tuple(dict.fromkeys(x for x in reasons if x))
 
 
 def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[str]:

@@ -11,6 +11,7 @@ over that device's occurrences in the analysed steps.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
@@ -25,7 +26,7 @@ Verdict = Literal["flagged", "ok", "not judged", "unknown", "not measured", "bou
 TimeOrigin = Literal["measured", "predicted"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Provenance:
     """Where an op's FLOPs, bytes and time came from."""
 
@@ -37,7 +38,7 @@ class Provenance:
         return {"flops": self.flops, "bytes": self.bytes, "time": self.time}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceTime:
     """One device's share of an op [trace]."""
 
@@ -52,7 +53,7 @@ class DeviceTime:
                 "measured_s": self.measured_s, "self_s": self.self_s}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Spread:
     """How an op's time spreads over devices [trace]: the straggler view."""
 
@@ -67,7 +68,7 @@ class Spread:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Overlap:
     """An asynchronous (or synchronous) op in the schedule walk [model], per device over its occurrences."""
 
@@ -82,7 +83,7 @@ class Overlap:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpRecord:
     """One (program, HLO op) of the per-op table, with its verdict."""
 
@@ -154,7 +155,7 @@ class OpRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The `ops[]` entry of `audit.report/v1`."""
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NESTED}
+        out: dict[str, Any] = dict(zip(_PLAIN_FIELDS, _plain_values(self)))
         out["reasons"] = list(self.reasons)
         out["provenance"] = self.provenance.to_json()
         if self.collective is not None:
@@ -204,6 +205,9 @@ def _device_times(entries: Any) -> tuple[DeviceTime, ...] | None:
 # Fields serialised by hand in to_json (nested records, or tuples that JSON writes as lists).
 _NESTED = frozenset({"reasons", "provenance", "collective", "placement", "overlapped", "overlap", "per_device",
                      "spread"})
+# The fields to_json copies as they are, read in one call (a report may hold 200,000 records).
+_PLAIN_FIELDS = tuple(f.name for f in fields(OpRecord) if f.name not in _NESTED)
+_plain_values = attrgetter(*_PLAIN_FIELDS)
 _DEFAULTS: dict[str, Any] = {
     "key": "", "program_id": 0, "module": "", "name": "", "opcode": "", "category": "", "framework_op": "",
     "source": "", "shape": "", "fingerprint": "", "custom_call_target": "", "container": False, "devices": 0,
@@ -212,7 +216,7 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveRow:
     """One collective of the program: what it moves, where it runs, predicted against measured.
 
