@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import shared_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -147,3 +148,22 @@ def test_files_naming_the_same_host_stay_apart(tmp_path: Path) -> None:
     assert [h.host for h in profile.hosts] == ["vm:worker0", "vm:worker1"]
     assert set(profile.events()["host"].astype(str)) == {"vm:worker0", "vm:worker1"}
     assert any("several files name host 'vm'" in w for w in profile.warnings)
+
+
+@pytest.mark.parametrize("capture", ["gpu-mi300x/gemm.xplane.pb", "gpu-mi300x/conv3d-legacy.xplane.pb",
+                                     "not-jax/tensorflow-gpu-multiworker.xplane.pb"])
+def test_plane_names_at_a_glance_are_the_decoded_planes(capture: str, fixture_path) -> None:
+    from audit.parsers.xplane import plane_names, read_xspace
+
+    path = fixture_path(capture)
+    assert plane_names(path) == [p.name for p in read_xspace(path).planes]
+
+
+def test_plane_names_of_something_else_is_none(tmp_path) -> None:
+    from audit.parsers.xplane import plane_names
+
+    text = tmp_path / "m.hlo"
+    text.write_text("HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n")
+    cut = tmp_path / "cut.xplane.pb"
+    cut.write_bytes(b"\x0a\xff\x7f/host:CPU")  # a plane longer than the file
+    assert plane_names(text) is None and plane_names(cut) is None and plane_names(tmp_path / "none") is None
