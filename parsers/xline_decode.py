@@ -87,7 +87,7 @@ class DecodedLine:
     length: np.ndarray  # int32[n, s]: byte length of a string or bytes value
 
 
-def decode_line(data: bytes, slot_of: np.ndarray, slots: int, using: str = "") -> DecodedLine:
+def decode_line(data: bytes | memoryview, slot_of: np.ndarray, slots: int, using: str = "") -> DecodedLine:
     """The events of one encoded XLine; `slot_of[stat_metadata_id]` is the slot, or -1 to skip.
     `using` names a build ("c", "numba"); by default the first that runs here.
 

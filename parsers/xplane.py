@@ -16,8 +16,8 @@ from ..errors import InputError
 from typing import Any
 
 from .input_files import MAX_PROFILE_BYTES, read_input
-from .xplane_lazy import Space
-from .xplane_schema import XSpaceLazy
+from .xplane_lazy import Space, split_xspace
+from .xplane_schema import XSpace
 
 SUFFIX = ".xplane.pb"
 # Files XProf writes beside the profiles it has opened: its own derived data, not profiles.
@@ -159,15 +159,18 @@ def decode_xspace(data: bytes, origin: str | Path = "") -> Space:
     kind = _foreign_kind(data)
     if kind:
         raise InputError(f"this is {kind}, not an XSpace profile (.xplane.pb)", path=origin)
-    space = XSpaceLazy()
+    space = XSpace()
     try:
-        space.ParseFromString(data)
-    except DecodeError:
+        rest, planes, lines = split_xspace(data)
+        space.ParseFromString(rest)
+        for plane in planes:
+            space.planes.add().ParseFromString(plane)
+    except (DecodeError, ValueError):
         raise InputError("truncated or corrupt, or not an XSpace profile at all (protobuf decode failed)",
                          path=origin) from None
     if not _looks_like_xspace(space):
         raise InputError("a protobuf message but not an XSpace profile (no profiler planes)", path=origin)
-    return Space(space, str(origin))
+    return Space(space, str(origin), lines)
 
 
 def _foreign_kind(data: bytes) -> str:

@@ -167,3 +167,22 @@ def test_plane_names_of_something_else_is_none(tmp_path) -> None:
     cut = tmp_path / "cut.xplane.pb"
     cut.write_bytes(b"\x0a\xff\x7f/host:CPU")  # a plane longer than the file
     assert plane_names(text) is None and plane_names(cut) is None and plane_names(tmp_path / "none") is None
+
+
+def test_lines_are_views_of_the_files_bytes_and_read_as_protobuf_reads_them(fixture_path) -> None:
+    # GIVEN a real multi-GPU trace's bytes
+    from audit.parsers.xplane import decode_xspace
+
+    data = fixture_path("gpu-mi300x/conv3d-8gpu.xplane.pb").read_bytes()
+    whole = XSpace()
+    whole.ParseFromString(data)
+    # WHEN it is decoded with its lines left encoded
+    space = decode_xspace(data, "trace")
+    # THEN every plane's metadata and every line match protobuf's full decode, and each encoded line is
+    # a view of the file's own bytes (a big profile is held once, not copied plane by plane)
+    assert [p.name for p in space.planes] == [p.name for p in whole.planes]
+    for lazy, full in zip(space.planes, whole.planes):
+        assert dict(lazy.event_metadata) == dict(full.event_metadata) and list(lazy.stats) == list(full.stats)
+        encoded = lazy.lines.encoded()
+        assert all(isinstance(b, memoryview) and b.obj is data for b in encoded)
+        assert list(lazy.lines) == list(full.lines)

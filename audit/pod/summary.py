@@ -95,7 +95,7 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
     if nsys is not None:
         host, protos = nsys
     else:
-        # Not bound to a name here: read_host drops the file's bytes once decoded (they are copied).
+        # Not bound to a name here: the decoded space holds the file's bytes (its lines are views of them).
         host, protos = read_host(path, data=files.read_bytes(path), decode_hlo=False)
     events = host.events
     programs, hlo = {}, {}
