@@ -66,7 +66,7 @@ def _metadata(value: str, tables: FrameTables | None = None) -> tuple[Metadata, 
     frame = fields.get("stack_frame_id")
     source_file, source_line = fields.get("source_file", ""), int(fields.get("source_line", 0) or 0)
     if not source_file and frame and tables and tables["StackFrames"] and frame.isdigit():
-        found, line = _frame_source(int(frame), tables)
+        found, line = frame_source(int(frame), tables)
         if found:
             source_file, source_line = found, line
     meta = Metadata(op_type=fields.get("op_type", ""), op_name=fields.get("op_name", ""),
@@ -181,7 +181,8 @@ def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str,
         attributes=tuple(attributes))
 
 
-def _frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
+def frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
+    """(file, line) of a stack frame of the module's tables; ("", 0) where they do not say."""
     frame = tables["StackFrames"].get(frame_id)
     location = tables["FileLocations"].get(frame["file_location_id"]) if frame else None
     if not location:
@@ -202,7 +203,7 @@ def resolve_sources(computations: dict[str, Computation],
         for instr in comp.instructions:
             frame = instr.attr("stack_frame_id") if not instr.metadata.source_file else ""
             if frame:
-                file, line = _frame_source(int(frame), tables)
+                file, line = frame_source(int(frame), tables)
                 if file:
                     instr = replace(instr, metadata=replace(instr.metadata, source_file=file,
                                                             source_line=line))
