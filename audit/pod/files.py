@@ -145,6 +145,23 @@ def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float |
     return value
 
 
+def total_bytes(paths: list[str]) -> int | None:
+    """What the host files hold together (an archive of several hosts counted once); None for URLs."""
+    if any(is_url(p) for p in paths):
+        return None
+    try:
+        return sum(_size(f) for f in {split_host(p)[0] for p in paths})
+    except OSError:
+        return None
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file, or of every file under a folder (an unpacked nsys-jax archive)."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
+
+
 def read_bytes(path: str) -> bytes:
     """The whole host file, read where it lies (one host at a time, on the worker)."""
     if not is_url(path):

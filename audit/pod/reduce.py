@@ -109,7 +109,8 @@ def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettin
         raise InputError("--cache must be a local directory", path=cache)
     # An in-memory filesystem lives in this process only: its hosts are read here.
     in_process = files.protocol(found.paths[0]) == "memory" and not cluster.scheduler_address(settings.scheduler)
-    client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers)
+    client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers,
+                                                        files.total_bytes(found.paths))
     try:
         results = _map(found.paths, cache, client, settings.progress, settings.hlo)
         return _combine(found, results, settings.skip_bad_hosts)
