@@ -43,10 +43,16 @@ check: $(STAMP)
 test: $(STAMP) browser check
 	$(BIN)/pytest -q
 
-# The big profile is made first when bench/data/big has none (a fresh clone), then both tools run.
+# The big profile and the big HLO programs are made first when bench/data has none (a fresh clone),
+# then: audit beside XProf on the profile (first run after a bare install, and warm; then with two
+# CPU-bound processes beside both), the 50 MB HLO
+# programs beside XLA's parser, and the NVIDIA path against the time to read its inputs.
 bench: $(STAMP)
 	@ls bench/data/big/plugins/profile/*/*.xplane.pb >/dev/null 2>&1 || $(BIN)/python bench/make_big_profile.py
 	$(BIN)/python bench/run_inspect_vs_xprof.py --unprepared
+	$(BIN)/python bench/run_inspect_vs_xprof.py --busy 2 --repeats 2
+	$(BIN)/python bench/run_big_hlo.py
+	$(BIN)/python bench/run_nvidia.py
 
 # The fuzz tests with many more examples (hypothesis profile "fuzz"), then a hostile-input campaign
 # through the CLI with a fresh seed (bench/hostile_campaign.py): minutes, not part of `make test`.
