@@ -16,9 +16,12 @@ from .ranges import MAX_ELEMENTS, MAX_RANK
 
 def check_module(module: Module, origin: str = "") -> None:
     """**Raises:** `InputError` naming the instruction, for a call cycle or an impossible shape."""
+    checked: set[int] = set()  # shape objects, by identity: the readers share one per distinct shape
     for comp in module.computations.values():
         for instr in comp.instructions:
-            _check_shape(instr.shape, instr, comp.name, origin)
+            if id(instr.shape) not in checked:
+                _check_shape(instr.shape, instr, comp.name, origin)
+                checked.add(id(instr.shape))
     _check_acyclic(module, origin)
 
 

@@ -7,6 +7,7 @@ Values are rendered the way HLO text prints them, so both readers give the same 
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from math import prod
 
 from typing import Any, Iterable
@@ -316,6 +317,33 @@ def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]
         attributes=tuple(_attributes(p, called, config)))
 
 
+# What tells apart an unrolled program's copies of one instruction: read once, stamped per copy.
+_PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids")
+_MAX_READ = 1 << 16
+_TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:]  # the fields after `id`
+
+
+def _instructions(c: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
+                  read: dict[bytes, tuple[Any, ...]]) -> list[Instruction]:
+    """The computation's instructions; each distinct one but for its name, id and operands is read
+    once (`read`, shared by the module's computations), the messages losing those fields."""
+    out = []
+    for p in c.instructions:
+        name, iid = p.name, p.id
+        operands = tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids)
+        for field in _PER_COPY:
+            p.ClearField(field)
+        key = p.SerializeToString()
+        fields = read.get(key)
+        if fields is None:
+            if len(read) >= _MAX_READ:
+                read.clear()
+            one = _instruction(p, names, comps, tables)
+            fields = read[key] = (one.opcode, one.shape, one.called) + tuple(getattr(one, f) for f in _TAIL)
+        out.append(Instruction(name, fields[0], fields[1], operands, fields[2], iid, *fields[3:]))
+    return out
+
+
 def _frame_tables(index: DynamicMessage) -> FrameTables:
     """The module's stack-frame index as 1-based tables, as HLO text prints them."""
     return {
@@ -335,17 +363,17 @@ def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
              for cid in i.called_computation_ids}
     computations: dict[str, Computation] = {}
     tables = _frame_tables(proto.stack_frame_index)
+    schedule = _schedule(proto)  # before the instructions' ids are cleared
+    read: dict[bytes, tuple[Any, ...]] = {}
     for c in proto.computations:
         names = {i.id: i.name for i in c.instructions}
-        instructions = [_instruction(i, names, comp_names, tables) for i in c.instructions]
         computations[c.name] = Computation(
-            name=c.name, instructions=instructions, id=c.id, root=names.get(c.root_id, ""),
-            is_fusion=c.is_fusion_computation or c.id in fused)
+            name=c.name, instructions=_instructions(c, names, comp_names, tables, read), id=c.id,
+            root=names.get(c.root_id, ""), is_fusion=c.is_fusion_computation or c.id in fused)
     entry = proto.entry_computation_name or comp_names.get(proto.entry_computation_id, "")
     if entry not in computations:
         raise InputError(f"HLO module {proto.name!r} has no entry computation {entry!r}",
                          path=origin or None)
-    schedule = _schedule(proto)
     module = Module(name=proto.name, computations=computations, entry=entry, id=proto.id,
                     source="proto", is_scheduled=bool(schedule), schedule=schedule,
                     aliased_outputs=_aliased_outputs(proto))
