@@ -1,6 +1,7 @@
 # Two entry points, both from a fresh clone with Python 3.11:
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
 #   make test   set up, run `make check`, then run the test suite
+#   make test-quick  the suite without the tests marked slow or browser, while working on a change
 #   make check  ruff, then mypy (strict everywhere but the reference workloads)
 #   make fuzz   the fuzz tests with many more examples, then a hostile-input campaign (minutes)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -8,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install check demo test browser bench fuzz clean
+.PHONY: install check demo test test-quick browser bench fuzz clean
 
 $(STAMP): pyproject.toml setup.py parsers/_xline.c
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +34,7 @@ TYPECHECK := build/typecheck/audit
 check: $(STAMP)
 	$(BIN)/ruff check .
 	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
-	ln -s $(CURDIR)/audit/*.py $(addprefix $(CURDIR)/audit/,commands analyses child library orchestration pod) $(TYPECHECK)/
+	ln -s $(CURDIR)/audit/*.py $(addprefix $(CURDIR)/audit/,commands analyses child library optable orchestration pod) $(TYPECHECK)/
 	ln -s $(CURDIR)/parsers $(TYPECHECK)/parsers
 	ln -s $(CURDIR)/costmodel $(TYPECHECK)/costmodel
 	ln -s $(CURDIR)/reports $(TYPECHECK)/reports
@@ -42,6 +43,10 @@ check: $(STAMP)
 
 test: $(STAMP) browser check
 	$(BIN)/pytest -q
+
+# Every marker registered in pyproject.toml is deselected here (a test checks it).
+test-quick: $(STAMP)
+	$(BIN)/pytest -q -m "not slow and not browser"
 
 # The big profile and the big HLO programs are made first when bench/data has none (a fresh clone),
 # then: audit beside XProf on the profile (first run after a bare install, and warm; then with two

@@ -10,7 +10,7 @@ from typing import Any
 
 
 class ExitCode(enum.IntEnum):
-    """What `audit` returns to the shell; the README's table documents each one."""
+    """What `audit` returns to the shell; docs/robustness.md documents each one."""
 
     OK = 0
     GATE = 1  # a gate the user asked for tripped

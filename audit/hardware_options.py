@@ -15,7 +15,7 @@ Pairs = tuple[tuple[str, str], ...]
 
 HARDWARE_METAVAR = "NAME[:TOPOLOGY]|FILE.toml[:TOPOLOGY]"
 _SET_HELP = ("Change one figure of the chip for this run, e.g. scale_out_bytes_per_s=12.5e9, node_gpus=4, "
-             "peak_flops.bf16=8e14 (repeatable; reports mark it 'user'; keys: README 'Hardware files').")
+             "peak_flops.bf16=8e14 (repeatable; reports mark it 'user'; keys: docs/hardware.md).")
 
 
 def _parse_sets(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Pairs:
@@ -41,11 +41,13 @@ def hardware_options(*, default: str | None = None, required: bool = False,
 
 
 def resolve_hardware(spec: str, overrides: Pairs = ()) -> Hardware:
-    """The chip `--hardware` names (a catalog or site name, or a file), with `--set` applied."""
+    """The chip `--hardware` names (a catalog or site name, or a file), with `--set` applied; `cpu` is
+    this machine, measured first when it has no calibration record."""
     from .costmodel.chips.catalog import lookup
     from .costmodel.chips.overrides import apply
+    from .orchestration.calibrate import cpu_hardware
 
-    return apply(lookup(spec), overrides)
+    return apply(lookup(spec, cpu=cpu_hardware), overrides)
 
 
 def set_arguments(overrides: Pairs) -> list[str]:

@@ -13,10 +13,11 @@ import click
 from .atomic import is_stream, write_bytes, write_text
 from .errors import ExitCode, GateError, UsageError
 from .hardware_options import hardware_options
+from .options import DEFAULTS
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
-    from .orchestration.pipeline import Options
-    from .reports.model import Report
+    from .orchestration.analysis import Options
+    from .reports.model.report import ReportModel
     from .reports.render import Renderer
 
 F = Callable[..., Any]
@@ -32,14 +33,14 @@ def output_options(f: F) -> F:
         click.option("--trace", "trace_path", metavar="FILE.json[.gz]",
                      help="Write a trace-viewer file (Perfetto, chrome://tracing): measured ops per device beside "
                           "their expected times, flags and reasons."),
-        click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Ops shown in the terminal summary."),
+        click.option("--top", default=DEFAULTS.top, show_default=True, type=click.IntRange(min=1), help="Ops shown in the terminal summary."),
         click.option("--allow-smaller", is_flag=True,
                      help="Accept a --hardware topology with fewer devices than the program: the rest are priced "
                           "as further slices/nodes (default: exit 2)."),
-        click.option("--min-efficiency", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+        click.option("--min-efficiency", default=DEFAULTS.thresholds.min_efficiency, show_default=True, type=click.FloatRange(0, 1),
                      help="Flag ops whose achievable/measured time (what good kernels take on the chip) is below "
                           "this..."),
-        click.option("--min-share", default=0.01, show_default=True, type=click.FloatRange(0, 1),
+        click.option("--min-share", default=DEFAULTS.thresholds.min_share, show_default=True, type=click.FloatRange(0, 1),
                      help="...and whose share of op time is above this."),
         click.option("--fail-on", "fail_on", type=click.IntRange(min=0), metavar="N",
                      help="Exit 1 when more than N ops are flagged."),
@@ -52,7 +53,7 @@ def output_options(f: F) -> F:
 
 def analysis_options(kwargs: dict[str, Any]) -> Options:
     """How the analysis judges ops, from --min-efficiency, --min-share and --allow-smaller."""
-    from .orchestration.pipeline import Options
+    from .orchestration.analysis import Options
 
     return Options.from_flags(kwargs)
 
@@ -68,8 +69,11 @@ def check_outputs(json_path: str | None, markdown_path: str | None, csv_path: st
     """
     if json_path == "-" and markdown_path == "-":
         raise UsageError("--json - and --markdown - cannot both write to stdout")
-    if trace_path is not None and not trace_path.endswith((".json", ".json.gz")):
-        raise UsageError(f"--trace writes FILE.json or FILE.json.gz (gzip-compressed), got {trace_path!r}")
+    if trace_path is not None:
+        from .reports.trace_events import TRACE_SUFFIXES
+
+        if not trace_path.endswith(TRACE_SUFFIXES):
+            raise UsageError(f"--trace writes FILE.json or FILE.json.gz (gzip-compressed), got {trace_path!r}")
     named = {"--json": json_path, "--csv": csv_path, "--html": html_path, "--markdown": markdown_path,
              "--trace": trace_path}
     for option, out in named.items():
@@ -106,7 +110,7 @@ def _input_at(out: Path, inputs: Sequence[str | Path]) -> str | None:
 
 def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str | None = None,
                   html_path: str | None = None, markdown_path: str | None = None, trace_path: str | None = None,
-                  top: int = 15, quiet: bool = False, **_: Any) -> None:
+                  top: int = DEFAULTS.top, quiet: bool = False, **_: Any) -> None:
     """Write every requested format of `doc` atomically ("-": stdout), then the terminal summary.
 
     The one output path of `run`, `inspect` and `diff`. The summary goes to stderr when
@@ -133,12 +137,14 @@ def write_outputs(doc: Renderer, *, json_path: str | None = None, csv_path: str 
     for fmt, path in paths.items():
         if path and path != "-" and fmt in doc.formats:
             click.echo(f"Wrote {_LABEL[fmt.value]} report to {path}", err=True)
+            for note in doc.notes(fmt):
+                click.echo(f"warning: {note}", err=True)
 
 
 _LABEL = {"html": "HTML", "markdown": "markdown", "csv": "CSV", "json": "JSON", "trace": "trace-viewer"}
 
 
-def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:
+def emit(report: ReportModel, *, fail_on: int | None = None, **outputs: Any) -> int:
     """Write a report's outputs, then check the `--fail-on N` gate (GateError: more ops flagged)."""
     from .reports.render import ReportRenderer
 
@@ -147,7 +153,7 @@ def emit(report: Report, *, fail_on: int | None = None, **outputs: Any) -> int:
     return ExitCode.OK
 
 
-def check_flagged(report: Report, fail_on: int | None) -> None:
+def check_flagged(report: ReportModel, fail_on: int | None) -> None:
     """**Raises:** `GateError` when more ops are flagged than `--fail-on N` allows."""
     flagged = report.summary.flagged_ops
     if fail_on is not None and flagged > fail_on:

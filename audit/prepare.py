@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"audit: trace decoder {said[build]} in {seconds(time.perf_counter() - start)}", file=sys.stderr)
     if args.no_calibrate:
         return 0
-    from .costmodel.chips.calibrate import calibrate_install
+    from .orchestration.calibrate import calibrate_install
     from .errors import AuditError
 
     start = time.perf_counter()

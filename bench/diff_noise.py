@@ -58,7 +58,7 @@ def median_step(report: dict) -> float:
 
 def verdicts(bases: list[dict], heads: list[dict], per_side: int, trials: int, rng: random.Random,
              disjoint: bool) -> Counter:
-    from audit.analyses.diffing import diff_reports
+    from audit.analyses.diff_verdict import diff_reports
 
     out: Counter = Counter()
     if per_side == 1:
@@ -74,7 +74,7 @@ def verdicts(bases: list[dict], heads: list[dict], per_side: int, trials: int, r
             else:
                 pairs.append((rng.sample(bases, per_side), rng.sample(heads, per_side)))
     for b, h in pairs:
-        out[diff_reports(b, h)["verdict"]] += 1
+        out[diff_reports(b, h).verdict] += 1
     return out
 
 

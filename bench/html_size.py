@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from audit.reports.html import render_html
-from audit.reports.model import Report
+from audit.reports.model.report import ReportModel
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    report = Report.from_json(build_report(args.ops))  # as a report read back from its JSON
+    report = ReportModel.from_json(build_report(args.ops))  # as a report read back from its JSON
     t0 = time.perf_counter()
     page = render_html(report)
     render_s = time.perf_counter() - t0

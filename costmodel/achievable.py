@@ -20,7 +20,7 @@ from .attention import achievable_compute
 from .chips.hardware import Achievable, Hardware, Quantity
 from .chips.precision import matmul_mode
 from .network.collectives import CollectiveTime
-from .records import Expectation, OpCost
+from .costs import Expectation, OpCost
 from .shape_effects import cite as _cite, implicit_gemm, k_loop_seconds, pipeline_fill, shape_factor
 from .units import human
 
@@ -86,13 +86,13 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
     if cost.attention is not None:
         return achievable_compute(cost, exp.compute_s, hw, ach, notes, sources), False
     if not (cost.precision or cost.gemm or cost.convolution):
-        return exp.compute_s, False  # vector work: no published achievable rate, priced at the peak
+        return _at_peak(exp, sources), False  # vector work: no published achievable rate, priced at the peak
     # The mode the roofline priced it in: a dot that states no precision runs on its dtype's peak.
     mode = matmul_mode(hw, cost.dtype, cost.precision) if cost.precision else None
     key = mode.base if mode is not None and not mode.plain else _peak_key(hw, cost.dtype or "bf16")
     rate_q = ach.matmul_flops_per_s.get(key)
     if rate_q is None:
-        return exp.compute_s, False
+        return _at_peak(exp, sources), False
     rate = rate_q.value / (mode.passes if mode is not None else 1) / max(hw.devices_per_chip, 1)
     gemm = cost.gemm or implicit_gemm(cost.convolution)
     factor, how = shape_factor(gemm, hw, ach)
@@ -106,6 +106,13 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
         notes.append(why)
         seconds = loop
     return seconds, True
+
+
+def _at_peak(exp: Expectation, sources: list[str]) -> float | None:
+    """The roofline's compute time, with its source named: no achievable rate is known for this work."""
+    if exp.compute_s and exp.peak_flops_per_s:
+        sources.append(f"compute at the peak {human(exp.peak_flops_per_s, 'FLOP/s')} (no achievable rate for this op)")
+    return exp.compute_s
 
 
 def _peak_key(hw: Hardware, dtype: str) -> str:

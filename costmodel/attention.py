@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .chips.hardware import Achievable, Hardware, Quantity
-from .records import AttentionProblem, OpCost
+from .costs import AttentionProblem, OpCost
 from .units import human
 
 # The matmuls of each kernel, as (over D, over Dv): forward Q.K^T and P.V; backward recomputes Q.K^T,

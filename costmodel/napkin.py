@@ -18,7 +18,7 @@ from ..parsers.dtypes import DTYPE_BITS, canonical_dtype
 from .network.collectives import collective_time
 from .chips.hardware import Hardware
 from .ops.compute import dot_flops
-from .records import OpCost
+from .costs import OpCost
 from .achievable import achievable_time, collective_seconds
 from .roofline import expect, flops_peak, memory_rate, per_device_rates
 from .network.mesh_layout import mesh_group

@@ -29,7 +29,7 @@ from ..parsers.hlo_model import Computation, Instruction, Module
 from .chips.hardware import Hardware, MemoryLevel
 from .ops.base import nbytes
 from .ops.module import execution_plan
-from .records import OpCost
+from .costs import OpCost
 
 # Ops that name other buffers without making one: their readers read what they name.
 _ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "add-dependency"})
@@ -148,13 +148,13 @@ def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footpr
         for name in params:
             recency.forget(name)
         for name, output in donated.items():
-            for buffer in aliases.get(output, frozenset({output})):
+            for buffer in sorted(aliases.get(output, frozenset({output}))):
                 recency.rename(buffer, name)
         reads, first_read = _one_run(order, comp, size, aliases, recency, footprint, entry)
         # An output the next run reads as a donated parameter is read when that parameter first is.
         for name, output in donated.items():
             gap = next((d for op in reads.values() for b, d in op if b == name), None)
-            for buffer in aliases.get(output, frozenset({output})):
+            for buffer in sorted(aliases.get(output, frozenset({output}))):
                 if gap is not None and buffer not in first_read:
                     first_read[buffer] = gap
     return _resident(order, size, reads, first_read, comp, aliases, costs, levels, entry)
@@ -173,8 +173,9 @@ def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, flo
         if instr.opcode in _ALIASES:
             aliases[instr.name] = names
             continue
-        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in sorted(names)]
-        for b in names:
+        ordered = sorted(names)  # a set's order changes with the hash seed: the touches must not
+        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in ordered]
+        for b in ordered:
             if b in produced and b not in first_read:
                 first_read[b] = recency.since(b) or 0.0
             recency.touch(b, size.get(b, 0.0))

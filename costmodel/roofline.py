@@ -1,4 +1,4 @@
-"""Expected time and verdict per op: the roofline of book ch. 1 plus the collectives of ch. 3.
+"""Expected time per op: the roofline of book ch. 1 plus the collectives of ch. 3.
 
 compute_s = FLOPs / peak(dtype), memory_s = the op's bytes at the memory levels its data can be
 in by the schedule (costmodel.residency: cache-resident bytes at the cache's bandwidth, first
@@ -9,12 +9,12 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 
 from __future__ import annotations
 
-from ..errors import AuditError, UsageError
+from ..errors import AuditError
 from .network.collectives import CollectiveTime, collective_time
-from .units import human, intensity as per_byte, ratio
-from .chips.hardware import LINK_NAMES, Hardware, Quantity
+from .units import human
+from .chips.hardware import Hardware, Quantity
 from .chips.precision import matmul_peak
-from .records import Bound, Expectation, OpCost
+from .costs import Bound, Expectation, OpCost
 from .network.topology import place_groups, place_pairs
 
 # An op doing at least this many FLOPs per byte is a contraction (dot, conv), not elementwise.
@@ -180,14 +180,8 @@ def _collective(cost: OpCost, hw: Hardware, coords: dict[int, tuple[int, ...]] |
         return None, f"{info.kind}: {exc}"
 
 
-def _intensity(cost: OpCost) -> float | None:
-    if cost.flops is None or not cost.bytes:
-        return None
-    return cost.flops / cost.bytes
-
-
 def _mxu_reasons(cost: OpCost, hw: Hardware) -> list[str]:
-    intensity = _intensity(cost)
+    intensity = cost.intensity
     if hw.kind != "tpu" or intensity is None or intensity < _CONTRACTION_INTENSITY:
         return []
     if cost.dtype == "f64" or cost.dtype == "f32" and not cost.precision:
@@ -195,98 +189,6 @@ def _mxu_reasons(cost: OpCost, hw: Hardware) -> list[str]:
         how = f": {peak.note}" if peak.note else ""
         return [f"{cost.dtype} matmul on the MXU, priced at {human(peak.value, 'FLOP/s')} per chip{how}"]
     return []
-
-
-def judge(expected_s: float | None, measured_s: float | None, share_of_step: float, *,
-          min_efficiency: float = 0.5, min_share: float = 0.01) -> tuple[bool, float | None]:
-    """(flagged, efficiency): efficiency = expected / measured; flagged when it is below
-    `min_efficiency` and the op takes at least `min_share` of the step."""
-    if not 0 <= min_efficiency <= 1:
-        raise UsageError(f"minimum efficiency must be in [0, 1], got {min_efficiency}")
-    if not 0 <= min_share <= 1:
-        raise UsageError(f"minimum share of step time must be in [0, 1], got {min_share}")
-    if expected_s is None or measured_s is None or measured_s <= 0:
-        return False, None
-    efficiency = expected_s / measured_s
-    return bool(efficiency < min_efficiency and share_of_step >= min_share), efficiency
-
-
-def flag_reasons(cost: OpCost, expectation: Expectation, measured_s: float | None,
-                 hw: Hardware) -> list[str]:
-    """Human reasons for an op's verdict: what bounds it, what it reached against its ceiling."""
-    out: list[str] = []
-    bound = expectation.bound_by
-    if expectation.expected_s is None or bound == "unknown":
-        return _dedupe(list(expectation.reasons))
-    if bound == "compute":
-        out.append(_compute_reason(cost, measured_s, hw))
-    elif bound == "memory":
-        out.extend(_memory_reasons(cost, expectation, measured_s, hw))
-    elif bound in ("collective", "latency"):
-        out.append(_comm_reason(expectation, measured_s, hw))
-    if measured_s and expectation.expected_s and measured_s > expectation.expected_s:
-        out.append(f"took {ratio(measured_s / expectation.expected_s)} its roofline time "
-                   f"({human(measured_s, 's')} measured, {human(expectation.expected_s, 's')} expected)")
-    return _dedupe(out + list(expectation.reasons))
-
-
-def _compute_reason(cost: OpCost, measured_s: float | None, hw: Hardware) -> str:
-    peak = flops_peak(cost, hw).value / max(hw.devices_per_chip, 1)
-    achieved = cost.flops / measured_s if cost.flops and measured_s else None
-    return (f"compute-bound: reached {human(achieved, 'FLOP/s')} of {human(peak, 'FLOP/s')} "
-            f"({cost.dtype or 'bf16'} peak)")
-
-
-def _memory_reasons(cost: OpCost, expectation: Expectation, measured_s: float | None, hw: Hardware) -> list[str]:
-    level, bandwidth = expectation.memory_level or hw.main_memory, expectation.peak_bytes_per_s
-    moved = expectation.memory_bytes if expectation.memory_bytes is not None else cost.bytes
-    achieved = moved / measured_s if moved and measured_s else None
-    held = ("" if level == hw.main_memory or cost.resident is not None
-            else f"; its {human(cost.bytes, 'B')} working set fits in {level}")
-    out = [f"memory-bound: reached {human(achieved, 'B/s')} of {human(bandwidth, 'B/s')} {level} bandwidth{held}"]
-    intensity = _intensity(cost)
-    dtype = cost.dtype or "bf16"
-    ridge = hw.ridge(dtype)
-    problem = describe_problem(cost)
-    if intensity and problem:
-        out.append(f"memory-bound: {problem[0]} does {per_byte(intensity)}, below the {per_byte(ridge)} where "
-                   f"{hw.name}'s {dtype} peak binds; {problem[1]}")
-    elif intensity:  # ops with no FLOPs (copies, transposes) have no intensity to speak of
-        out.append(f"memory-bound: {per_byte(intensity)} is below the chip's ridge of {per_byte(ridge)}")
-    return out
-
-
-def describe_problem(cost: OpCost) -> tuple[str, str] | None:
-    """(what the op computes, what sets its intensity), in the op's own terms: a matmul's M, N and K,
-    a convolution's batch, positions, channels and kernel; None for any other op."""
-    if cost.gemm is not None:
-        batch, m, n, k = cost.gemm
-        dims = {"M": m, "N": n, "K": k}
-        smallest = min(dims, key=lambda d: dims[d])
-        what = f"a matmul M={m:,} N={n:,} K={k:,}" + (f" (batch {batch:,})" if batch > 1 else "")
-        return what, f"its smallest dimension, {smallest}={dims[smallest]:,}, limits it"
-    if cost.convolution is not None:
-        batch, spatial, cin, cout, kernel = cost.convolution
-        where = "x".join(str(x) for x in spatial) or "1"
-        window = "x".join(str(x) for x in kernel) or "1"
-        what = (f"a convolution over batch {batch:,} and {where} output positions, {cin:,} -> {cout:,} channels, "
-                f"kernel {window}")
-        return what, "its channels and kernel window set how often each loaded value is reused"
-    return None
-
-
-def _comm_reason(expectation: Expectation, measured_s: float | None, hw: Hardware) -> str:
-    comm = expectation.collective
-    if comm is None:
-        return f"latency-bound: the fixed per-op overhead of {hw.name} dominates"
-    if expectation.bound_by == "latency":
-        return (f"latency-bound: {comm.kind} of {human(comm.volume_bytes, 'B')} over {comm.hops} hops "
-                f"(latency floor {human(comm.latency_s, 's')})")
-    achieved = comm.bytes_moved / measured_s if measured_s else None
-    link = (hw.interconnect.scale_out_name if comm.link == "dcn"
-            else LINK_NAMES.get(comm.link, "host memory" if comm.link == "memory" else comm.link))
-    return (f"{comm.kind} reached {human(achieved, 'B/s')} of {human(comm.bandwidth_bytes_per_s, 'B/s')} "
-            f"({link}, {comm.group_size} devices)")
 
 
 def _dedupe(items: list[str]) -> list[str]:

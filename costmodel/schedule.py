@@ -29,7 +29,7 @@ from typing import Mapping
 
 from ..parsers.hlo_model import Instruction, Module
 from .ops.loops import trip_count, while_parts
-from .records import Expectation, OpCost
+from .costs import Expectation, OpCost
 
 # Opcodes that launch work on a side stream besides every `X-start`, and their waits besides `X-done`.
 _LAUNCHES = {"send", "recv"}

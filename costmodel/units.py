@@ -30,8 +30,15 @@ def known(value: object) -> TypeGuard[float]:
         return False
 
 
+def _rounded(value: float) -> float:
+    """`value` to three significant digits, so a prefix is chosen for the number printed: 999.95 µs is
+    1.00 ms, not 1000 µs."""
+    return float(f"{value:.3g}")
+
+
 def _three_digits(value: float) -> str:
     """Three significant digits: 1.23, 12.3, 123; general format outside [1, 1000)."""
+    value = _rounded(value)
     magnitude = abs(value)
     if magnitude == 0:
         return "0"
@@ -44,15 +51,30 @@ def _three_digits(value: float) -> str:
     return f"{value:.2f}"
 
 
+def figure(value: object) -> str:
+    """A plain number to three significant digits (1.23, 12.3, 123, 1.23e+04): counts of parameters,
+    tokens or FLOPs in prose, ratios that are not a factor."""
+    return _three_digits(float(value)) if known(value) else UNKNOWN
+
+
+def number(value: object) -> str:
+    """A plain number for a table or a rate: three significant digits below 1000, whole with thousands
+    separators from there (12,346 tokens/s)."""
+    if not known(value):
+        return UNKNOWN
+    v = float(value)
+    return f"{v:,.0f}" if abs(_rounded(v)) >= 1000 else _three_digits(v)
+
+
 def seconds(value: object) -> str:
     """A duration in s, ms, µs, ns or ps."""
     if not known(value):
         return UNKNOWN
-    v = float(value)
+    if abs(_rounded(float(value))) >= 1000:
+        return f"{float(value):,.0f} s"
+    v = _rounded(float(value))
     if abs(v) < _RESIDUE_S:  # rounding residue of sums and differences, not a duration
         return "0 s"
-    if abs(v) >= 1000:
-        return f"{v:,.0f} s"
     for scale, unit in _TIME_UNITS:
         if abs(v) >= scale:
             return f"{_three_digits(v / scale)} {unit}"
@@ -63,7 +85,7 @@ def si(value: object, unit: str) -> str:
     """A quantity with a decimal prefix: `si(2.5e12, "FLOP/s")` is "2.50 TFLOP/s"."""
     if not known(value):
         return UNKNOWN
-    v = float(value)
+    v = _rounded(float(value))
     for scale, prefix in _PREFIXES:
         if abs(v) >= scale:
             return f"{_three_digits(v / scale)} {prefix}{unit}"
@@ -126,13 +148,15 @@ def ratio(value: object) -> str:
 
 
 def count(value: object) -> str:
-    """A whole number with thousands separators."""
+    """A count with thousands separators, as it is: a mean over devices (4.875 runs) keeps its
+    fraction, to three decimals as the HTML page's script writes it."""
     if not known(value):
         return UNKNOWN
-    return f"{int(float(value)):,}"
+    text = f"{float(value):,.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
-Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "count", "bool"]
+Unit = Literal["text", "s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction", "ratio", "count", "bool"]
 """The unit of a reported quantity; `text` and `bool` are not numbers."""
 
 
@@ -147,5 +171,5 @@ def format_as(value: object, unit: Unit) -> str:
 
 _BY_UNIT: dict[str, Callable[[object], str]] = {
     "s": seconds, "FLOP": flops, "B": nbytes, "FLOP/s": flops_per_s, "B/s": bytes_per_s,
-    "FLOP/B": intensity, "fraction": percent, "count": count,
+    "FLOP/B": intensity, "fraction": percent, "ratio": ratio, "count": count,
 }

@@ -172,11 +172,6 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
     return arrays, annotations, launches
 
 
-def _line_sizes(plane: Any) -> list[int]:
-    sizes = getattr(plane.lines, "encoded_sizes", None)
-    return sizes() if sizes else [len(line.events) for line in plane.lines]
-
-
 def _scan_compiled(plane: Any, using: str = "") -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
     """The same scan, each line decoded by one compiled pass over its bytes (events_cpu_fast);
     `using` names the decoder's build (default: the first that runs here)."""

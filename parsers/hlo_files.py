@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import InputError
@@ -87,3 +88,30 @@ def load_hlo_file(path: str | Path) -> Module:
         raise InputError("not an HLO module (no 'HloModule' header line)", path=p)
     raise InputError("not an HLO dump", path=p,
                      hint="expected *.hlo.pb (binary HloProto/HloModuleProto) or *.txt/*.hlo text")
+
+
+_AFTER = re.compile(r"^(module_\d+\.[^/]*?)\.(?:[^/]*[._])?after_optimizations(\.hlo\.pb|\.pb|\.txt|\.hlo)$")
+
+
+def dump_folder_files(folder: str | Path) -> list[Path]:
+    """The after-optimization HLO of each module in an `--xla_dump_to` folder (the binary proto where
+    XLA wrote both, it reads exactly), by module; [] when the folder holds none."""
+    p = Path(folder)
+    try:
+        names = sorted(f.name for f in p.iterdir() if f.is_file())
+    except OSError:
+        return []
+    chosen: dict[str, str] = {}
+    for name in names:
+        match = _AFTER.match(name)
+        if match and (match[1] not in chosen or match[2] in (".hlo.pb", ".pb")):
+            chosen[match[1]] = name
+    return [p / chosen[module] for module in sorted(chosen)]
+
+
+def load_dump_folder(folder: str | Path) -> list[tuple[Path, Module]]:
+    """Every module an `--xla_dump_to` folder holds after optimization, with its file.
+
+    **Raises:** `InputError` when one of them is unreadable or not HLO.
+    """
+    return [(f, load_hlo_file(f)) for f in dump_folder_files(folder)]

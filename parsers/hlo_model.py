@@ -151,6 +151,15 @@ class Instruction:
         return default
 
 
+def tuple_element(base: Instruction | None, index: str, name: str) -> Instruction | None:
+    """The operand `%base#index` as recent XLA prints a tuple element in HLO text (the
+    get-tuple-element it stands for is not printed): a get-tuple-element of `base`, or None."""
+    if base is None or not index.isdigit() or not base.shape.is_tuple or int(index) >= len(base.shape.tuple_shapes):
+        return None
+    return Instruction(name=name, opcode="get-tuple-element", shape=base.shape.tuple_shapes[int(index)],
+                       operands=(base.name,), attributes=(("index", index),))
+
+
 @dataclass
 class Computation:
     name: str
@@ -168,7 +177,11 @@ class Computation:
         return self._by_name[name]
 
     def get(self, name: str) -> Instruction | None:
-        return self._by_name.get(name)
+        found = self._by_name.get(name)
+        if found is None and "#" in name:
+            base, _, index = name.rpartition("#")
+            found = tuple_element(self._by_name.get(base), index, name)
+        return found
 
     @property
     def root_instruction(self) -> Instruction:
@@ -232,4 +245,10 @@ class Module:
         if index is None:
             index = {i.name: (c, i) for c, i in self.instructions()}
             self.__dict__["_index"] = index
-        return index.get(name)
+        found = index.get(name)
+        if found is None and "#" in name:
+            base, _, position = name.rpartition("#")
+            hit = index.get(base)
+            element = tuple_element(hit[1], position, name) if hit else None
+            found = (hit[0], element) if hit and element else None
+        return found

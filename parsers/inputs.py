@@ -1,49 +1,56 @@
 """What a path given to `audit` is, decided in one place: a profile, an HLO dump, or a report.
 
 `open_input` looks at the path once and returns what it found, already read where reading
-was how it was recognised (an HLO module, a JSON report), so nothing is parsed twice. The
-commands and the pipeline know no formats: a new input format is one reader here.
+was how it was recognised (an HLO module), so nothing is parsed twice. A JSON report is
+recognised by its name and read by the report model (`audit.reports.model.read`), which owns
+that format. The commands and the pipeline know no formats: a new input format is one reader here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import InputError
-from .hlo_files import load_hlo_file, read_hlo_if_module
+from .hlo_files import dump_folder_files, load_hlo_file, read_hlo_if_module
 from .hlo_model import Module
 from .input_files import is_special
-from .report_file import REPORT_SCHEMA, read_report
 from .nsys import is_nsys_input
 from .xplane import SUFFIX as XPLANE_SUFFIX
 from .xplane import refuse_xprof_cache
 
-__all__ = ["REPORT_SCHEMA", "InputKind", "OpenedInput", "open_input", "read_report"]
+__all__ = ["InputKind", "OpenedInput", "open_input"]
 
 InputKind = Literal["profile", "hlo", "report"]
 _HLO_SUFFIXES = (".hlo.pb", ".txt", ".hlo")
 _ACCEPTS_TEXT = {"profile": "a profile (.xplane.pb, run dir or logdir, nsys-jax archive, Nsight Systems SQLite)",
-                 "hlo": "an HLO dump (.hlo.pb, .txt, .hlo)",
+                 "hlo": "an HLO dump (.hlo.pb, .txt, .hlo, or an --xla_dump_to folder)",
                  "report": "an audit JSON report (.json)"}
 
 
 @dataclass(frozen=True)
 class OpenedInput:
-    """A recognised input: `module` is set for an HLO dump, `report` for a JSON report."""
+    """A recognised input: `module` is set for an HLO file (a dump folder and a report are read by the caller)."""
 
     kind: InputKind
     path: Path
     module: Module | None = None
-    report: dict[str, Any] | None = None
+
+
+def _is_dump_folder(p: Path) -> bool:
+    """An `--xla_dump_to` folder: HLO after optimization, and no profile (XPlane run or logdir, nsys-jax)."""
+    if not dump_folder_files(p) or any(p.glob(f"*{XPLANE_SUFFIX}")):
+        return False
+    return not any((p / sub).is_dir() for sub in ("plugins", "profile")) and not is_nsys_input(p)
 
 
 def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hlo", "report")) -> OpenedInput:
-    """Recognise and (for HLO dumps and reports) read `path`.
+    """Recognise and (for an HLO file) read `path`.
 
-    A directory is a profile (a run dir or a logdir; the profile reader finds its files).
-    A file is a report (`*.json`), an XPlane (`*.xplane.pb`), or an HLO dump (text by its
+    A directory is a profile (a run dir or a logdir; the profile reader finds its files), or an
+    HLO dump folder (`--xla_dump_to`: modules after optimization, no profile), read by the caller.
+    A file is a report (`*.json`, read by the caller), an XPlane (`*.xplane.pb`), or an HLO dump (text by its
     `HloModule` header, binary by `*.hlo.pb` or by parsing as a module); any other `*.pb`
     is taken for an XPlane, whose reader says clearly if it is not one.
 
@@ -52,10 +59,7 @@ def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hl
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
-    if "report" not in accept and not p.is_dir() and p.name.lower().endswith(".json"):
-        opened = OpenedInput("report", p)  # by name alone: a report that is not wanted is not read
-    else:
-        opened = _recognise(p)
+    opened = _recognise(p)
     if opened.kind not in accept:
         wanted = " or ".join(_ACCEPTS_TEXT[k] for k in accept)
         raise InputError(f"this is {_ACCEPTS_TEXT[opened.kind]}; expected {wanted}", path=p)
@@ -64,11 +68,11 @@ def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hl
 
 def _recognise(p: Path) -> OpenedInput:
     if p.is_dir():
-        return OpenedInput("profile", p)
+        return OpenedInput("hlo", p) if _is_dump_folder(p) else OpenedInput("profile", p)
     name = p.name.lower()
     refuse_xprof_cache(p)
     if name.endswith(".json"):
-        return OpenedInput("report", p, report=read_report(p))
+        return OpenedInput("report", p)
     if name.endswith(XPLANE_SUFFIX):
         return OpenedInput("profile", p)
     if is_special(p):  # a FIFO or device: read once, by the reader its name chooses, never sniffed

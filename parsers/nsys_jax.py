@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError
+from .gpu_target import CONFIG_SUFFIX, config_bytes_to_stats, marker_stats
 from .nvtx_xla import RANGE_COLUMNS, has_xla_ranges, read_xla_ranges
 from .profile_model import HostProfile
 
@@ -198,15 +199,30 @@ def _ranges(archive: Archive, stem: str) -> pd.DataFrame:
 
 
 def _devices(archive: Archive, stem: str) -> list[dict[str, Any]]:
-    """Each GPU the process drove: its global XLA device id, process index and trace stats."""
+    """Each GPU the process drove: its global XLA device id, process index and trace stats.
+    An archive from before nsys-jax wrote device metadata (mid-2024) describes its GPU in the
+    dump: XLA's gpu_target_config, else the target in the dumps' file names."""
     data = _member(archive, DEVICES, stem, required=False)
     if data is None:
-        return [{"global": 0, "process": None, "local": 0, "stats": {}}]
+        return [{"global": 0, "process": None, "local": 0, "stats": _dump_target(archive, stem)}]
     try:
         frame = pq.read_table(io.BytesIO(data)).to_pandas()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"{DEVICES} cannot be read ({exc})", path=archive.path) from None
-    return device_rows(frame)
+    return [{**row, "stats": {**row["stats"], "described_by": "nsys-jax device metadata", "described_in": DEVICES}}
+            if row["stats"] else row for row in device_rows(frame)]
+
+
+def _dump_target(archive: Archive, stem: str) -> dict[str, Any]:
+    """The GPU this process's programs were compiled for, as the dump states it ({} if it does not)."""
+    dumps = [n for n in archive.names if n.startswith(DUMP)]
+    pattern = re.compile(rf"^(dump/[^/]*{re.escape(CONFIG_SUFFIX)}(?:\.xz)?)(?:/(.+))?$")
+    configs = [(m.group(2) or "", n) for n in dumps if (m := pattern.match(n))]
+    for _, name in sorted(configs, key=lambda c: (c[0] != stem, c[0] != "", c[1])):
+        stats = config_bytes_to_stats(archive.read(name), name)
+        if stats is not None:
+            return stats
+    return marker_stats(dumps) or {}
 
 
 def device_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:

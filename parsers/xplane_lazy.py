@@ -55,10 +55,6 @@ class LazyLines(Sequence[Any]):
         """The lines as their protobuf bytes (views of the file's bytes), undecoded."""
         return self._encoded  # type: ignore[no-any-return]
 
-    def encoded_sizes(self) -> list[int]:
-        """Bytes of each encoded line: proportional to its events, without decoding it."""
-        return [len(b) for b in self._encoded]
-
 
 class Plane:
     """One plane: decoded metadata and stats, lazily decoded lines."""

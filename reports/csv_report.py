@@ -1,6 +1,6 @@
 """The per-op table as CSV: one row per (program, op), per-device quantities in SI base units.
 
-The columns are `costmodel.table.columns.CSV_COLUMNS`, headed by their keys; values are raw
+The columns are `reports.model.columns.CSV_COLUMNS`, headed by their keys; values are raw
 numbers (unknown is an empty cell), so a spreadsheet or pandas reads them as numbers.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import io
 
-from ..costmodel.table.columns import CSV_COLUMNS
-from .model import Report
+from .model.columns import CSV_COLUMNS
+from .model.report import ReportModel
 
 
-def render_csv(report: Report) -> str:
+def render_csv(report: ReportModel) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([c.key for c in CSV_COLUMNS])

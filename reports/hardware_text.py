@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from ..costmodel.chips.hardware import Hardware, Quantity
-from ..costmodel.units import bytes_per_s, human
+from ..costmodel.units import bytes_per_s, human, number
 
 
 def catalog_table(entries: Sequence[Hardware], cpu: Hardware | None, files: Mapping[str, str] | None = None) -> str:
@@ -68,12 +68,8 @@ def _value(q: Quantity) -> str:
 
 def _row(hw: Hardware) -> list[str]:
     hbm = hw.hbm_bytes.value / 1e9 if hw.hbm_bytes is not None else math.nan
-    return [hw.name, hw.kind, _num(hw.peak("bf16").value / 1e12), _num(hw.hbm_bytes_per_s.value / 1e9),
-            _num(hbm), _interconnect(hw)]
-
-
-def _num(value: float) -> str:
-    return "-" if not math.isfinite(value) else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    return [hw.name, hw.kind, number(hw.peak("bf16").value / 1e12), number(hw.hbm_bytes_per_s.value / 1e9),
+            number(hbm), _interconnect(hw)]
 
 
 def _interconnect(hw: Hardware) -> str:

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import TypeVar
 
 from ..costmodel import units as qty
-from .model import SCHEMA, Report
+from .model.report import SCHEMA, ReportModel
 from .payload import build_payload, script_json
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 
@@ -68,7 +68,7 @@ def page(title: str, head: str, body: str, footer: str, data: object | None = No
     ])
 
 
-def render_html(report: Report) -> str:
+def render_html(report: ReportModel) -> str:
     """Render an analysed report as one self-contained HTML page.
 
     **Arguments:**

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from .model import Report
+from .model.report import ReportModel
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 from .sections.flagged import MAX_FLAGGED
 from .text import md_text
@@ -29,7 +29,7 @@ def render_sections(doc: D, sections: Sequence[Section[D]], opts: RenderOptions)
     return lines
 
 
-def render_markdown(report: Report, *, html_path: str | None = None) -> str:
+def render_markdown(report: ReportModel, *, html_path: str | None = None) -> str:
     """A compact PR-comment summary of an analysed report.
 
     **Arguments:**

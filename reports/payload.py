@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 from ..costmodel import units as qty
-from ..costmodel.table.columns import TABLE_COLUMNS, Column, for_report
-from ..costmodel.table.record import OpRecord
-from .model import Report
+from .model.columns import TABLE_COLUMNS, Column, for_report
+from .model.record import OpRecord
+from .model.report import ReportModel
 
 # Characters that could end the script element or start markup, and the two
 # line separators that older JavaScript parsers reject inside strings.
@@ -65,7 +65,7 @@ def _details(op: OpRecord, strings: _Strings) -> list[Any]:
         [strings(getattr(op, f)) if f in ("category", "dtype") else _number(getattr(op, f)) for f in _TIP_FIELDS]
 
 
-def build_payload(report: Report) -> dict[str, Any]:
+def build_payload(report: ReportModel) -> dict[str, Any]:
     """The page's data: columns, interned strings, one row per op, and the flagged keys in order."""
     predicted = report.predicted
     columns = for_report(TABLE_COLUMNS, predicted)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import nbytes, percent, seconds
+from ..costmodel.units import count, figure, nbytes, number, percent, seconds
 
 _MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "working")
 
@@ -18,10 +18,10 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     fit = "fits" if r["fits"] else "does NOT fit"
     lines = [f"{heading} {label}: {fit} ({nbytes(mem['total'])} of {nbytes(r['hbm_bytes'])} HBM per chip); "
              f"step >= {seconds(step['total'])} (model estimate at peak FLOP/s), MFU <= "
-             f"{percent(r['mfu_upper_bound'])}, <= {r['tokens_per_s']:.3g} tokens/s"]
+             f"{percent(r['mfu_upper_bound'])}, <= {number(r['tokens_per_s'])} tokens/s"]
     parts = ", ".join(f"{k} {nbytes(mem[k])}" for k in _MEMORY_PARTS)
-    lines.append(f"  memory per chip [model]: {parts} ({sched['in_flight_microbatches']:g} microbatch(es) of "
-                 f"{r['tokens_per_microbatch']:.0f} tokens in flight; working = one layer's intermediates + logits)")
+    lines.append(f"  memory per chip [model]: {parts} ({count(sched['in_flight_microbatches'])} microbatch(es) of "
+                 f"{number(r['tokens_per_microbatch'])} tokens in flight; working = one layer's intermediates + logits)")
     levels = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_level"].items()) or "none"
     axes = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_axis"].items()) or "none"
     lines.append(f"  step time [model]: compute {seconds(step['compute'])}, exposed communication {levels} "
@@ -77,7 +77,7 @@ def serve_layout_lines(r: dict[str, Any]) -> list[str]:
     return [f"serving layout {label}: {fit} (params {nbytes(mem['params'])} + KV {nbytes(mem['kv_cache'])} = "
             f"{nbytes(mem['total'])} of {nbytes(r['hbm_bytes'])} per chip)",
             f"  decode step >= {seconds(d['step_s'])} (model estimate), {d['bound_by']}-bound, "
-            f"{d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.1f} tokens/s/chip",
+            f"{number(d['tokens_per_s'])} tokens/s, {number(d['tokens_per_s_per_chip'])} tokens/s/chip",
             f"  per stage and microbatch of {r['sequences_per_microbatch']} sequences: KV {seconds(part['kv_s'])} + "
             f"max(weights {seconds(part['weights_s'])}, FLOPs {seconds(part['flops_s'])}) + communication {comm}"
             + (f"; stage-to-stage send {seconds(d['pipeline_send_s'])}" if d["pipeline_send_s"] else "")]
@@ -85,14 +85,14 @@ def serve_layout_lines(r: dict[str, Any]) -> list[str]:
 
 def disaggregated_lines(r: dict[str, Any]) -> list[str]:
     """How many prefill and decode servers a traffic needs."""
-    ratio = "" if r["decode_per_prefill"] is None else f" ({r['decode_per_prefill']:.2g} decode per prefill)"
+    ratio = "" if r["decode_per_prefill"] is None else f" ({figure(r['decode_per_prefill'])} decode per prefill)"
     move = "" if r["kv_transfer_s"] is None else (f"; each prompt's KV cache ({nbytes(r['kv_transfer_bytes_per_request'])}) "
                                                   f"moves in {seconds(r['kv_transfer_s'])} over the scale-out network")
-    return [f"{r['requests_per_s']:g} requests/s of {r['prompt_tokens']} prompt + {r['output_tokens']} output tokens: "
+    return [f"{number(r['requests_per_s'])} requests/s of {r['prompt_tokens']} prompt + {r['output_tokens']} output tokens: "
             f"{r['prefill_servers']} prefill + {r['decode_servers']} decode servers of {r['chips_per_server']} chips"
             f"{ratio} = {r['total_chips']} chips",
-            f"  per server: {r['prefill_requests_per_s_per_server']:.3g} prefills/s, "
-            f"{r['decode_requests_per_s_per_server']:.3g} completions/s; {r['note']}{move}"]
+            f"  per server: {number(r['prefill_requests_per_s_per_server'])} prefills/s, "
+            f"{number(r['decode_requests_per_s_per_server'])} completions/s; {r['note']}{move}"]
 
 
 def serve_search_lines(found: dict[str, Any]) -> list[str]:
@@ -101,6 +101,6 @@ def serve_search_lines(found: dict[str, Any]) -> list[str]:
              "estimates: lower bounds)"]
     for i, r in enumerate(found["layouts"], 1):
         d = r["decode"]
-        lines.append(f"  {i:>2} {r['layout']['label']:<28}{seconds(d['step_s']):>10}{d['tokens_per_s']:>10.0f} tok/s"
+        lines.append(f"  {i:>2} {r['layout']['label']:<28}{seconds(d['step_s']):>10}{number(d['tokens_per_s']):>10} tok/s"
                      f"{nbytes(r['memory_per_chip_bytes']['total']):>11}/chip  {d['bound_by']}")
     return lines

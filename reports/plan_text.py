@@ -4,47 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import nbytes, percent, seconds, share
+from ..costmodel.units import count, figure, nbytes, number, percent, ratio, seconds, share
 from .plan_layout_text import (disaggregated_lines, layout_lines, search_lines, serve_layout_lines,
                                serve_search_lines)
-
-
-def _g(value: float) -> str:
-    return f"{value:.3g}"
 
 
 def model_text(r: dict[str, Any]) -> list[str]:
     p = r["params"]
     act = r["activation_bytes_per_token"]
-    lines = [f"model {r['config']['name']}: {_g(p['total'])} parameters ({_g(p['active'])} active per token)"]
-    lines += [f"  {k:<11}{_g(p[k]):>10}  {share(p[k], p['total']):>6}" for k in ("attention", "mlp", "embeddings", "norms")]
-    lines += [f"FLOPs per token at seq {r['seq']}: forward {_g(r['forward_flops_per_token'])} FLOP, "
-              f"training {_g(r['training_flops_per_token'])} FLOP (6N = {_g(r['six_n_flops_per_token'])})",
-              f"attention FLOPs overtake the matmuls beyond seq {r['attention_crossover_seq']:.0f} tokens",
+    lines = [f"model {r['config']['name']}: {figure(p['total'])} parameters ({figure(p['active'])} active per token)"]
+    lines += [f"  {k:<11}{figure(p[k]):>10}  {share(p[k], p['total']):>6}" for k in ("attention", "mlp", "embeddings", "norms")]
+    lines += [f"FLOPs per token at seq {r['seq']}: forward {figure(r['forward_flops_per_token'])} FLOP, "
+              f"training {figure(r['training_flops_per_token'])} FLOP (6N = {figure(r['six_n_flops_per_token'])})",
+              f"attention FLOPs overtake the matmuls beyond seq {number(r['attention_crossover_seq'])} tokens",
               f"KV cache: {nbytes(r['kv_bytes_per_token'])} per token in {r['kv_dtype']}",
               f"saved activations per token: {nbytes(act['no_remat'])} without remat, "
-              f"{nbytes(act['remat'])} with {act['checkpoints_per_layer']:g} checkpoint(s) per layer"]
+              f"{nbytes(act['remat'])} with {count(act['checkpoints_per_layer'])} checkpoint(s) per layer"]
     return lines
 
 
 def train_text(r: dict[str, Any]) -> list[str]:
     s, m = r["setup"], r["memory_bytes"]
     lines = [f"train {r['model']['name']} on {s['chips']} x {r['hardware']['name']}: "
-             f"{_g(s['tokens'])} tokens, {_g(s['batch_tokens'])} tokens per batch",
-             f"total {_g(r['total_flops'])} FLOP; {r['time_s'] / 86400:.1f} days ({seconds(r['time_s'])}) "
+             f"{figure(s['tokens'])} tokens, {figure(s['batch_tokens'])} tokens per batch",
+             f"total {figure(r['total_flops'])} FLOP; {figure(r['time_s'] / 86400)} days ({seconds(r['time_s'])}) "
              f"at {percent(s['mfu'])} MFU",
              f"memory: params {nbytes(m['params'])}, optimizer {nbytes(m['optimizer'])}, activations "
              f"{nbytes(m['activations'])} = {nbytes(m['total'])}; at least {r['min_chips_by_memory']} chips",
              f"{'strategy':<9}{'degrees':<26}{'T_math/T_comms':>15}{'crit. tok/chip':>15}{'mem/chip':>11}  bound"]
     for row in r["strategies"]:
         deg = ",".join(f"{k}={v}" for k, v in row["degrees"].items())
-        crit = "-" if row["critical_batch_per_chip"] is None else f"{row['critical_batch_per_chip']:.0f}"
+        crit = "-" if row["critical_batch_per_chip"] is None else number(row["critical_batch_per_chip"])
         fits = "" if row["fits"] else " (does not fit)"
         if not row.get("feasible", True):
             fits += " (degrees not allowed for this model)"
-        lines.append(f"{row['strategy']:<9}{deg:<26}{row['ratio']:>15.2f}{crit:>15}"
+        lines.append(f"{row['strategy']:<9}{deg:<26}{ratio(row['ratio']):>15}{crit:>15}"
                      f"{nbytes(row['memory_per_chip_bytes']):>11}  {row['bound']}{fits}")
-    lines.append(f"batch per chip {r['strategies'][0]['batch_per_chip']:.0f} tokens")
+    lines.append(f"batch per chip {number(r['strategies'][0]['batch_per_chip'])} tokens")
     lines.append(f"recommendation: {r['recommendation']['reason']}")
     if r.get("layout_search") is not None:
         lines += search_lines(r["layout_search"])
@@ -63,12 +59,12 @@ def serve_text(r: dict[str, Any]) -> list[str]:
              f"{r['smallest_slice']['topology']} ({r['smallest_slice']['chips']} chips)",
              f"decode step >= {seconds(d['step_s'])} (KV {seconds(d['kv_load_s'])} + max(weights "
              f"{seconds(d['weight_load_s'])}, FLOPs {seconds(d['flops_s'])})), {d['bound_by']}-bound; "
-             f"{d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.1f} tokens/s/chip"]
+             f"{number(d['tokens_per_s'])} tokens/s, {number(d['tokens_per_s_per_chip'])} tokens/s/chip"]
     mp = r["model_parallel"]
     if mp:
         link = mp.get("link", "ICI")
         lines.append(f"model parallel {mp['model_parallel_degree']}-way: {link}-bound beyond "
-                     f"{mp['max_degree_compute_bound']:.0f} (compute-bound) / {mp['max_degree_memory_bound']:.0f} "
+                     f"{number(mp['max_degree_compute_bound'])} (compute-bound) / {number(mp['max_degree_memory_bound'])} "
                      f"(memory-bound) ways; {'' if mp['ici_bound'] else 'not '}{link}-bound here")
         if mp.get("degree_note"):
             lines.append(f"  {mp['degree_note']}")
@@ -80,7 +76,7 @@ def serve_text(r: dict[str, Any]) -> list[str]:
     for row in r["latency_table"]:
         mark = "" if row["fits"] else "  (does not fit)"
         lines.append(f"{row['batch']:>6}{nbytes(row['memory_bytes']):>11}{seconds(row['step_s']):>11}"
-                     f"{row['tokens_per_s']:>11.0f}{row['tokens_per_s_per_chip']:>12.1f}  {row['bound_by']}{mark}")
+                     f"{number(row['tokens_per_s']):>11}{number(row['tokens_per_s_per_chip']):>12}  {row['bound_by']}{mark}")
     if r.get("layout_search") is not None:
         lines += serve_search_lines(r["layout_search"])
     if r.get("layout") is not None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from .model import Report
+from .model.report import ReportModel
+from .diff_model import DiffModel
 from .sections import RenderOptions
 
 
@@ -37,12 +38,16 @@ class Renderer(Protocol):
         """The document in `fmt` (one of `formats`)."""
         ...
 
+    def notes(self, fmt: Format) -> list[str]:
+        """What a reader of the file in `fmt` must know that the file alone may not show (warnings)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReportRenderer:
     """An analysed profile or a prediction, in every format."""
 
-    report: Report
+    report: ReportModel
     formats: frozenset[Format] = frozenset(Format)
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:
@@ -60,21 +65,30 @@ class ReportRenderer:
             return trace_events.render_trace(self.report)
         return markdown.render_markdown(self.report, html_path=opts.html_path)
 
+    def notes(self, fmt: Format) -> list[str]:
+        from .trace_devices import capture_note
+
+        note = capture_note(self.report) if fmt is Format.TRACE else None
+        return [note] if note else []
+
 
 @dataclass(frozen=True)
 class DiffRenderer:
     """An `audit diff` document: every format but CSV and the trace (it has no op table or timeline of its own)."""
 
-    diff: dict[str, Any]
+    diff: DiffModel
     formats: frozenset[Format] = frozenset(Format) - {Format.CSV, Format.TRACE}
 
     def render(self, fmt: Format, opts: RenderOptions) -> str:
-        from . import diff_render, json_report
+        from . import diff_sections, json_report
 
         if fmt is Format.TERMINAL:
-            return diff_render.render_diff_terminal(self.diff, top=opts.top)
+            return diff_sections.render_diff_terminal(self.diff, top=opts.top)
         if fmt is Format.JSON:
-            return json_report.render_json(self.diff)
+            return json_report.render_json(self.diff.to_json())
         if fmt is Format.HTML:
-            return diff_render.render_diff_page(self.diff)
-        return diff_render.render_diff_markdown(self.diff, top=opts.top, html_path=opts.html_path)
+            return diff_sections.render_diff_page(self.diff)
+        return diff_sections.render_diff_markdown(self.diff, top=opts.top, html_path=opts.html_path)
+
+    def notes(self, fmt: Format) -> list[str]:
+        return []

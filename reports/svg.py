@@ -14,8 +14,8 @@ from html import escape
 from typing import Any
 
 from ..costmodel import units as qty
-from ..costmodel.table.record import OpRecord
-from .model import Report
+from .model.record import OpRecord
+from .model.report import ReportModel
 
 WIDTH, HEIGHT = 820, 440
 LEFT, RIGHT, TOP, BOTTOM = 84, 130, 18, 48
@@ -67,7 +67,7 @@ def plot_point(op: OpRecord, predicted: bool) -> tuple[float, float, float] | No
     return x, y, t
 
 
-def main_dtype(report: Report) -> str | None:
+def main_dtype(report: ReportModel) -> str | None:
     """The dtype whose compute roof the chart draws solid: the one with most op time."""
     peaks: Mapping[str, Any] = report.hardware.get("peak_flops_per_s") or {}
     if not peaks:
@@ -82,7 +82,7 @@ def main_dtype(report: Report) -> str | None:
     return "bf16" if "bf16" in peaks else max(peaks, key=lambda d: peaks[d])
 
 
-def _roofs(report: Report) -> tuple[dict[str, float], float | None, str | None]:
+def _roofs(report: ReportModel) -> tuple[dict[str, float], float | None, str | None]:
     hw = report.hardware
     peaks = {k: float(v) for k, v in (hw.get("peak_flops_per_s") or {}).items() if qty.known(v) and v > 0}
     hbm = hw.get("hbm_bytes_per_s")
@@ -176,7 +176,7 @@ def _roof_lines(peaks: dict[str, float], hbm: float | None, main: str | None,
     return out
 
 
-def roofline_svg(report: Report) -> tuple[str, int]:
+def roofline_svg(report: ReportModel) -> tuple[str, int]:
     """The roofline chart as an SVG element, and how many ops it could not place.
 
     One circle per op that has both a positive arithmetic intensity and a

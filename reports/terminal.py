@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from .model import Report
+from ..options import DEFAULTS
+from .model.report import ReportModel
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 
 D = TypeVar("D")
@@ -22,7 +23,7 @@ def render_sections(doc: D, sections: Sequence[Section[D]], opts: RenderOptions)
     return lines
 
 
-def render_terminal(report: Report, *, top: int = 15) -> str:
+def render_terminal(report: ReportModel, *, top: int = DEFAULTS.top) -> str:
     """A readable summary for people (stderr or stdout)."""
     body = render_sections(report, REPORT_SECTIONS, RenderOptions(top=top))
     return "\n".join(header.terminal(report) + body + ["", FOOTER]) + "\n"

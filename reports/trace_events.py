@@ -1,57 +1,40 @@
 """The report as a trace-viewer file (Chrome trace-event JSON, opened by ui.perfetto.dev and
-chrome://tracing): the measured ops of one representative step on their real timelines,
-one process per device, with the cost model's timeline beside them.
+chrome://tracing): the measured ops of one representative step on their real timelines (or, for a
+capture whose steps are many different programs, the capture window: reports.trace_devices), one
+process per device, with the cost model's timeline beside them.
 
 Per device (process) the threads are, top to bottom:
-- `step`: the step's window; `flags`: an instant marker at each flagged op, with its reasons;
+- `step`: the step's window (each step, in a capture window); `flags`: an instant marker at each
+  flagged op, with its reasons;
 - `measured`: each op as the trace recorded it, its verdict and reasons as slice arguments
-  (category `flagged`, `ok`, `not judged`...); ops that overlap go on further `measured` lanes;
+  (category `flagged`, `ok`, `interference`, `not judged`...), and where it has identical ops the
+  fastest of them per run; ops that overlap go on further `measured` lanes;
 - `expected (roofline)`: each op at its measured start, lasting its roofline time (the model's
   lower bound), so a gap under a measured slice is time the model cannot explain;
 - `achievable`: the same at the achievable time (what good kernels take; flags judge against it).
 Collectives carry the time the schedule hides behind compute and the time left exposed.
-Times (`ts`, `dur`) are microseconds from the start of each host's step, as the format asks;
-arguments ending in `_s` are seconds.
+Times (`ts`, `dur`) are microseconds from the start of each device's step (of each host's capture
+window), as the format asks; arguments ending in `_s` are seconds. `otherData` says which window the
+file holds and how many events per device it keeps.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-from ..costmodel.table.record import OpRecord
+from .model.record import OpRecord
 from ..errors import UsageError
 from .json_report import clean
-from .model import DeviceSteps, Report
+from .model.report import ReportModel
+from .trace_devices import Device, Event, devices as _devices, window_statement
 
 _STEP_TID, _FLAG_TID, _MEASURED_TID, _EXPECTED_TID, _ACHIEVABLE_TID = 1, 2, 10, 100, 200
 
 
-@dataclass(frozen=True)
-class _Event:
-    """One measured op occurrence on one device, on the step's clock (seconds from its start)."""
-
-    name: str
-    program_id: int | None
-    start_s: float
-    dur_s: float
-    occurrences: int
-
-
-@dataclass(frozen=True)
-class _Device:
-    host: str
-    device: int
-    label: str
-    step: int | None
-    length_s: float | None
-    events: tuple[_Event, ...]
-
-
-def trace_document(report: Report) -> dict[str, Any]:
+def trace_document(report: ReportModel) -> dict[str, Any]:
     """The trace-event JSON object for `report`.
 
     **Raises:** `UsageError` for a report with no measured timeline (an HLO dump, a prediction).
@@ -66,7 +49,7 @@ def trace_document(report: Report) -> dict[str, Any]:
         by_name.setdefault(o.name, o)
     events: list[dict[str, Any]] = []
     for pid, dev in enumerate(devices, start=1):
-        def find(ev: _Event) -> OpRecord | None:
+        def find(ev: Event) -> OpRecord | None:
             hit = by_key.get(f"{ev.program_id}/{ev.name}") if ev.program_id is not None else None
             return hit if hit is not None else by_name.get(ev.name)
         events += _process(pid, dev, [(ev, find(ev)) for ev in dev.events])
@@ -74,12 +57,12 @@ def trace_document(report: Report) -> dict[str, Any]:
             "otherData": {"tool": f"{report.tool.get('name', 'audit')} {report.tool.get('version', '')}".strip(),
                           "hardware": str(report.hardware.get("name", "")),
                           "hardware_source": str(report.hardware.get("source", "")),
-                          "units": "ts and dur: microseconds from the start of each host's step; *_s args: seconds",
+                          **window_statement(report),
                           "expected": "roofline time from the cost model [model], a lower bound",
                           "measured": "op times from the trace [trace]"}}
 
 
-def render_trace(report: Report) -> str:
+def render_trace(report: ReportModel) -> str:
     """The trace-event file as JSON text."""
     return json.dumps(clean(trace_document(report)), separators=(",", ":"), allow_nan=False)
 
@@ -93,50 +76,12 @@ def trace_file_bytes(text: str, path: str) -> bytes:
     return gzip.compress(data, mtime=0) if path.endswith(".gz") else data
 
 
-def _devices(report: Report) -> list[_Device]:
-    if report.device_steps is not None:
-        return _from_device_steps(report.device_steps)
-    return _from_timeline(report.timeline)
-
-
-def _from_device_steps(steps: DeviceSteps) -> list[_Device]:
-    out = []
-    windows = {(str(h), int(d)): (int(s), int(st), int(e)) for h, d, s, st, e in
-               zip(steps.windows["host"], steps.windows["device"], steps.windows["step"],
-                   steps.windows["start_ps"], steps.windows["end_ps"])}
-    frame = steps.events
-    for keys, group in frame.groupby(["host", "device"], sort=True):
-        host, device = cast(tuple[str, int], keys)
-        key = (str(host), int(device))
-        step, t0, t1 = windows.get(key, (None, int(group["start_ps"].min()), None))
-        evs = tuple(_Event(str(op), int(pid), (int(st) - t0) * 1e-12, int(du) * 1e-12, max(int(n), 1))
-                    for op, pid, st, du, n in zip(group["op"], group["program_id"], group["start_ps"],
-                                                  group["dur_ps"], group["occurrences"]))
-        name = steps.device_names.get(key, "")
-        out.append(_Device(key[0], key[1], name, step, None if t1 is None else (t1 - t0) * 1e-12, evs))
-    return out
-
-
-def _from_timeline(timeline: Sequence[Mapping[str, Any]]) -> list[_Device]:
-    """A report read back from JSON keeps one strip per device class: export those."""
-    out = []
-    for strip in timeline:
-        evs = tuple(_Event(str(e.get("name") or ""), None, float(e["start_s"]), float(e["dur_s"]), 1)
-                    for e in strip.get("events") or [] if e.get("start_s") is not None and e.get("dur_s") is not None)
-        if evs:
-            start, end = strip.get("start_s"), strip.get("end_s")
-            length = float(end) - float(start) if start is not None and end is not None else None
-            out.append(_Device(str(strip.get("host") or ""), int(strip.get("device") or 0),
-                               str(strip.get("device_class") or ""), strip.get("step"), length, evs))
-    return out
-
-
-def _process(pid: int, dev: _Device, events: list[tuple[_Event, OpRecord | None]]) -> list[dict[str, Any]]:
+def _process(pid: int, dev: Device, events: list[tuple[Event, OpRecord | None]]) -> list[dict[str, Any]]:
     label = f"{dev.host + ' · ' if dev.host else ''}device {dev.device}{' (' + dev.label + ')' if dev.label else ''}"
     out: list[dict[str, Any]] = [_meta(pid, None, "process_name", {"name": label}),
                                  _meta(pid, None, "process_sort_index", {"sort_index": pid})]
-    if dev.length_s is not None:
-        out.append(_slice(pid, _STEP_TID, f"step {dev.step}", "step", 0.0, dev.length_s, {"step": dev.step}))
+    for w in dev.windows:
+        out.append(_slice(pid, _STEP_TID, f"step {w.step}", "step", w.start_s, w.dur_s, {"step": w.step}))
     measured = [(ev.start_s, ev.dur_s, _measured_slice(ev, op)) for ev, op in events]
     threads = [(_STEP_TID, "step"), (_FLAG_TID, "flags")]
     placed = list(_lanes(measured))
@@ -160,7 +105,7 @@ def _process(pid: int, dev: _Device, events: list[tuple[_Event, OpRecord | None]
     return out
 
 
-def _model_track(pid: int, tid: int, which: str, events: list[tuple[_Event, OpRecord | None]]) -> list[dict[str, Any]]:
+def _model_track(pid: int, tid: int, which: str, events: list[tuple[Event, OpRecord | None]]) -> list[dict[str, Any]]:
     """One track of the model's times: each op at its measured start, or right after the previous
     op of the track when they would overlap (ops that ran concurrently), so the track never nests
     unrelated ops. A collective's slice holds its hidden and exposed parts as children."""
@@ -183,7 +128,7 @@ def _model_track(pid: int, tid: int, which: str, events: list[tuple[_Event, OpRe
     return out
 
 
-def _overlap_parts(pid: int, tid: int, start: float, dur: float, ev: _Event, op: OpRecord) -> list[dict[str, Any]]:
+def _overlap_parts(pid: int, tid: int, start: float, dur: float, ev: Event, op: OpRecord) -> list[dict[str, Any]]:
     """The hidden (behind compute in the schedule) and exposed parts of a collective's expected slice."""
     assert op.overlap is not None
     hidden, exposed = _per_event(op.overlap.hidden_s, ev, op) or 0.0, _per_event(op.overlap.exposed_s, ev, op) or 0.0
@@ -200,29 +145,33 @@ def _overlap_parts(pid: int, tid: int, start: float, dur: float, ev: _Event, op:
     return parts
 
 
-def _per_event(total_s: float | None, ev: _Event, op: OpRecord) -> float | None:
+def _per_event(total_s: float | None, ev: Event, op: OpRecord) -> float | None:
     """An op's per-device time (summed over its occurrences) for this event's occurrences."""
     if total_s is None or not op.occurrences:
         return None
     return total_s / op.occurrences * ev.occurrences
 
 
-def _measured_slice(ev: _Event, op: OpRecord | None) -> dict[str, Any]:
+def _measured_slice(ev: Event, op: OpRecord | None) -> dict[str, Any]:
     args: dict[str, Any] = {"name": ev.name, "cat": "op" if op is None else op.verdict, "measured_s": ev.dur_s,
                             "occurrences": ev.occurrences}
     if op is None:
         return args
     args.update(opcode=op.opcode, category=op.category, bound_by=op.bound_by, verdict=op.verdict,
-                flagged=op.flagged, efficiency=op.efficiency, expected_s=_per_event(op.expected_s, ev, op),
-                achievable_s=_per_event(op.achievable_s, ev, op), achievable_efficiency=op.achievable_efficiency,
+                flagged=op.flagged, roofline_fraction=op.roofline_fraction,
+                expected_s=_per_event(op.expected_s, ev, op),
+                achievable_s=_per_event(op.achievable_s, ev, op), achievable_fraction=op.achievable_fraction,
                 reasons=list(op.reasons), framework_op=op.framework_op, source=op.source, module=op.module)
     if op.flagged:
         args["suggestion"] = op.suggestion
+    if op.identical is not None:  # per run: what the kernel takes at its fastest, and this op against it
+        args.update(fastest_identical_s=op.identical.kernel_s, fastest_identical=op.identical.kernel_key,
+                    vs_fastest_identical=op.identical.ratio)
     args.update(_collective_args(ev, op))
     return args
 
 
-def _model_slice(ev: _Event, op: OpRecord, which: str) -> dict[str, Any]:
+def _model_slice(ev: Event, op: OpRecord, which: str) -> dict[str, Any]:
     args: dict[str, Any] = {"name": ev.name, "cat": which, "bound_by": op.bound_by,
                             "compute_s": _per_event(op.compute_s, ev, op), "memory_s": _per_event(op.memory_s, ev, op),
                             "comm_s": _per_event(op.comm_s, ev, op), "memory_level": op.memory_level,
@@ -231,7 +180,7 @@ def _model_slice(ev: _Event, op: OpRecord, which: str) -> dict[str, Any]:
     return args
 
 
-def _collective_args(ev: _Event, op: OpRecord) -> dict[str, Any]:
+def _collective_args(ev: Event, op: OpRecord) -> dict[str, Any]:
     if op.overlap is None:
         return {}
     return {"exposed_s": _per_event(op.overlap.exposed_s, ev, op), "hidden_s": _per_event(op.overlap.hidden_s, ev, op),

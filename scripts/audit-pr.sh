@@ -4,6 +4,7 @@
 # Runs base and head AUDIT_REPEAT times each (default 3), interleaved A B A B ..., each run a
 # fresh process, so the diff measures run-to-run variance and load drift hits both sides alike.
 # Writes OUT_DIR/base/run*.json, OUT_DIR/head/run*.json, head.html, diff.json, diff.html, comment.md.
+# AUDIT_FAIL_ON_SLOWDOWN is audit diff's --fail-on-slowdown (default 5%), AUDIT_STRICT=1 its --strict.
 # Exit code: that of `audit diff`: 0 no regression (also "inconclusive", unless AUDIT_STRICT=1),
 # 1 regression, 2 bad input, 4 internal error.
 set -euo pipefail
@@ -24,7 +25,8 @@ for i in $(seq 1 "$REPEAT"); do
   (cd "$head_dir" && "$AUDIT" run "$workload" --quiet --json "$out/head/run$i.json" "${html[@]}" "$@")
 done
 gate=()
-[ -n "${AUDIT_FAIL_ON:-}" ] && gate+=(--fail-on "$AUDIT_FAIL_ON")  # default: audit diff's documented 5%
+slowdown=${AUDIT_FAIL_ON:-${AUDIT_FAIL_ON_SLOWDOWN:-}}  # AUDIT_FAIL_ON: the old name, given only on purpose
+[ -n "$slowdown" ] && gate+=(--fail-on-slowdown "$slowdown")  # default: audit diff's documented 5%
 [ "${AUDIT_STRICT:-0}" = 1 ] && gate+=(--strict)
 status=0
 "$AUDIT" diff "$out/base" "$out/head" "${gate[@]}" \

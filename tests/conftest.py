@@ -32,8 +32,8 @@ def fixture_path():
 
 def render(report: dict, fmt: str) -> str:
     """A JSON report read back and rendered in one format, as a report written earlier would be."""
-    from audit.reports.model import Report
+    from audit.reports.model.report import ReportModel
     from audit.reports.render import Format, ReportRenderer
     from audit.reports.sections import RenderOptions
 
-    return ReportRenderer(Report.from_json(report)).render(Format(fmt), RenderOptions())
+    return ReportRenderer(ReportModel.from_json(report)).render(Format(fmt), RenderOptions())

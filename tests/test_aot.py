@@ -85,6 +85,7 @@ def test_targets_that_cannot_be_compiled_ahead_of_time_are_refused(capsys):
     assert "topology" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_transformer_on_v5e_4x4_predicts_every_fusion_and_collective(capsys):
     _require_libtpu()
     import json
@@ -108,6 +109,7 @@ def test_transformer_on_v5e_4x4_predicts_every_fusion_and_collective(capsys):
     assert r["plan_vs_profile"]["rows"][0]["plan"] > 0
 
 
+@pytest.mark.slow
 def test_measured_on_cpu_next_to_predicted_on_target(capsys):
     _require_libtpu()
     import json

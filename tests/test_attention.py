@@ -22,7 +22,7 @@ from audit.costmodel.attention import flops, pairs
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.hwfile import dumps, loads
 from audit.costmodel.ops.module import cost_module
-from audit.costmodel.records import AttentionProblem, OpCost
+from audit.costmodel.costs import AttentionProblem, OpCost
 from audit.costmodel.roofline import expect
 from audit.errors import InputError
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile

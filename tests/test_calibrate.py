@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from audit.costmodel.chips import calibrate, cpu_probes
+from audit.child import calibrate as child
+from audit.costmodel.chips import calibration
 from audit.costmodel.chips.catalog import lookup
+from audit.orchestration import calibrate
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def test_measured_values_are_plausible(measured):
     # The overhead is the minimum over many independent launches (robust to a busy machine).
     overhead = hw.op_overhead_s
     assert overhead.source == "calibrated" and "measured" in overhead.note
-    assert f"minimum over {cpu_probes._LAUNCHES} independent launches" in overhead.note
+    assert f"minimum over {child._LAUNCHES} independent launches" in overhead.note
     assert "f32[" in flops.note and "per process" in flops.note
     assert any("calibrated" in n for n in hw.notes)
     json.dumps(hw.to_json(), allow_nan=False)
@@ -51,9 +53,9 @@ def test_cache_hit_returns_identical_numbers_without_measuring(measured, cache_d
     monkeypatch.setattr(calibrate, "measure", _must_not_measure)
     again = calibrate.cpu_hardware()
     assert again.quantities() == first.quantities()
-    stored = json.loads((cache_dir / calibrate.CACHE_FILE).read_text())
-    assert stored["schema"] == calibrate.CACHE_SCHEMA
-    record = stored["entries"][calibrate.machine_key()]
+    stored = json.loads((cache_dir / calibration.CACHE_FILE).read_text())
+    assert stored["schema"] == calibration.CACHE_SCHEMA
+    record = stored["entries"][calibration.machine_key()]
     assert record["matmul_flops_per_s"] == again.peak("f32").value
     assert set(record["methods"]) == {"matmul", "matmul_bf16", "copy", "op_overhead"}
     assert [c["name"] for c in record["cache_levels"]] == [c.name for c in again.caches]
@@ -61,7 +63,7 @@ def test_cache_hit_returns_identical_numbers_without_measuring(measured, cache_d
 
 def test_cache_levels_come_from_the_os_and_are_measured_no_slower_than_dram(measured):
     _, hw = measured
-    stated = cpu_probes.cache_levels()
+    stated = child.cache_levels()
     assert [c.name for c in hw.caches] == [level["name"] for level in stated]
     sizes = [c.capacity_bytes.value for c in hw.caches]
     assert sizes == sorted(sizes)  # smallest first
@@ -83,8 +85,8 @@ def test_a_cache_written_before_cache_levels_is_measured_again(tmp_path, monkeyp
     old = _record_like(real, flops=1e11)
     for key in ("cache_levels", "matmul_bf16_flops_per_s"):
         del old[key]
-    (tmp_path / calibrate.CACHE_FILE).write_text(json.dumps(
-        {"schema": calibrate.CACHE_SCHEMA, "entries": {calibrate.machine_key(): old}}))
+    (tmp_path / calibration.CACHE_FILE).write_text(json.dumps(
+        {"schema": calibration.CACHE_SCHEMA, "entries": {calibration.machine_key(): old}}))
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
     calls = []
     monkeypatch.setattr(calibrate, "measure", lambda: calls.append(1) or _record_like(real, flops=2e11))
@@ -94,8 +96,8 @@ def test_a_cache_written_before_cache_levels_is_measured_again(tmp_path, monkeyp
 def test_cache_key_names_cpu_cores_and_jax_version():
     import jax
 
-    key = calibrate.machine_key()
-    assert cpu_probes.cpu_model() in key and f"jax={jax.__version__}" in key and "cores=" in key
+    key = calibration.machine_key()
+    assert calibration.cpu_model() in key and f"jax={jax.__version__}" in key and "cores=" in key
 
 
 def test_lookup_cpu_uses_the_cache_and_takes_a_device_count(cache_dir, monkeypatch):
@@ -104,13 +106,32 @@ def test_lookup_cpu_uses_the_cache_and_takes_a_device_count(cache_dir, monkeypat
     assert hw.topology == (8,) and hw.source == "calibrated"
 
 
+def test_the_catalog_reads_the_record_and_never_measures(tmp_path, monkeypatch, measured):
+    # Measuring is the caller's: the catalog and detection only read this machine's record, and a
+    # command passes the function that measures when there is none.
+    from audit.costmodel.chips.detect import hardware_from_trace
+    from audit.errors import UsageError
+
+    _, real = measured
+    monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(calibrate, "measure", _must_not_measure)
+    with pytest.raises(UsageError, match="not calibrated yet") as info:
+        lookup("cpu")
+    assert "audit hardware show cpu" in info.value.hint
+    assert hardware_from_trace("cpu", {}).name == "unknown-cpu"
+    monkeypatch.setattr(calibrate, "measure", lambda: _record_like(real, flops=1.5e11))
+    assert lookup("cpu:4", cpu=calibrate.cpu_hardware).peak("f32").value == 1.5e11
+    monkeypatch.setattr(calibrate, "measure", _must_not_measure)
+    assert lookup("cpu").peak("f32").value == 1.5e11  # the record it wrote
+
+
 def test_refresh_and_corrupt_cache_measure_again(tmp_path, monkeypatch, measured):
     _, real = measured
     record = _record_like(real, flops=1.25e11)
     calls = []
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(calibrate, "measure", lambda: calls.append(1) or dict(record))
-    (tmp_path / calibrate.CACHE_FILE).write_text("{not json")
+    (tmp_path / calibration.CACHE_FILE).write_text("{not json")
     assert calibrate.cpu_hardware().peak("f32").value == 1.25e11
     assert calibrate.cpu_hardware().peak("f32").value == 1.25e11
     assert len(calls) == 1  # the rewritten cache served the second call
@@ -121,7 +142,7 @@ def test_refresh_and_corrupt_cache_measure_again(tmp_path, monkeypatch, measured
 def test_cached_cpu_hardware_does_not_measure(tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(calibrate, "measure", _must_not_measure)
-    assert calibrate.cached_cpu_hardware() is None
+    assert calibration.cached_cpu_hardware() is None
 
 
 def _must_not_measure():
@@ -134,7 +155,7 @@ def _record_like(hw, *, flops: float) -> dict:
         "op_overhead_s": hw.op_overhead_s.value,
         "methods": {"matmul": "m", "matmul_bf16": "b", "copy": "c", "op_overhead": "o"},
         "cache_levels": [],
-        "cpu_model": cpu_probes.cpu_model(), "cores": 1, "jax_version": "x",
+        "cpu_model": calibration.cpu_model(), "cores": 1, "jax_version": "x",
         "memory_bytes": None, "last_level_cache_bytes": None, "measured_at": "2026-01-01T00:00:00Z",
     }
 
@@ -147,7 +168,7 @@ def test_a_failed_measurement_is_one_clear_error(tmp_path, monkeypatch):
     with pytest.raises(AuditError) as info:
         calibrate.cpu_hardware()
     assert str(info.value).startswith("CPU calibration failed:") and "--hardware" in str(info.value)
-    assert not (tmp_path / calibrate.CACHE_FILE).exists()
+    assert not (tmp_path / calibration.CACHE_FILE).exists()
 
 
 def test_a_probe_started_ahead_compiles_then_times_only_when_asked(tmp_path, monkeypatch):
@@ -169,7 +190,7 @@ def test_a_probe_started_ahead_compiles_then_times_only_when_asked(tmp_path, mon
     assert hw.source == "calibrated" and hw.peak("f32").value > 1e9 and calibrate._waiting is None
     assert waiting.returncode == 0
     # AND a probe nobody asks exits untimed when its input ends (the analysis found another chip)
-    untimed = subprocess.run([sys.executable, "-m", "audit.costmodel.chips.cpu_probes", "--wait"], input="",
+    untimed = subprocess.run([sys.executable, "-m", "audit.child.calibrate", "--wait"], input="",
                              capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
                                                                                "JAX_PLATFORMS": "cpu"})
     assert untimed.returncode == 0 and untimed.stdout.split() == ["ready"]

@@ -16,7 +16,7 @@ def _crash(*args, **kwargs):
 
 
 def test_a_fault_inside_a_handler_exits_4_with_one_line_and_a_traceback_file(monkeypatch, capsys):
-    monkeypatch.setattr("audit.commands.calc.lookup", _crash)
+    monkeypatch.setattr("audit.commands.calc.resolve_hardware", _crash)
     code = main(["calc", "matmul", "--m", "64", "--k", "64", "--n", "64", "--hardware", "h100"])
     err = capsys.readouterr().err.strip()
     assert code == ExitCode.INTERNAL == 4
@@ -32,7 +32,7 @@ def test_a_fault_inside_a_handler_exits_4_with_one_line_and_a_traceback_file(mon
 
 
 def test_the_same_fault_with_debug_shows_the_traceback(monkeypatch):
-    monkeypatch.setattr("audit.commands.calc.lookup", _crash)
+    monkeypatch.setattr("audit.commands.calc.resolve_hardware", _crash)
     with pytest.raises(KeyError, match="op_name"):
         main(["--debug", "calc", "matmul", "--m", "64", "--k", "64", "--n", "64", "--hardware", "h100"])
 

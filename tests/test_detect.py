@@ -10,7 +10,7 @@ from conftest import shared_fixture
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit.costmodel.chips import calibrate
+from audit.orchestration import calibrate
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.detect import hardware_from_trace
 from audit.parsers.events import PlaneStats
@@ -30,13 +30,13 @@ def test_mi300x_captures_are_detected_with_trace_provenance(capture):
     # these captures exceed: a roof is an upper bound on speed, so the datasheet's is kept.
     assert hw.hbm_bytes.value == 206141652992 and hw.hbm_bytes.source == "trace"
     assert hw.hbm_bytes_per_s.value == 5.3e12 and hw.hbm_bytes_per_s.source == "catalog"
-    assert "2.662e+12" in hw.hbm_bytes_per_s.note
+    assert "memory_bandwidth 2.66 TB/s" in hw.hbm_bytes_per_s.note
     # Peak FLOP/s stays the datasheet's; the trace's 2.1 GHz x 304 CUs agrees with it.
     assert hw.peak("bf16").value == CATALOG["mi300x"].peak("bf16").value
     assert hw.peak("bf16").source == "catalog"
     notes = " ".join(hw.notes)
     assert "304 CUs" in notes and "agrees with the datasheet" in notes
-    assert "2.662e+12 B/s is 0.50x the datasheet" in notes and "higher datasheet figure" in notes
+    assert "2.66 TB/s is 0.50x the datasheet" in notes and "higher datasheet figure" in notes
     json.dumps(hw.to_json(), allow_nan=False)
 
 
@@ -88,7 +88,7 @@ def test_megacore_trace_peaks_are_converted_to_the_device_the_hlo_runs_on():
     TensorCore's peaks. Taken as they are, they halved the roofline's speed: a 4096^3 bf16
     matmul's roofline read 599 us instead of 299 us, and its achievable time fell below it."""
     from audit.costmodel.achievable import achievable_time
-    from audit.costmodel.records import OpCost
+    from audit.costmodel.costs import OpCost
     from audit.costmodel.roofline import expect
 
     plane = {"device_type_string": "TPU v5", "peak_teraflops_per_second": 229.5,
@@ -176,16 +176,16 @@ def test_detection_never_crashes_on_odd_stats(platform, device_stats):
 
 def test_cpu_uses_the_calibration(tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
-    assert hardware_from_trace("cpu", {}, calibrate=False).name == "unknown-cpu"
+    assert hardware_from_trace("cpu", {}).name == "unknown-cpu"  # the catalog reads records, never measures
     record = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_bytes_per_s": 1.5e10,
               "op_overhead_s": 4e-7, "cache_levels": [],
               "methods": {"matmul": "m", "matmul_bf16": "b", "copy": "c", "op_overhead": "o"},
               "cpu_model": "test CPU", "cores": 4, "jax_version": "x", "measured_at": "2026-01-01T00:00:00Z"}
     monkeypatch.setattr(calibrate, "measure", lambda: dict(record))
-    hw = hardware_from_trace("cpu", {})
+    hw = hardware_from_trace("cpu", {}, cpu=calibrate.cpu_hardware)
     assert (hw.name, hw.source) == ("cpu", "calibrated")
     assert hw.peak("f32").value == 2e11 and hw.hbm_bytes_per_s.value == 1.5e10
-    assert hardware_from_trace("cpu", {}, calibrate=False).peak("f32").value == 2e11  # now cached
+    assert hardware_from_trace("cpu", {}).peak("f32").value == 2e11  # now recorded
 
 
 def test_a_chip_added_to_the_catalog_alone_is_detected_and_compiled_for(monkeypatch):

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from audit.cli import main
-from audit.analyses.diffing import Gates, diff_reports, noise_interval
+from audit.analyses.diff_timing import noise_interval
+from audit.analyses.diff_verdict import diff_reports
+from audit.reports.diff_model import Gates
 
 B, D, F = 256, 128, 256  # global batch, model width, MLP width; batch is sharded 8 ways
 STEPS = 5
@@ -56,7 +58,7 @@ def runs(tmp_path_factory):
 
 
 def test_same_program_twice_has_no_compile_time_change_and_no_regression(runs):
-    diff = diff_reports(runs["base"], runs["base2"], Gates(fail_on=0.05))
+    diff = diff_reports(runs["base"], runs["base2"], Gates(fail_on_slowdown=0.05)).to_json()
     ct = diff["compile_time"]
     assert not ct["changed"], ct
     assert not ct["added_ops"] and not ct["removed_ops"] and not ct["changed_ops"]
@@ -65,7 +67,7 @@ def test_same_program_twice_has_no_compile_time_change_and_no_regression(runs):
 
 
 def test_doubling_the_mlp_width_names_the_dots_and_the_exact_flops(runs):
-    diff = diff_reports(runs["base"], runs["wide"])
+    diff = diff_reports(runs["base"], runs["wide"]).to_json()
     ct = diff["compile_time"]
     assert ct["changed"]
     # Each device holds B/8 rows; both dots have F as a dimension, so each doubles.
@@ -87,7 +89,7 @@ def test_doubling_the_mlp_width_names_the_dots_and_the_exact_flops(runs):
 
 
 def test_a_new_all_gather_is_reported_with_bytes_and_expected_time(runs):
-    diff = diff_reports(runs["base"], runs["gathered"])
+    diff = diff_reports(runs["base"], runs["gathered"]).to_json()
     added = [r for r in diff["compile_time"]["added_ops"] if r["opcode"].startswith("all-gather")]
     assert added, diff["compile_time"]["added_ops"]
     gather = added[0]
@@ -100,7 +102,7 @@ def test_cli_gates_a_real_slowdown_and_writes_all_outputs(runs, tmp_path, capsys
     base, slow = tmp_path / "base.json", tmp_path / "slow.json"
     base.write_text(json.dumps(runs["base"]))
     slow.write_text(json.dumps(runs["slow"]))
-    code = main(["diff", str(base), str(slow), "--fail-on", "5%", "--json", str(tmp_path / "d.json"),
+    code = main(["diff", str(base), str(slow), "--fail-on-slowdown", "5%", "--json", str(tmp_path / "d.json"),
                  "--markdown", str(tmp_path / "d.md"), "--html", str(tmp_path / "d.html")])
     out = capsys.readouterr().out
     assert code == 1
@@ -117,8 +119,8 @@ def test_cli_same_program_exits_0_and_flops_gate_trips_on_wider_mlp(runs, tmp_pa
     for key in ("base", "base2", "wide"):
         paths[key] = tmp_path / f"{key}.json"
         paths[key].write_text(json.dumps(runs[key]))
-    assert main(["diff", str(paths["base"]), str(paths["base2"]), "--fail-on", "50%", "--quiet"]) == 0
-    assert main(["diff", str(paths["base"]), str(paths["wide"]), "--fail-on", "1000%", "--quiet"]) == 0
+    assert main(["diff", str(paths["base"]), str(paths["base2"]), "--fail-on-slowdown", "50%", "--quiet"]) == 0
+    assert main(["diff", str(paths["base"]), str(paths["wide"]), "--fail-on-slowdown", "1000%", "--quiet"]) == 0
     assert main(["diff", str(paths["base"]), str(paths["wide"]), "--fail-on-flops", "--quiet"]) == 1
 
 
@@ -129,8 +131,22 @@ def test_bad_sides_exit_2(tmp_path, capsys):
     assert "schema" in capsys.readouterr().err
     assert main(["diff", str(tmp_path / "missing.json"), str(notreport)]) == 2
     assert "missing.json: no such file" in capsys.readouterr().err
-    assert main(["diff", str(notreport), str(notreport), "--fail-on", "lots"]) == 2
-    assert "--fail-on expects a percentage" in capsys.readouterr().err
+    assert main(["diff", str(notreport), str(notreport), "--fail-on-slowdown", "lots"]) == 2
+    assert "--fail-on-slowdown expects a percentage" in capsys.readouterr().err
+
+
+def test_the_old_spelling_of_the_step_time_threshold_still_gates_and_says_its_new_name(runs, tmp_path, capsys):
+    base, slow = tmp_path / "base.json", tmp_path / "slow.json"
+    base.write_text(json.dumps(runs["base"]))
+    slow.write_text(json.dumps(runs["slow"]))
+    json_path = tmp_path / "d.json"
+    assert main(["diff", str(base), str(slow), "--fail-on", "7%", "--quiet", "--json", str(json_path)]) == 1
+    err = capsys.readouterr().err
+    assert "--fail-on PCT is now --fail-on-slowdown PCT" in err and len(err.splitlines()) == 2  # the warning, the gate
+    doc = json.loads(json_path.read_text())
+    assert doc["gates"]["fail_on"] == doc["measured"]["threshold"] == pytest.approx(0.07)
+    assert main(["diff", str(base), str(slow), "--fail-on", "7%", "--fail-on-slowdown", "7%", "--quiet"]) == 2
+    assert "--fail-on-slowdown only" in capsys.readouterr().err
 
 
 def test_noise_interval_is_repeatable_and_brackets_equal_samples():
@@ -142,6 +158,7 @@ def test_noise_interval_is_repeatable_and_brackets_equal_samples():
     assert lo2 > 1.5
 
 
+@pytest.mark.slow
 def test_doubling_the_transformer_mlp_width_is_named_and_exact(tmp_path, capsys):
     """Issue example: `workloads/transformer.py` with d_ff doubled between base and head."""
     root = Path(__file__).resolve().parents[1]
@@ -183,7 +200,7 @@ def _steady(report: dict, factor: float, source: str) -> dict:
 
 
 def test_hierarchical_interval_covers_run_to_run_variance_not_just_steps():
-    from audit.analyses.diffing import hierarchical_interval
+    from audit.analyses.diff_timing import hierarchical_interval
 
     steady = [[1.00, 1.01, 0.99, 1.00, 1.02], [1.03, 1.02, 1.04, 1.03, 1.01], [0.98, 0.99, 0.97, 0.99, 1.00]]
     lo, hi = hierarchical_interval(steady, steady)
@@ -227,11 +244,9 @@ def test_identical_runs_with_one_slowed_head_run_are_inconclusive_and_name_the_r
 def test_a_busy_neighbour_beside_two_of_three_head_runs_is_inconclusive_not_a_regression(runs):
     # Identical code; a CPU hog beside head runs 1 and 3 slowed them 1.7x: on average the head
     # reads 46% slower, but its runs disagree, which is the machine speaking, not the code.
-    from audit.analyses.diffing import diff_reports
-
     base = [_steady(runs["base"], f, f"b{i}") for i, f in enumerate((1.0, 1.04, 0.97))]
     head = [_steady(runs["base"], f, f"h{i}") for i, f in enumerate((1.7, 1.01, 1.72))]
-    me = diff_reports(base, head)["measured"]
+    me = diff_reports(base, head).to_json()["measured"]
     assert me["change"] > 0.4
     assert me["verdict"] == "inconclusive" and not me["regression"]
     odd = me["unstable"][0]
@@ -240,11 +255,9 @@ def test_a_busy_neighbour_beside_two_of_three_head_runs_is_inconclusive_not_a_re
 
 def test_ordinary_run_to_run_variation_does_not_hide_a_real_slowdown(runs):
     # Runs of one side differ by up to 15% on a shared machine; a 30% slowdown still reads as one.
-    from audit.analyses.diffing import diff_reports
-
     base = [_steady(runs["base"], f, f"b{i}") for i, f in enumerate((1.0, 1.12, 0.96))]
     head = [_steady(runs["base"], 1.3 * f, f"h{i}") for i, f in enumerate((1.05, 0.95, 1.1))]
-    diff = diff_reports(base, head)
+    diff = diff_reports(base, head).to_json()
     assert diff["measured"]["unstable"] == [] and diff["verdict"] == "regression" and diff["regression"]
 
 

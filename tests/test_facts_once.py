@@ -1,6 +1,15 @@
-"""Facts kept once: opcode classes checked against XLA's parser, one dtype table, one mesh parser, one FLOP rule."""
+"""Facts kept once: opcode classes checked against XLA's parser, one dtype table, one mesh parser, one FLOP rule,
+and every default of a threshold or a display option in one options object, one number formatter,
+one version."""
 
 from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import re
+import tomllib
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -11,9 +20,11 @@ from audit.costmodel.napkin import matmul
 from audit.costmodel.network.mesh_layout import parse_mesh
 from audit.costmodel.ops.module import HANDLERS, cost_module
 from audit.errors import InputError, UsageError
+from audit.options import DEFAULTS, Defaults, Thresholds
 from audit.parsers.dtypes import DTYPE_BITS, canonical_dtype, element_bytes
 from audit.parsers.hlo_opcodes import ARITHMETIC, COLLECTIVES, ELEMENTWISE, TRANSCENDENTAL
 from audit.parsers.hlo_text import parse_hlo_text
+from conftest import ROOT
 
 
 def _xla_knows_opcode(opcode: str) -> bool:
@@ -40,6 +51,19 @@ def test_elementwise_is_exactly_arithmetic_and_transcendental_and_each_has_a_cos
     assert not set(ARITHMETIC) & set(TRANSCENDENTAL)
     assert ELEMENTWISE == set(ARITHMETIC) | set(TRANSCENDENTAL) | {"bitcast-convert"}
     assert all(op in HANDLERS for op in ELEMENTWISE)
+
+
+def test_collective_spellings_and_their_handlers_come_from_the_one_list():
+    from audit.costmodel.ops import collective
+
+    for kind in COLLECTIVES:
+        for opcode in (kind, f"{kind}-start", f"{kind}-done"):
+            assert opcode in HANDLERS, opcode
+    assert set(collective.VOLUME) == set(COLLECTIVES)
+    # The handlers' module writes no start or done spelling of its own beside the list.
+    source = inspect.getsource(collective)
+    relisted = [s for kind in COLLECTIVES for s in (f'"{kind}-start"', f'"{kind}-done"') if s in source]
+    assert not relisted, relisted
 
 
 @pytest.mark.parametrize("dtype", sorted(d for d, bits in DTYPE_BITS.items() if bits >= 8 and d != "pred"))
@@ -85,3 +109,177 @@ ENTRY e {
     napkin = matmul(512, 384, 256, "bf16", lookup("h100"))
     assert napkin["flops"] == audited.flops == 2 * 512 * 384 * 256
     assert napkin["bytes"] == audited.bytes_read + audited.bytes_written
+
+
+OPTION_NAMES = frozenset(f.name for cls in (Thresholds, Defaults) for f in dataclasses.fields(cls)) - {"thresholds"}
+
+
+def _number(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _option_key(name: str) -> str:
+    """`--min-efficiency`, `_top`, `TOP` -> the options field each would be."""
+    return name.lstrip("-_").replace("-", "_").lower()
+
+
+def option_literals(source: str) -> list[str]:
+    """Where `source` writes a number for an option the options object holds: a parameter's default, a
+    keyword argument, an attribute, or a click option's default."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            found += [f"line {d.lineno}: {arg.arg}=" for arg, d in pairs if _option_key(arg.arg) in OPTION_NAMES
+                      and _number(d)]
+        elif isinstance(node, ast.Call):
+            found += [f"line {k.value.lineno}: {k.arg}=" for k in node.keywords
+                      if k.arg and _option_key(k.arg) in OPTION_NAMES and _number(k.value)]
+            flags = [_option_key(a.value) for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                     and a.value.startswith("--")]
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            if any(f in OPTION_NAMES for f in flags) and _number(default):
+                found.append(f"line {node.lineno}: {flags[0]} default")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id if isinstance(t, ast.Name) else t.attr for t in targets if isinstance(t, (ast.Name, ast.Attribute))]
+            # A module constant (TOP = 10: the rows of one list) is a fact of its own, named once.
+            found += [f"line {node.lineno}: {n} =" for n in names if not n.isupper()
+                      and _option_key(n) in OPTION_NAMES and _number(node.value)]
+    return found
+
+
+def test_threshold_and_display_defaults_are_written_only_in_the_options_object():
+    # The CLI's --min-efficiency, --min-share and --top, the library's keyword arguments, the op table,
+    # the renderers and the planner read them from audit.options.DEFAULTS: a number written for one of
+    # them anywhere else is a second copy that drifts.
+    options = ROOT / "audit" / "options.py"
+    modules = [p for top in ("audit", "costmodel", "parsers", "reports") for p in sorted((ROOT / top).rglob("*.py"))]
+    copies = [f"{p.relative_to(ROOT)} {where}" for p in modules if p != options
+              for where in option_literals(p.read_text())]
+    assert not copies, copies
+    assert option_literals(options.read_text())  # the one place they are written
+
+
+def test_the_option_literal_check_finds_each_kind_of_copy():
+    source = """
+import click
+def render(report, top: int = 15): ...
+def inspect(path, *, min_share=0.01): ...
+judge_table(rows, min_efficiency=0.5)
+click.option("--min-efficiency", default=0.5)
+class Diff:
+    _top = 10
+TOP = 5
+def fine(top: int = DEFAULTS.top, layouts: bool = True, n=3): ...
+"""
+    assert len(option_literals(source)) == 5
+
+
+def test_the_cli_and_the_library_default_to_the_options_object():
+    import audit
+    from audit.commands.inspect import command as inspect_command
+
+    params = {p.name: p.default for p in inspect_command.params}
+    assert params["min_efficiency"] == DEFAULTS.thresholds.min_efficiency
+    assert params["min_share"] == DEFAULTS.thresholds.min_share and params["top"] == DEFAULTS.top
+    signature = inspect.signature(audit.inspect).parameters
+    assert signature["min_efficiency"].default == DEFAULTS.thresholds.min_efficiency
+    assert signature["min_share"].default == DEFAULTS.thresholds.min_share
+    assert audit.Report._top == DEFAULTS.top and audit.Diff._top == DEFAULTS.diff_top
+
+
+# Modules that write numbers for people: the renderers, the analyses, and the cost model's prose about a
+# chip and about an op's verdict. Found by name, so a module that moves stays checked.
+_DRAWING = {"svg.py": "coordinates of the drawing", "timeline_svg.py": "coordinates of the drawing",
+            "payload.py": "numbers for the page's script, which formats them",
+            "trace_events.py": "microsecond timestamps for the trace viewer"}
+_PROSE = ("detect.py", "waits.py", "command_buffers.py")
+_SPEC = re.compile(r"[.,_]|[bdeEfFgGn%]$")  # a precision, a separator or a number type
+_PERCENT = re.compile(r"%[-+ #0]*\d*(\.\d+)?[dfeEgG]")
+_BRACE = re.compile(r"\{[^{}]*:[^{}]*(?:[.,_]|[dfeEgGn%])\}")
+
+
+def _text_modules() -> list[Path]:
+    found = [p for p in sorted((ROOT / "reports").rglob("*.py")) if p.name not in _DRAWING]
+    found += sorted((ROOT / "audit" / "analyses").glob("*.py"))
+    for name in _PROSE:
+        (module,) = [p for top in ("audit", "costmodel") for p in (ROOT / top).rglob(name)]
+        found.append(module)
+    return found
+
+
+def hand_formatted(source: str, path: str = "") -> list[str]:
+    """`path:line` of each number formatted by hand: an f-string format spec with a precision, a
+    separator or a number type, round() inside an f-string, %-formatting, str.format or format()."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        found = False
+        if isinstance(node, ast.FormattedValue):
+            spec = "".join(str(c.value) for c in getattr(node.format_spec, "values", []) if isinstance(c, ast.Constant))
+            found = bool(_SPEC.search(spec)) or any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "round"
+                for n in ast.walk(node.value))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+            found = isinstance(node.left.value, str) and bool(_PERCENT.search(node.left.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            target = node.func.value
+            found = isinstance(target, ast.Constant) and isinstance(target.value, str) and bool(
+                _BRACE.search(target.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "format":
+            found = len(node.args) == 2
+        if found:
+            out.append(f"{path}:{node.lineno}")
+    return out
+
+
+def test_every_number_in_text_goes_through_units():
+    modules = _text_modules()
+    assert len(modules) > 40
+    found = [hit for p in modules for hit in hand_formatted(p.read_text(), str(p.relative_to(ROOT)))]
+    assert not found, f"format these numbers with costmodel/units.py: {found}"
+
+
+@pytest.mark.parametrize("code", ['f"{x:.2f} ms"', 'f"{x:,}"', 'f"{share:.0%}"', 'f"{n:g} steps"',
+                                  'f"{round(x, 2)} s"', '"%.1f GB" % x', '"{:.3g}".format(x)', 'format(x, ".2f")'])
+def test_the_check_sees_a_hand_formatted_number(code):
+    assert hand_formatted(code) == [":1"]
+
+
+@pytest.mark.parametrize("code", ['f"{name:<9}{units.seconds(x):>10}"', 'f"{i:>2} {label}"', '"{}".format(x)',
+                                  'round(x, 2)', '"100%" % ()'])
+def test_the_check_spares_alignment_and_the_units_helpers(code):
+    assert hand_formatted(code) == []
+
+
+def test_the_version_is_written_once():
+    from importlib.metadata import version
+
+    import audit
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert version("roofline-audit") == audit.__version__
+
+
+@given(st.floats(1e-11, 1e15, allow_nan=False))
+def test_a_number_never_reads_1000_of_a_unit_that_has_a_larger_one(value):
+    from audit.costmodel.units import seconds, si
+
+    for text in (seconds(value / 1e3), si(value, "B")):
+        mantissa, unit = text.split(" ")
+        if unit not in ("s", "PB"):  # the largest of each
+            assert float(mantissa) < 1000, text
+
+
+@pytest.mark.parametrize(("value", "text"), [(999.95e-6, "1.00 ms"), (0.0012345, "1.23 ms"), (999.7, "1,000 s"),
+                                             (4096115.3, "4,096,115 s"), (999.96e9, "1.00 TB")])
+def test_a_number_rounds_to_three_digits_before_its_prefix_is_chosen(value, text):
+    from audit.costmodel.units import seconds, si
+
+    assert (si(value, "B") if text.endswith("B") else seconds(value)) == text

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from audit.cli import main
-from audit.costmodel.chips import calibrate
+from audit.orchestration import calibrate
 from audit.costmodel.chips.catalog import CATALOG
 
 _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_bytes_per_s": 1.5e10,

@@ -145,11 +145,10 @@ def test_unreadable_file_is_an_input_error(tmp_path):
 
 
 
-def test_the_readme_example_is_a_valid_file():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Hardware files", 1)[1].split("\n## ", 1)[0]
-    text = section.split("```toml\n", 1)[1].split("```", 1)[0]
-    hw = hwfile.loads(text, "README.md")
+def test_the_documented_example_is_a_valid_file():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "hardware.md").read_text()
+    text = page.split("```toml\n", 1)[1].split("```", 1)[0]
+    hw = hwfile.loads(text, "docs/hardware.md")
     assert hw.name == "lab-a100" and hw.interconnect.domain_size == 4 and hw.caches[0].name == "L2"
     assert hw.hbm_bytes_per_s.kind == "measured" and hw.source == "user"
 

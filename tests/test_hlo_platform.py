@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import jax
+import jax.numpy as jnp
 import pytest
 from jaxlib import _hlo
 
@@ -57,6 +59,7 @@ def test_the_modules_parse_with_xlas_own_parser(text):
     (PLAIN, "module_0007.jit_step.gfx950_gpu_after_optimizations.txt", "gpu", "amd", (9, 5)),
     (CUBLAS, "gemm.hlo", "gpu", "", None),
     (TILED, "tiled.hlo", "tpu", "", None),
+    (PLAIN, "plain.hlo", "unknown", "", None),
 ])
 def test_the_platform_comes_from_the_name_or_the_contents(text, name, kind, vendor, arch):
     found = platform_of(parse_hlo_text(text), name)
@@ -90,7 +93,28 @@ def test_with_hardware_the_gpu_dump_is_priced_on_that_gpu(capsys):
 
 
 def test_a_cpu_dump_is_still_priced_on_this_machine(tmp_path):
-    path = tmp_path / "plain.hlo"
+    path = tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt"
     path.write_text(PLAIN)
     report = analyse_hlo(path).to_json()
     assert report["hardware"]["kind"] == "cpu"
+    (line,) = [w for w in report["warnings"] if "--hardware" in w]
+    assert "a CPU program: its file name says cpu_after_optimizations" in line
+
+
+def test_a_cpu_program_is_known_by_its_xla_cpu_backend_config():
+    # A matmul XLA compiled for this CPU: its fusion carries XLA:CPU's backend config.
+    compiled = jax.jit(lambda a, b: jnp.tanh(a @ b).sum()).lower(jnp.ones((64, 64)), jnp.ones((64, 64))).compile()
+    found = platform_of(parse_hlo_text(compiled.as_text()), "renamed.hlo")
+    assert found.kind == "cpu" and "XLA:CPU backend config" in found.evidence
+
+
+def test_a_hand_written_module_is_of_an_unknown_platform_not_a_cpu(tmp_path):
+    path = tmp_path / "plain.hlo"
+    path.write_text(PLAIN)
+    # Nothing in it says CPU: --hardware h100 is not said to contradict the program.
+    on_h100 = analyse_hlo(path, hardware="h100").to_json()
+    assert not [w for w in on_h100["warnings"] if "compiled for" in w]
+    alone = analyse_hlo(path).to_json()
+    assert alone["hardware"]["kind"] == "cpu"  # priced somewhere, and the warning says what is not known
+    (line,) = [w for w in alone["warnings"] if "--hardware" in w]
+    assert "the platform the program was compiled for is unknown" in line and "compiled for a CPU" not in line

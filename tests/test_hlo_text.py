@@ -198,3 +198,25 @@ def test_shapes_read_back_exactly(shapes):
     for leaf, (_, dtype, dims, layout, tiles, space) in zip(leaves, shapes):
         assert (leaf.dtype, leaf.dims, leaf.tiles, leaf.memory_space) == (dtype, dims, tiles, space)
         assert leaf.layout == (None if not dims and not tiles and not space else layout)
+
+
+def test_xla_0_11_tuple_element_operands_are_the_elements_they_name():
+    # XLA 0.11 prints `fusion(%loop_add_subtract_fusion.40#1)` where earlier versions printed a
+    # get-tuple-element of their own: the operand is element 1 of that fusion's tuple result.
+    from conftest import ROOT
+
+    from audit.orchestration.pipeline import analyse_hlo, analyse_profile
+
+    captures = ROOT / "tests" / "data" / "captures" / "h100-jax0.11"
+    path = captures / "dump" / "module_0000.jit_train_step.sm_9.0a_gpu_after_optimizations.txt"
+    module = load_hlo_file(path)
+    found = module.find("loop_add_subtract_fusion.40#1")
+    assert found is not None and found[1].opcode == "get-tuple-element" and str(found[1].shape) == "s32[]"
+    assert module.find("loop_add_subtract_fusion.40#2") is None and module.find("loop_subtract_fusion#0") is None
+    dump = analyse_hlo(path, hardware="h100").to_json()
+    assert not [o["name"] for o in dump["ops"] if o["expected_s"] is None]
+    # The same program embedded in the capture (a proto, whose get-tuple-elements are instructions)
+    # prices alike: the dump predicts one step.
+    traced = analyse_profile(captures / "train-step.xplane.pb").to_json()
+    per_step = traced["summary"]["expected_s"] / traced["summary"]["steps"]
+    assert dump["summary"]["expected_s"] == pytest.approx(per_step, rel=0.01)

@@ -150,12 +150,10 @@ def test_a_scheduler_that_is_not_an_address_is_exit_2_at_once(tmp_path, capsys, 
     assert err == "audit: error: --scheduler 'not a url' is not a scheduler address; expected tcp://HOST:PORT"
 
 
-def test_an_unreachable_remote_store_fails_within_its_budget_in_one_line(monkeypatch, capsys):
-    """A store that never answers (no network) costs the budget once, then one line."""
+def _silent_store() -> str:
+    """A filesystem whose every existence check hangs, as a cloud store does without a network."""
     import fsspec
     from fsspec.implementations.memory import MemoryFileSystem
-
-    from audit.pod import files
 
     class Silent(MemoryFileSystem):
         protocol = "silent"
@@ -164,14 +162,41 @@ def test_an_unreachable_remote_store_fails_within_its_budget_in_one_line(monkeyp
             time.sleep(60)
 
     fsspec.register_implementation("silent", Silent, clobber=True)
-    monkeypatch.setattr(files, "REMOTE_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(files, "_budget_ends", [])
+    return "silent://bucket/run/h.xplane.pb"
+
+
+def test_an_unreachable_remote_store_fails_within_its_budget_in_one_line(monkeypatch, capsys):
+    """A store that never answers (no network) costs the budget once, then one line."""
+    url = _silent_store()
+    monkeypatch.setenv("AUDIT_REMOTE_TIMEOUT", "1")
     start = time.perf_counter()
-    assert main(["inspect", "silent://bucket/run/h.xplane.pb", "-q"]) == ExitCode.INPUT
+    assert main(["inspect", url, "-q"]) == ExitCode.INPUT
     assert time.perf_counter() - start < 5
     err = capsys.readouterr().err.strip()
-    assert err.startswith("audit: error: silent://bucket/run/h.xplane.pb: cannot reach: no answer within 1 s")
+    assert err.startswith(f"audit: error: {url}: cannot reach: no answer within 1 s")
     assert "\n" not in err
+
+
+def test_each_remote_path_a_notebook_names_gets_the_whole_budget(monkeypatch):
+    """The budget belongs to one path's lookup, not to the process: a second inspect of an unreachable
+    store in the same session waits as long as the first, and the error names the budget it waited,
+    read from AUDIT_REMOTE_TIMEOUT when the call is made."""
+    import audit
+
+    url = _silent_store()
+    for seconds in (2, 2, 3):
+        monkeypatch.setenv("AUDIT_REMOTE_TIMEOUT", str(seconds))
+        start = time.perf_counter()
+        with pytest.raises(InputError, match=f"no answer within {seconds} s"):
+            audit.inspect(url)
+        assert seconds - 0.2 < time.perf_counter() - start < seconds + 3
+
+
+def test_a_remote_timeout_that_is_not_a_number_of_seconds_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("AUDIT_REMOTE_TIMEOUT", "fifteen")
+    assert main(["inspect", _silent_store(), "-q"]) == ExitCode.INPUT
+    assert capsys.readouterr().err.strip() == (
+        "audit: error: AUDIT_REMOTE_TIMEOUT='fifteen' is not a positive number of seconds")
 
 
 def test_a_host_that_fails_inside_audit_is_one_line_with_the_workers_traceback_kept(monkeypatch, capsys, tmp_path,

@@ -6,9 +6,11 @@ import json
 
 import pytest
 
+import audit
 from audit.errors import InputError
 from audit.parsers import hlo_proto
 from audit.parsers.inputs import open_input
+from audit.reports.model.read import read_report
 
 from conftest import shared_fixture
 
@@ -37,7 +39,8 @@ def test_kinds_are_recognised_by_content_and_name(tmp_path):
     minimal = {"schema": "audit.report/v1", "hardware": {"name": "cpu"}, "summary": {"steps": 0}, "steps": [],
                "ops": [], "collectives": []}
     report.write_text(json.dumps(minimal))
-    assert open_input(report).report == minimal
+    opened = open_input(report)
+    assert opened.kind == "report" and read_report(opened.path) == minimal
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -48,7 +51,7 @@ def test_a_json_that_is_not_a_report_says_so(tmp_path, content, message):
     bad = tmp_path / "r.json"
     bad.write_text(content)
     with pytest.raises(InputError, match=message):
-        open_input(bad)
+        audit.load(bad)
 
 
 def test_a_report_where_a_profile_is_expected_is_refused_by_name(tmp_path):

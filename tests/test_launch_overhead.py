@@ -101,8 +101,8 @@ def test_the_overhead_never_comes_from_the_trace_it_judges(monkeypatch):
 
 
 def test_events_at_the_timer_resolution_are_not_launches():
-    from audit.costmodel.records import OpCost
-    from audit.costmodel.table.judge import AT_TIMER_RESOLUTION, not_judged
+    from audit.costmodel.costs import OpCost
+    from audit.optable.judge import AT_TIMER_RESOLUTION, not_judged
 
     hw = CATALOG["h100"]
     work = OpCost(flops=1e6, bytes_read=1e6, bytes_written=1e6, dtype="bf16")
@@ -112,8 +112,8 @@ def test_events_at_the_timer_resolution_are_not_launches():
 
 
 def test_simulated_cpu_collectives_are_not_judged_on_any_chip_they_are_projected_onto():
-    from audit.costmodel.records import OpCost
-    from audit.costmodel.table.judge import SIMULATED_COLLECTIVE, not_judged
+    from audit.costmodel.costs import OpCost
+    from audit.optable.judge import SIMULATED_COLLECTIVE, not_judged
 
     gather = OpCost(flops=0.0, bytes_read=1e6, bytes_written=8e6, dtype="f32", comm_bytes=7e6)
     assert not_judged(gather, 1e-3, CATALOG["h100"], measured_on="cpu") == SIMULATED_COLLECTIVE

@@ -18,7 +18,7 @@ from conftest import ROOT, shared_fixture
 
 import audit
 from audit.cli import main
-from audit.costmodel.table.columns import COLUMNS
+from audit.reports.model.columns import COLUMNS
 from audit.reports.text import md_text
 from audit.errors import InputError, UsageError
 
@@ -93,14 +93,16 @@ def test_diff_of_one_run_a_side_is_never_a_regression_on_timing_alone(report: au
     slower["summary"]["step_time_s"] = {k: (v * 2 if v else v) for k, v in doc["summary"]["step_time_s"].items()}
     result = audit.diff(report, slower)
     assert result.verdict == "inconclusive" and not result.regression
-    # The CLI says the same, as the README's verdict table does: exit 0, never a timing-only regression.
+    # The CLI says the same, as the gating page's verdict table does: exit 0, never a timing-only regression.
     base, head = tmp_path / "base.json", tmp_path / "head.json"
     base.write_text(json.dumps(doc))
     head.write_text(json.dumps(slower))
     assert main(["diff", str(base), str(head), "--quiet"]) == 0
     assert "Verdict" in result.to_markdown() or result.verdict in result.to_markdown()
     with pytest.raises(UsageError):
-        audit.diff(report, report, fail_on=-1)
+        audit.diff(report, report, fail_on_slowdown=-1)
+    with pytest.warns(DeprecationWarning, match="fail_on_slowdown"):  # the old name still sets the threshold
+        assert audit.diff(report, slower, fail_on=0.5).data["measured"]["threshold"] == 0.5
 
 
 def test_diff_lists_the_ops_whose_program_changed(report: audit.Report) -> None:
@@ -124,19 +126,18 @@ def test_inspect_options_are_checked(report: audit.Report) -> None:
     assert strict.summary.flagged_ops == 0
 
 
-def _readme_example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## In a notebook"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+def _notebook_example() -> str:
+    text = (ROOT / "docs" / "notebook.md").read_text()
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
 
 
-def test_readme_example_runs_as_written(tmp_path: Path) -> None:
-    """The README's notebook example, unchanged, on a real capture laid out as `make demo` writes it."""
+def test_the_notebook_example_runs_as_written(tmp_path: Path) -> None:
+    """The notebook page's example, unchanged, on a real capture laid out as `make demo` writes it."""
     run = tmp_path / "out" / "demo" / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)
     shutil.copy(shared_fixture("gpu-mi300x/attention.xplane.pb"), run / "host.xplane.pb")
     env = {**os.environ, "PYTHONPATH": ""}
-    proc = subprocess.run([sys.executable, "-c", _readme_example()], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-c", _notebook_example()], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "<audit report:" in proc.stdout and "flagged" in proc.stdout

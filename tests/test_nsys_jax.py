@@ -11,7 +11,7 @@ import pytest
 
 from audit.cli import main
 from audit.orchestration.pipeline import analyse_profile
-from audit.parsers.report_file import read_report
+from audit.reports.model.read import read_report
 from audit.pod.reduce import PodSettings
 from conftest import render, shared_fixture
 
@@ -117,6 +117,7 @@ def test_every_format_is_written(tmp_path, capsys):
     assert code == 0 and "matching: " in out and "a100" in out
 
 
+@pytest.mark.slow
 def test_unpacked_and_combined_archives_read_like_the_zips(tmp_path, four):
     unpacked = tmp_path / "proc2"
     with zipfile.ZipFile(archive(2)) as z:
@@ -149,6 +150,7 @@ def _combine(out: Path, inputs: list[Path]) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_diff_between_two_nsys_jax_runs(tmp_path, capsys):
     code = main(["diff", str(archive(0)), str(archive(1)), "--json", str(tmp_path / "d.json")])
     err = capsys.readouterr().err
@@ -360,7 +362,7 @@ def test_whether_an_async_collective_overlapped_is_unknown_not_no(four):
     # tell whether compute ran beside it: the report says unknown, and the flagged reduce-scatter
     # is not told to "overlap this collective with compute" on a fact nobody measured.
     assert four["collectives"] and all(c["overlapped"] is None for c in four["collectives"])
-    assert "Overlapped —" in render(four, "terminal") or "| — |" in render(four, "markdown")
+    assert "Overlapped unknown" in render(four, "terminal") and "| unknown |" in render(four, "markdown")
     flagged = [o for o in four["ops"] if o["flagged"]]
     assert flagged and not any(o["suggestion"].startswith("Overlap this collective") for o in flagged)
 

@@ -32,7 +32,7 @@ ENTRY main {{
 """
 
 
-def _pallas_profile(tmp_path: Path, *, stated_flops: bool = True) -> Path:
+def _pallas_profile(tmp_path: Path, *, stated_flops: bool = True, stated_bytes: int | None = None) -> Path:
     space = XSpace(hostnames=["t1v"])
     meta = _Plane(space.planes.add(name="/host:metadata"))
     entry = meta.plane.event_metadata[PROGRAM_AS_INT64]
@@ -43,6 +43,8 @@ def _pallas_profile(tmp_path: Path, *, stated_flops: bool = True) -> Path:
                        "peak_hbm_bw_gigabytes_per_second": 1640.0}.items():
         plane.add_stat(plane.plane.stats, key, value)
     stats = {"flops": MATMUL_FLOPS} if stated_flops else {}
+    if stated_bytes is not None:
+        stats["bytes_accessed"] = stated_bytes
     plane.metadata(1, "%matmul = f32[2048,2048]{1,0} custom-call(...)", "matmul", symbol_id=1,
                    program_id=PROGRAM, **stats)
     plane.metadata(9, f"jit_matmul({PROGRAM})")
@@ -96,7 +98,7 @@ def test_pallas_matmul_without_a_cost_estimate_is_judged_on_a_lower_bound(tmp_pa
     assert summary["expected_s"] == pytest.approx(op["expected_s"]) and summary["expected_s"] > 0
     assert summary["unmodeled_ops"] == 1 and summary["lower_bound_ops"] == 1
     assert summary["flagged_ops"] == 0
-    assert any("1 judged against a lower bound" in w for w in report["warnings"])
+    assert any("1 priced on a lower bound only" in w for w in report["warnings"])
 
 
 def test_without_stated_flops_the_bytes_alone_bound_it(tmp_path):
@@ -113,6 +115,31 @@ def test_without_stated_flops_the_bytes_alone_bound_it(tmp_path):
     assert not op["flagged"] and op["verdict"] == "bound only" and op["wasted_s"] is None
     assert op["reasons"][0].startswith("bound only: opaque Mosaic kernel with no stated FLOPs")
     assert report["summary"]["flagged_ops"] == 0
+
+
+def test_the_bytes_shown_are_the_bytes_its_bound_uses(tmp_path):
+    # A trace that states 0 bytes accessed for the kernel (as for a custom call XLA cannot cost):
+    # the JSON said bytes 0 beside a bound on the 33.5 MB the kernel must move.
+    report = analyse_profile(_pallas_profile(tmp_path, stated_bytes=0)).to_json()
+    op = _only_op(report)
+    moved = 4 * (M * K + K * N + M * N)
+    assert op["bytes"] == pytest.approx(3 * moved) and op["provenance"]["bytes"] == "model"
+    assert op["memory_s"] == pytest.approx(op["bytes"] / report["hardware"]["hbm_bytes_per_s"])
+    assert op["achieved_bytes_per_s"] == pytest.approx(op["bytes"] / op["measured_s"])
+    # More than its operands and results (a kernel that re-reads them): the trace's figure bounds it.
+    more = analyse_profile(_pallas_profile(tmp_path, stated_bytes=2 * moved)).to_json()
+    op = _only_op(more)
+    assert op["bytes"] == pytest.approx(3 * 2 * moved) and op["provenance"]["bytes"] == "trace"
+    assert op["memory_s"] == pytest.approx(op["bytes"] / more["hardware"]["hbm_bytes_per_s"])
+
+
+def test_an_op_the_hlo_prices_shows_the_hlos_bytes_not_the_traces(tmp_path, monkeypatch):
+    import test_opaque_kernels as this
+
+    monkeypatch.setattr(this, "PALLAS_HLO", _pallas_with_estimate(MATMUL_FLOPS))
+    op = _only_op(analyse_profile(this._pallas_profile(tmp_path, stated_bytes=1000)).to_json())
+    moved = 4 * (M * K + K * N + M * N)  # the kernel's cost estimate: bytes_accessed
+    assert op["bytes"] == pytest.approx(3 * moved) and op["provenance"]["bytes"] == "xla"
 
 
 def _pallas_with_estimate(flops: int) -> str:

@@ -15,6 +15,8 @@ import pytest
 
 from audit.cli import main
 
+pytestmark = pytest.mark.slow  # the module's one capture runs the pipeline workload
+
 WORKLOAD = Path(__file__).resolve().parents[1] / "workloads" / "pipeline.py"
 STAGES, MICROBATCHES = 4, 4
 ARGS = ["--microbatches", str(MICROBATCHES), "--d-model", "64", "--d-ff", "128", "--heads", "4",

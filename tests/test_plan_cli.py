@@ -161,7 +161,7 @@ def test_serving_on_gpus_names_nvlink_and_says_when_the_group_leaves_the_node(ca
 
 
 def test_train_help_names_every_layout_key_the_readme_gives(capsys):
-    """The README's `--layout ...[,schedule=,v=]`: the help lists the same keys, and says what --mfu and
+    """The planning page's `--layout ...[,schedule=,v=]`: the help lists the same keys, and says what --mfu and
     --checkpoints-per-layer are for."""
     assert main(["plan", "train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())

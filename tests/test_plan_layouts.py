@@ -290,7 +290,7 @@ def test_hybrid_sharding_keeps_weight_gathers_inside_each_replica():
 
 
 def test_the_readme_interleaved_llama_layout_rounds_the_batch_to_what_the_schedule_splits(capsys):
-    """The README's example: Meta's layout with interleaved 1F1B on 16e6-token batches. The nearest
+    """The planning page's example: Meta's layout with interleaved 1F1B on 16e6-token batches. The nearest
     split is 15 sequences per replica, which no multiple of pp=16 divides; 16 each (16.8e6 tokens,
     +4.9%, within the 5% a layout may round) runs, and the note says so."""
     args = ["plan", "train", "--model", "llama3-405b", "--tokens", "15.6e12", "--batch-tokens", "16e6", "--seq",

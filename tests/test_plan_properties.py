@@ -39,6 +39,7 @@ def test_time_inversely_proportional_to_chips(flops, chips, k, mfu):
 
 @settings(max_examples=40, deadline=None)
 @given(models, st.integers(1, 8).map(lambda n: 64 * n), st.floats(1e5, 1e8), st.integers(2, 16))
+@pytest.mark.slow
 def test_plan_time_inversely_proportional_to_chips(name, chips, batch, k):
     hw = lookup("tpu-v5p")
     one = plan_train(MODELS[name], TrainSetup(1e12, batch, chips), hw)["time_s"]

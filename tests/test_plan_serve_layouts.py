@@ -90,6 +90,21 @@ def test_the_book_serving_numbers_are_unchanged_by_a_layout():
     assert plain["decode"] == with_layout["decode"] and with_layout["layout"]["valid"]
 
 
+def test_decode_servers_are_sized_on_the_layouts_step_and_the_plan_says_which_step():
+    """With a layout, the servers decode on it (what would be deployed); the book's even spread stays the
+    plan's `decode` bound, and the sizing names the step it used, an invalid layout included."""
+    cfg, hw, traffic = MODELS["llama3-70b"], lookup("h100"), {"requests_per_s": 10, "output_tokens": 256}
+    r = plan_serve(cfg, ServeSetup(32, 8192, 8, prefill_tokens=2048), hw, parse_layout("tp=4,pp=2", 8), **traffic)
+    on_layout, even = r["disaggregated"], r["decode"]
+    assert on_layout["decode_on"] == "layout tp=4,pp=2"
+    assert on_layout["decode_step_s"] == r["layout"]["decode"]["step_s"] > even["step_s"]
+    assert on_layout["decode_requests_per_s_per_server"] == pytest.approx(r["layout"]["decode"]["tokens_per_s"] / 256)
+    odd = plan_serve(cfg, ServeSetup(31, 8192, 8, prefill_tokens=2048), hw, parse_layout("dp=2,tp=4", 8), **traffic)
+    assert not odd["layout"]["valid"]
+    assert odd["disaggregated"]["decode_on"] == "even spread over the chips; layout dp=2,tp=4 is not valid"
+    assert odd["disaggregated"]["decode_step_s"] == odd["decode"]["step_s"]
+
+
 def test_serving_layouts_are_searched_fastest_first():
     r = plan_serve(LLAMA_405B, ServeSetup(64, 8192, 16), lookup("h100"))
     found = r["layout_search"]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.costmodel.chips import calibrate
+from audit.costmodel.chips import calibration
+from audit.orchestration import calibrate
 from audit.parsers import user_cache
 
 _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_bytes_per_s": 1.5e10,
@@ -55,7 +56,7 @@ def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     install = tmp_path / "install"
     monkeypatch.setattr(user_cache, "install_dir", lambda kind: install / kind)
-    monkeypatch.setattr(calibrate, "machine_key", lambda: "test machine")
+    monkeypatch.setattr(calibration, "machine_key", lambda: "test machine")
     return install
 
 

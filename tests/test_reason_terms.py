@@ -7,7 +7,8 @@ import pytest
 
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.ops.module import cost_module
-from audit.costmodel.roofline import expect, flag_reasons
+from audit.costmodel.roofline import expect
+from audit.optable.verdict import flag_reasons
 from audit.orchestration.pipeline import analyse_profile
 from audit.parsers.hlo_text import parse_hlo_text
 from conftest import shared_fixture

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from audit.costmodel import units as qty
-from audit.costmodel.table.record import OpRecord
+from audit.reports.model.record import OpRecord
 from audit.reports import html
-from audit.reports.model import Report
+from audit.reports.model.report import ReportModel
 from audit.reports.payload import build_payload, script_json
 from audit.reports.svg import plot_point as _plot_point
 from audit.reports.timeline_svg import timeline_svg
@@ -28,7 +28,7 @@ PEAK, HBM = 9.89e14, 3.35e12
 
 def render_html(report: dict) -> str:
     """The page of a JSON report read back, as a report written earlier would be."""
-    return html.render_html(Report.from_json(report))
+    return html.render_html(ReportModel.from_json(report))
 
 
 def plot_point(op: dict, predicted: bool):
@@ -173,7 +173,7 @@ def test_hostile_strings_become_text_not_markup():
 
 def test_embedded_data_is_the_payload():
     report = sample_report(hostile=True)
-    assert embedded_data(render_html(report)) == json.loads(json.dumps(build_payload(Report.from_json(report))))
+    assert embedded_data(render_html(report)) == json.loads(json.dumps(build_payload(ReportModel.from_json(report))))
 
 
 @given(st.text())

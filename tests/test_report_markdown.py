@@ -8,12 +8,12 @@ from hypothesis import given, strategies as st
 
 from audit.reports import markdown
 from audit.reports.markdown import MAX_FLAGGED, md_text
-from audit.reports.model import Report
+from audit.reports.model.report import ReportModel
 from test_report_html import HOSTILE, sample_report
 
 
 def render_markdown(report: dict, html_path: str | None = None) -> str:
-    return markdown.render_markdown(Report.from_json(report), html_path=html_path)
+    return markdown.render_markdown(ReportModel.from_json(report), html_path=html_path)
 
 
 def _table_rows(text: str, first_header: str) -> list[list[str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.reports.model import PARTS, Report
+from audit.reports.model.report import PARTS, ReportModel
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import REPORT_SECTIONS, RenderOptions
 from test_report_html import sample_report
@@ -34,11 +34,11 @@ PARTS_SHOWN = {
 }
 
 
-def _with_parts() -> Report:
+def _with_parts() -> ReportModel:
     doc = sample_report(30)
     for name, (value, _) in PARTS_SHOWN.items():
         doc[name] = value
-    return Report.from_json(doc)
+    return ReportModel.from_json(doc)
 
 
 @pytest.mark.parametrize("fmt", [Format.TERMINAL, Format.MARKDOWN, Format.HTML])
@@ -50,7 +50,7 @@ def test_every_part_reaches_every_format(part: str, fmt: Format):
 
 @pytest.mark.parametrize("fmt", [Format.TERMINAL, Format.MARKDOWN, Format.HTML])
 def test_a_report_without_parts_shows_none_of_them(fmt: Format):
-    text = ReportRenderer(Report.from_json(sample_report(30))).render(fmt, RenderOptions())
+    text = ReportRenderer(ReportModel.from_json(sample_report(30))).render(fmt, RenderOptions())
     assert not [phrase for _, phrase in PARTS_SHOWN.values() if phrase in text.replace("\\", "")]
 
 
@@ -59,7 +59,7 @@ def test_parts_survive_json_and_are_named_once():
     doc = report.to_json()
     assert {name: doc[name] for name in PARTS_SHOWN} == {name: v for name, (v, _) in PARTS_SHOWN.items()}
     assert doc["summary"]["xla_optimal_s"] == 0.002  # the summary repeats XLA's estimate
-    assert Report.from_json(doc).to_json() == doc
+    assert ReportModel.from_json(doc).to_json() == doc
     assert set(PARTS_SHOWN) <= set(PARTS)
     with pytest.raises(ValueError):
         report.attach("not_a_part", {})  # type: ignore[arg-type]

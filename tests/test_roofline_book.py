@@ -16,8 +16,9 @@ from audit.costmodel.chips.catalog import lookup
 from audit.costmodel.chips.hardware import Quantity
 from audit.costmodel.napkin import collective, matmul
 from audit.costmodel.ops.module import cost_module
-from audit.costmodel.records import CollectiveInfo, OpCost
-from audit.costmodel.roofline import expect, flag_reasons, judge
+from audit.costmodel.costs import CollectiveInfo, OpCost
+from audit.costmodel.roofline import expect
+from audit.optable.verdict import flag_reasons, judge
 from audit.parsers.hlo_text import parse_hlo_text
 
 # Ch. 1 uses 8.2e11 B/s for the v5e's HBM ("1.97e14 / 8.20e11 = 240"); the ch. 2 table says 8.1e11.
@@ -130,11 +131,14 @@ def test_tiny_op_is_latency_bound_by_the_per_op_overhead():
 
 def test_judge_rejects_nonsense_thresholds():
     from audit.errors import UsageError
+    from audit.options import Thresholds
 
-    with pytest.raises(UsageError):
-        judge(1.0, 2.0, 0.5, min_efficiency=-0.1)
-    with pytest.raises(UsageError):
-        judge(1.0, 2.0, 0.5, min_share=2.0)
+    with pytest.raises(UsageError, match="min_efficiency must be between 0 and 1"):
+        Thresholds(min_efficiency=-0.1)
+    with pytest.raises(UsageError, match="min_share must be between 0 and 1"):
+        Thresholds(min_share=2.0)
+    assert judge(1.0, 2.0, 0.5, Thresholds(min_efficiency=0.6)) == (True, 0.5)
+    assert judge(1.0, 2.0, 0.5, Thresholds(min_efficiency=0.4)) == (False, 0.5)
 
 
 def test_real_jax_matmul_audit_matches_calc():

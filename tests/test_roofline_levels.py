@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.hardware import Hardware, MemoryLevel, Quantity
 from audit.costmodel.ops.module import cost_module
-from audit.costmodel.records import OpCost
+from audit.costmodel.costs import OpCost
 from audit.costmodel.roofline import expect
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_text import parse_hlo_text

@@ -43,6 +43,7 @@ def ops_of(report: dict, module: str | None = None) -> list[dict]:
 
 
 @pytest.mark.parametrize("name, args, collectives", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_each_reference_workload_is_profiled_step_by_step_with_its_collectives(capsys, name, args, collectives):
     code, report, err = audit_run(capsys, str(WORKLOADS / f"{name}.py"), "--devices", "8", "--steps", "2",
                                   "--warmup", "1", "--", *args)

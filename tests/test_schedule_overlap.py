@@ -94,7 +94,8 @@ def test_every_report_format_shows_both_steps(tmp_path):
     terminal = render(r, "terminal")
     assert "with async overlap" in terminal and "1.11 ms" in terminal and "1.23 ms with none" in terminal
     md = render(r, "markdown")
-    assert "Expected step (overlap)" in md and "Exposed comm" in md and "| 1.11 ms | 0 s |" in md
+    # A prediction: the predicted step is the overlapped one, beside the no-overlap sum.
+    assert "| Predicted step | Expected step (no overlap) |" in md and "Exposed comm" in md and "| 1.11 ms | 1.23 ms |" in md
     html = render(r, "html")
     assert "Expected step with overlap" in html and "exposed communication 0 s" in html
     rows = list(csv.DictReader(io.StringIO(render(r, "csv"))))

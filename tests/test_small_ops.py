@@ -13,7 +13,7 @@ from audit.cli import main
 from audit.costmodel.achievable import achievable_time
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.ops.module import cost_module
-from audit.costmodel.records import OpCost
+from audit.costmodel.costs import OpCost
 from audit.costmodel.roofline import expect
 from audit.parsers.hlo_text import parse_hlo_text
 

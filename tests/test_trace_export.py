@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import shared_fixture
+from conftest import ROOT, shared_fixture
 
 import audit
 from audit.cli import main
@@ -73,6 +73,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any
     return json.loads((out / "r.json").read_text()), json.loads(gzip.decompress((out / "t.json.gz").read_bytes()))
 
 
+@pytest.mark.slow
 def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_run):
     report, doc = default_run
     check_trace_format(doc)
@@ -100,6 +101,7 @@ def test_default_run_trace_is_valid_with_one_expected_track_per_device(default_r
         assert op["achievable_s"] >= op["expected_s"] * (1 - 1e-9)
 
 
+@pytest.mark.slow
 def test_flagged_ops_are_marked_with_their_reasons(default_run):
     report, doc = default_run
     flagged = {o["name"] for o in report["ops"] if o["flagged"]}
@@ -113,6 +115,7 @@ def test_flagged_ops_are_marked_with_their_reasons(default_run):
     assert not {e["name"] for e in ok} & flagged
 
 
+@pytest.mark.slow
 def test_collectives_carry_exposed_and_hidden_time(default_run):
     report, doc = default_run
     collectives = {o["name"] for o in report["ops"] if o["comm_bytes"] and o.get("exposed_s") is not None}
@@ -144,3 +147,78 @@ def test_trace_option_mistakes_exit_2_and_write_nothing(tmp_path: Path, capsys: 
     assert code == 2
     assert "measured timeline" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.json").exists()
+
+
+def _measured(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] >= 10 and e["tid"] < 100]
+
+
+def test_a_many_program_capture_exports_its_window_not_one_op(tmp_path: Path, capsys) -> None:
+    """The MI300X attention benchmark: 81 steps that are one module launch each, of 22 programs. Its
+    representative step is one op; the export holds every op of the capture, and says so."""
+    path = tmp_path / "t.json"
+    assert main(["inspect", str(shared_fixture("gpu-mi300x/attention.xplane.pb")), "--trace", str(path),
+                 "--json", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    doc, report = json.loads(path.read_text()), json.loads((tmp_path / "r.json").read_text())
+    check_trace_format(doc)
+    measured = _measured(doc)
+    runs = sum(o["occurrences"] * o["devices"] for o in report["ops"] if o["measured_s"] is not None)
+    assert len(measured) == runs == 87
+    # Every op of every program is drawn, each matched to its own program's record.
+    assert {(e["args"]["module"], e["name"]) for e in measured} == {(o["module"], o["name"]) for o in report["ops"]}
+    steps = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"]
+    assert len(steps) == report["summary"]["steps"] == 81
+    assert doc["otherData"]["cap_events_per_device"] == 20000 and doc["otherData"]["events_left_out"] == {}
+    assert "capture window" in doc["otherData"]["window"]
+    assert "warning: the trace file holds the capture window" in err and "20000 events" in err
+
+
+def test_the_capture_window_is_capped_and_says_what_it_left_out(tmp_path: Path, capsys, monkeypatch) -> None:
+    from audit.pod import trace_window
+
+    capture = str(shared_fixture("gpu-mi300x/attention.xplane.pb"))
+    assert main(["inspect", capture, "--quiet", "--trace", str(tmp_path / "all.json")]) == 0
+    everything = sorted((e["ts"], e["name"]) for e in _measured(json.loads((tmp_path / "all.json").read_text())))
+    monkeypatch.setattr(trace_window, "TRACE_EVENTS", 30)
+    path = tmp_path / "t.json.gz"
+    assert main(["inspect", capture, "--trace", str(path)]) == 0
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    check_trace_format(doc)
+    # The first 30 events of the capture, on the same clock.
+    assert sorted((e["ts"], e["name"]) for e in _measured(doc)) == everything[:30]
+    assert doc["otherData"]["cap_events_per_device"] == 30
+    assert list(doc["otherData"]["events_left_out"].values()) == [87 - 30]
+    assert "57 later event(s) left out (on 1 device(s))" in capsys.readouterr().err
+
+
+def test_one_repeated_program_keeps_one_step_and_says_so(tmp_path: Path, capsys) -> None:
+    """The H100 training step: three steps of one program; the export is one of them."""
+    path = tmp_path / "t.json"
+    assert main(["inspect", str(ROOT / "tests/data/captures/h100-jax0.11/train-step.xplane.pb"), "--trace",
+                 str(path), "--json", str(tmp_path / "r.json")]) == 0
+    assert "capture window" not in capsys.readouterr().err
+    doc, report = json.loads(path.read_text()), json.loads((tmp_path / "r.json").read_text())
+    check_trace_format(doc)
+    assert doc["otherData"]["window"].startswith("one representative step")
+    steps = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"]
+    assert len(steps) == 1 and report["summary"]["steps"] == 3
+    runs = sum(o["occurrences"] * o["devices"] for o in report["ops"] if o["measured_s"] is not None)
+    assert len(_measured(doc)) == pytest.approx(runs / 3, rel=0.02)
+
+
+def test_repeated_programs_are_told_from_a_run_of_many() -> None:
+    """On the real captures: every step of a training run holds the same program; a microbenchmark's
+    module launches do not."""
+    from audit.parsers.profile import read_host
+    from audit.pod.trace_window import repeats_one_program
+
+    def repeats(path: Path) -> bool:
+        host, _ = read_host(str(path), data=path.read_bytes(), decode_hlo=False)
+        return repeats_one_program(host.steps, host.events, int(host.steps["device"].min()))
+
+    captures = ROOT / "tests/data/captures/h100-jax0.11"
+    assert repeats(captures / "train-step.xplane.pb")
+    assert repeats(shared_fixture("gpu-mi300x/conv3d-8gpu.xplane.pb"))
+    assert not repeats(captures / "microbench.xplane.pb")
+    assert not repeats(shared_fixture("gpu-mi300x/gemm.xplane.pb"))

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..reports.model import Report
+from ..reports.model.report import ReportModel
 
 
-def _by_framework_op(report: Report, field: str, per_step: float) -> dict[str, dict[str, Any]]:
+def _by_framework_op(report: ReportModel, field: str, per_step: float) -> dict[str, dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = defaultdict(lambda: {"ops": [], "seconds": 0.0, "flops": 0.0})
     for op in report.ops:
         if op.container or not op.framework_op:
@@ -26,7 +26,7 @@ def _by_framework_op(report: Report, field: str, per_step: float) -> dict[str, d
     return groups
 
 
-def compare(cpu: Report, target: Report) -> dict[str, Any]:
+def compare(cpu: ReportModel, target: ReportModel) -> dict[str, Any]:
     """Per framework op and step: measured seconds on CPU, predicted seconds on the target."""
     cpu_groups = _by_framework_op(cpu, "self_s", float(cpu.summary.steps or 1))
     target_groups = _by_framework_op(target, "expected_s", 1.0)
@@ -46,7 +46,7 @@ def compare(cpu: Report, target: Report) -> dict[str, Any]:
     }
 
 
-def _unnamed(report: Report, field: str) -> list[str]:
+def _unnamed(report: ReportModel, field: str) -> list[str]:
     """Ops that take time but name no framework op (copies, layout changes the compiler added)."""
     return [o.name for o in report.ops
             if not o.container and not o.framework_op and (getattr(o, field) or 0.0) > 1e-9

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..costmodel.table.record import OpRecord
+from ..reports.model.record import OpRecord
 
 TOP = 10
 _KNOWN_RANGES: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -5,7 +5,8 @@ causes are measured on the report's own ops: bytes in f32 where the plan assumes
 bytes moved by standalone (unfused) ops, FLOPs outside the matmuls the plan counts,
 collectives the plan does not make, working sets the memory hierarchy keeps in cache,
 the fixed per-op overhead, time the trace spends in ops that cannot be judged or beyond
-their expected time, and idle time.
+their expected time (and of that, interference: ops whose identical ops run far faster), and
+idle time.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 from collections import defaultdict
 
 from ..costmodel.chips.hardware import Quantity
-from ..costmodel.table.record import OpRecord
+from ..reports.model.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
-from ..reports.model import Report
+from ..reports.model.report import ReportModel
 
 GAP = 2.0  # a row is explained when two of its values differ by more than this factor
 _MATMUL_WORDS = ("dot", "conv", "gemm", "matmul", "custom fusion", "fmha")
@@ -47,9 +48,9 @@ def _bytes_reasons(ops: list[OpRecord], steps: float, row: dict[str, Any], main_
     # the plan's element size is its configuration's dtype: an f32 workload is planned in f32
     per_element = float(plan["param_bytes"]) / float(plan["params"]) if plan.get("params") else 2.0
     if f32 / total > 0.25 and per_element < 4:
-        planned = "bf16" if per_element == 2 else f"{per_element:g}-byte elements"
+        planned = "bf16" if per_element == 2 else f"{count(per_element)}-byte elements"
         out.append(f"f32 instead of {planned}: {human(f32 / steps, 'B')} ({share(f32, total)}) of the model's bytes "
-                   f"are in f32/f64 ops; the plan counts {per_element:g} bytes per element")
+                   f"are in f32/f64 ops; the plan counts {count(per_element)} bytes per element")
     unfused = [o for o in ops if o.opcode != "fusion" and not _is_matmul(o) and not o.comm_bytes
                and o.bytes]
     fused = [o for o in ops if o.opcode == "fusion" and not _is_matmul(o) and o.bytes]
@@ -101,7 +102,7 @@ def _comm_reasons(ops: list[OpRecord], steps: float, plan: dict[str, Any]) -> li
     return out
 
 
-def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[str, Any], row: dict[str, Any],
+def _time_reasons(report: ReportModel, ops: list[OpRecord], steps: float, plan: dict[str, Any], row: dict[str, Any],
                   overhead: Quantity | None) -> list[str]:
     s = report.summary
     out = []
@@ -130,13 +131,17 @@ def _time_reasons(report: Report, ops: list[OpRecord], steps: float, plan: dict[
         if wasted:
             out.append(f"slower than expected: judged ops take {human(wasted, 's')} per step beyond their "
                        f"expected time ({share(wasted, measured)} of the measured step)")
+        interfered = sum(o.interference_s or 0.0 for o in ops if o.verdict == "interference") / steps
+        if interfered:
+            out.append(f"interference: {human(interfered, 's')} per step of that ({share(interfered, measured)}) in "
+                       "ops whose identical ops run far faster elsewhere: what ran beside them, not their kernels")
         if s.idle_s:
             idle = s.idle_s / steps
             out.append(f"idle: {human(idle, 's')} per step with no op running ({share(idle, measured)})")
     return out
 
 
-def _bubble_reasons(row: dict[str, Any], report: Report) -> list[str]:
+def _bubble_reasons(row: dict[str, Any], report: ReportModel) -> list[str]:
     out = [row["note"]] if row.get("note") else []
     measured, step = row.get("measured"), report.summary.step_time_s.median
     if measured and step:
@@ -146,7 +151,7 @@ def _bubble_reasons(row: dict[str, Any], report: Report) -> list[str]:
     return out
 
 
-def explain(table: dict[str, Any], report: Report, main_memory: str, overhead: Quantity | None) -> None:
+def explain(table: dict[str, Any], report: ReportModel, main_memory: str, overhead: Quantity | None) -> None:
     """Add `gap` and `reasons` to each row of `table` whose values differ by more than 2x."""
     ops = report.timed_ops
     steps = 1.0 if report.predicted else float(report.summary.steps or 1)

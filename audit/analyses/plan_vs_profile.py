@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
+from ..costmodel.units import percent
 from ..errors import InputError
-from ..reports.model import Report
+from ..reports.model.report import ReportModel
 from .plan_gaps import explain
 
 
-def _per_step(report: Report, field: str) -> float | None:
+def _per_step(report: ReportModel, field: str) -> float | None:
     ops = report.timed_ops
     values = [getattr(o, field) for o in ops]
     if not ops or all(v is None for v in values):
@@ -18,7 +19,7 @@ def _per_step(report: Report, field: str) -> float | None:
     return sum(v or 0.0 for v in values) / (report.summary.steps or 1)
 
 
-def _collective_permutes(report: Report) -> float | None:
+def _collective_permutes(report: ReportModel) -> float | None:
     ops = [o for o in report.timed_ops if "collective-permute" in f"{o.opcode} {o.category}"
            and not o.opcode.endswith("-done")]
     if not ops:
@@ -26,7 +27,7 @@ def _collective_permutes(report: Report) -> float | None:
     return sum(o.occurrences for o in ops) / (1 if report.predicted else (report.summary.steps or 1))
 
 
-def _outside_stage_work(report: Report, measured_step: float | None) -> float | None:
+def _outside_stage_work(report: ReportModel, measured_step: float | None) -> float | None:
     """Seconds per step per device not spent in the stages' own work: idle, or waiting in a
     collective (on simulated devices a stage that has nothing to do waits in the next permute)."""
     if measured_step is None:
@@ -36,7 +37,7 @@ def _outside_stage_work(report: Report, measured_step: float | None) -> float | 
     return max(0.0, measured_step - busy)
 
 
-def pipeline_rows(report: Report, pipe: dict[str, Any], bubble_s: float,
+def pipeline_rows(report: ReportModel, pipe: dict[str, Any], bubble_s: float,
                   measured_step: float | None) -> list[dict[str, Any]]:
     """Stages, collective-permutes and the bubble: the pipeline's structure, plan beside trace."""
     return [
@@ -47,11 +48,11 @@ def pipeline_rows(report: Report, pipe: dict[str, Any], bubble_s: float,
         {"quantity": "pipeline bubble (idle per device)", "unit": "s", "plan": bubble_s, "model": None,
          "measured": _outside_stage_work(report, measured_step),
          "note": f"{pipe['schedule']}: each stage works {pipe['microbatches']} of {pipe['ticks']} ticks, idle "
-                 f"{100 * pipe['idle_fraction_of_step']:.0f}% of the step"},
+                 f"{percent(pipe['idle_fraction_of_step'])} of the step"},
     ]
 
 
-def plan_vs_profile(report: Report, config: dict[str, Any], hw: Hardware) -> dict[str, Any] | None:
+def plan_vs_profile(report: ReportModel, config: dict[str, Any], hw: Hardware) -> dict[str, Any] | None:
     """Rows of (quantity, plan, model, measured) per device per step; None without a model config."""
     from ..costmodel.planner.workload import plan_for_config
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import statistics
 
 import numpy as np
 import pandas as pd
+
+from .programs import step_program
 
 PS = 1e-12
 
@@ -29,10 +31,14 @@ def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict[str, Any]
         if multi_host:
             per_host = entry.setdefault("per_host_s", {})
             per_host[str(host)] = max(per_host.get(str(host), 0.0), float(length))
+    programs = ({int(cast(int, k)): step_program(rows) for k, rows in steps.groupby("step", sort=False)}
+                if "programs" in steps.columns else {})
     result = []
     for step in sorted(out):
         entry = out[step]
         entry["time_s"] = float((entry.pop("end") - entry.pop("start")) * PS)
+        if programs.get(step) is not None:
+            entry["program_id"] = programs[step]  # one execution of one program
         result.append(entry)
     return result
 

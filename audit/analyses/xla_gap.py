@@ -13,10 +13,10 @@ from typing import Any
 
 from ..costmodel.chips.hardware import Quantity
 from ..costmodel.units import count, ratio, seconds, share as share_of
-from ..reports.model import Report
+from ..reports.model.report import ReportModel
 
 
-def explain_gap(report: Report, xla_s: float | None, overhead_per_op: Quantity | None) -> dict[str, Any]:
+def explain_gap(report: ReportModel, xla_s: float | None, overhead_per_op: Quantity | None) -> dict[str, Any]:
     """Split our overlapped step into exposed communication, per-op overhead (the chip's figure,
     with its source) and roofline time."""
     overhead_per_op_s = overhead_per_op.value if overhead_per_op is not None else 0.0

@@ -32,11 +32,12 @@ def libtpu_available() -> bool:
 
 def topology_name(target: str) -> tuple[str, str]:
     """Split `tpu-v5e:4x4` into (catalog name, libtpu topology name `v5e:4x4`)."""
-    from ..costmodel.chips.catalog import CATALOG, lookup
+    from ..costmodel.chips.catalog import CATALOG
+    from ..hardware_options import resolve_hardware
 
     if ":" not in target:
         raise UsageError(f"--target needs a topology, e.g. {target}:4x4")
-    hw = lookup(target)
+    hw = resolve_hardware(target)
     if not hw.detection.libtpu_prefix:
         compilable = sorted(name for name, chip in CATALOG.items() if chip.detection.libtpu_prefix)
         raise UsageError(f"--target {target}: only TPU targets can be compiled ahead of time "

@@ -20,7 +20,6 @@ import ast
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -31,25 +30,12 @@ from typing import Any, Iterator, Sequence, TextIO
 
 from ..costmodel.units import seconds
 from ..errors import AuditError, ExitCode, InputError
+from .environment import added_gpu_flags, configure_environment
+
+__all__ = ["SIDECAR_NAME", "Progress", "configure_environment", "script_kind"]
 
 SIDECAR_NAME = "audit_run.json"
 _AUDIT_DIR = str(Path(__file__).resolve().parents[1]) + os.sep  # the whole `audit` package
-_DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
-
-
-def configure_environment(env: dict[str, str], devices: int | None, platform: str | None) -> dict[str, str]:
-    """The environment a capture needs, set before JAX starts.
-
-    `devices` simulated host devices replace any device count already in XLA_FLAGS (other
-    flags are kept). Without `platform` JAX is pinned to the CPU backend, so an installed
-    but unusable libtpu or GPU plugin cannot hang or flood a local run.
-    """
-    env = dict(env)
-    if devices is not None:
-        flags = _DEVICE_FLAG.sub("", env.get("XLA_FLAGS", "")).split()
-        env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
-    env["JAX_PLATFORMS"] = platform or "cpu"
-    return env
 
 
 def script_kind(path: str | Path) -> str:
@@ -266,10 +252,13 @@ def capture(args: argparse.Namespace) -> int:
     """Run the capture described by `args` in this process; return the exit code."""
     progress = Progress(args.quiet)
     kind = script_kind(args.script)
+    added = added_gpu_flags(dict(os.environ), args.platform)
     os.environ.update(configure_environment(dict(os.environ), args.devices, args.platform))
     record: dict[str, Any] = {"schema": "audit.run/v1", "kind": kind, "script": str(args.script),
                               "argv": list(args.args), "steps_requested": args.steps,
                               "warmup_requested": args.warmup, "status": "ok"}
+    if added:
+        record["xla_flags_added"] = added
     code = ExitCode.OK
     try:
         (capture_workload if kind == "workload" else capture_script)(args, record, progress)

@@ -9,9 +9,7 @@ from ..costmodel.napkin import collective as collective_napkin
 from ..costmodel.napkin import matmul as matmul_napkin
 from ..costmodel.napkin import parse_axes
 from ..costmodel.network.mesh_layout import parse_mesh
-from ..costmodel.chips.catalog import lookup
-from ..costmodel.chips.overrides import apply
-from ..hardware_options import Pairs, hardware_options
+from ..hardware_options import Pairs, hardware_options, resolve_hardware
 from ..outputs import write_result
 from ..reports.napkin_text import collective_text, matmul_text
 
@@ -37,7 +35,7 @@ def command() -> None:
 def matmul(m: int, k: int, n: int, dtype: str, precision: str, hardware: str, overrides: Pairs,
            json_path: str | None) -> None:
     """Roofline and achievable time of [M,K] x [K,N]: FLOPs, bytes, intensity, ridge, both times and bound."""
-    write_result(matmul_napkin(m, k, n, dtype, apply(lookup(hardware), overrides), precision), json_path,
+    write_result(matmul_napkin(m, k, n, dtype, resolve_hardware(hardware, overrides), precision), json_path,
                  matmul_text)
 
 
@@ -55,6 +53,6 @@ def matmul(m: int, k: int, n: int, dtype: str, precision: str, hardware: str, ov
 def collective(op: str, shape: str, mesh: str, axes: str, hardware: str, overrides: Pairs, wraparound: str,
                json_path: str | None) -> None:
     """Time of one collective over mesh axes: bytes, hops, bandwidth and latency terms, bound."""
-    write_result(collective_napkin(op, shape, parse_mesh(mesh), parse_axes(axes), apply(lookup(hardware), overrides),
+    write_result(collective_napkin(op, shape, parse_mesh(mesh), parse_axes(axes), resolve_hardware(hardware, overrides),
                                    wraparound),
                  json_path, collective_text)

@@ -12,6 +12,7 @@ from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
 from ..errors import UsageError
 from ..hardware_options import Pairs, hardware_options, resolve_hardware
+from ..options import DEFAULTS
 from ..outputs import write_result
 from ..reports.plan_text import model_text, serve_text, train_text
 
@@ -93,7 +94,7 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--layout", "layout_text",
               metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=,v=]",
               help="Evaluate this parallel layout (dp fills the chips when left out; v: interleaved chunks per chip).")
-@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Layouts to list.")
+@click.option("--top", type=click.IntRange(min=1), default=DEFAULTS.plan_top, show_default=True, help="Layouts to list.")
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="MoE expert capacity over an even split of the tokens.")
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,

@@ -15,7 +15,7 @@ from ..outputs import analysis_options, check_flagged, check_outputs, emit, outp
 from ..child.capture import Progress
 from ..errors import ExitCode, InputError, UsageError
 from ..orchestration.runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
-from ..reports.model import Report
+from ..reports.model.report import ReportModel
 from ..reports.render import ReportRenderer
 
 DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices
@@ -111,7 +111,7 @@ def _repeat(req: RunRequest, repeat: int, default_workload: bool, out: Path | No
 
     quiet_kwargs = {**kwargs, "json_path": None, "csv_path": None, "html_path": None, "markdown_path": None,
                     "quiet": True, "fail_on": None}
-    reports: list[tuple[Path, Report]] = []
+    reports: list[tuple[Path, ReportModel]] = []
     code: int = ExitCode.OK
     with tempfile.TemporaryDirectory(prefix="audit-run-") as tmp:
         for i in range(1, repeat + 1):
@@ -155,7 +155,7 @@ def _run(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict[s
 
 
 def _capture_report(req: RunRequest, default_workload: bool, keep_out: bool, kwargs: dict[str, Any],
-                    target: str | None = None) -> tuple[Report | None, int, Path | None]:
+                    target: str | None = None) -> tuple[ReportModel | None, int, Path | None]:
     """Capture and analyse one run: its report (None when there is nothing to report), the
     workload's exit code, and the profile's run dir."""
     cap = capture(req)
@@ -197,7 +197,7 @@ def _predict(script: Path, args: list[str], target: str, out: Path | None, kwarg
     return emit(report, **kwargs)
 
 
-def _with_target(cpu_report: Report, req: RunRequest, target: str, kwargs: dict[str, Any]) -> Report:
+def _with_target(cpu_report: ReportModel, req: RunRequest, target: str, kwargs: dict[str, Any]) -> ReportModel:
     """The target's predicted report, with this CPU run's measurement beside it per framework op."""
     from ..analyses.compare_target import compare
     from ..invocation import command_line

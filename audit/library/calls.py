@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import glob
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from ..errors import InputError, UsageError
+from ..options import DEFAULTS
 from .diff import Diff
 from .report import Report
 
 if TYPE_CHECKING:
-    from ..orchestration.pipeline import Options
+    from ..orchestration.analysis import Options
 
 Side = Union[str, Path, Report, dict[str, Any], Sequence[Union[str, Path, Report, dict[str, Any]]]]
 """One side of a diff: a report, a path (JSON report, profile, HLO dump; comma-separated paths,
@@ -20,7 +22,8 @@ a glob, or a directory of JSON reports for repeated runs), or a list of those.""
 
 
 def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = None,
-            min_efficiency: float = 0.5, min_share: float = 0.01, allow_smaller: bool = False,
+            min_efficiency: float = DEFAULTS.thresholds.min_efficiency,
+            min_share: float = DEFAULTS.thresholds.min_share, allow_smaller: bool = False,
             cache: str | None = None, scheduler: str | None = None, workers: int | None = None,
             skip_bad_hosts: bool = False, progress: bool = False, command: str | None = None,
             overrides: Mapping[str, object] | None = None, hlo: str | None = None) -> Report:
@@ -39,7 +42,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
       and its share of op time above the second.
     - `allow_smaller`: accept a topology with fewer devices than the program spans.
     - `cache`: folder for per-host summaries (default: the user cache; "" for none).
-    - `scheduler`, `workers`, `skip_bad_hosts`: how several hosts are read (see the README).
+    - `scheduler`, `workers`, `skip_bad_hosts`: how several hosts are read (docs/inputs.md).
     - `hlo`: the HLO dump folder of an Nsight Systems SQLite export, which holds no HLO.
 
     **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.
@@ -64,11 +67,8 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
 
 def _options(min_efficiency: float, min_share: float, allow_smaller: bool,
              overrides: Mapping[str, object] | None = None) -> Options:
-    from ..orchestration.pipeline import Options
+    from ..orchestration.analysis import Options
 
-    for name, value in (("min_efficiency", min_efficiency), ("min_share", min_share)):
-        if not 0.0 <= value <= 1.0:
-            raise UsageError(f"{name} must be between 0 and 1, got {value}")
     return Options.from_flags({"min_efficiency": min_efficiency, "min_share": min_share,
                                "allow_smaller": allow_smaller, "overrides": _pairs(overrides)})
 
@@ -81,7 +81,7 @@ def _pairs(overrides: Mapping[str, object] | None) -> tuple[tuple[str, str], ...
 def load(source: str | Path | dict[str, Any]) -> Report:
     """A JSON report (schema audit.report/v1) read back: a file `audit --json` or `Report.save`
     wrote, or the parsed document. **Raises:** `InputError` when it is not such a report."""
-    from ..reports.model import Report as ReportModel
+    from ..reports.model.report import ReportModel
 
     doc = source if isinstance(source, dict) else _read_report(Path(source))
     return Report(ReportModel.from_json(doc))
@@ -89,31 +89,38 @@ def load(source: str | Path | dict[str, Any]) -> Report:
 
 def _read_report(path: Path) -> dict[str, Any]:
     from ..parsers.inputs import open_input
+    from ..reports.model.read import read_report
 
-    opened = open_input(path, accept=("report",))
-    assert opened.report is not None  # open_input reads a report it recognises
-    return opened.report
+    return read_report(open_input(path, accept=("report",)).path)
 
 
-def diff(base: Side, head: Side, *, fail_on: float | None = None, strict: bool = False,
+def diff(base: Side, head: Side, *, fail_on_slowdown: float | None = None, strict: bool = False,
          fail_on_flops: bool = False, fail_on_comm_bytes: bool = False, hardware: str | None = None,
-         overrides: Mapping[str, object] | None = None) -> Diff:
+         overrides: Mapping[str, object] | None = None, fail_on: float | None = None) -> Diff:
     """Compare two sides, as `audit diff` does: what changed in the program, and whether the
     step time changed beyond run-to-run noise.
 
     **Arguments:**
     - `base`, `head`: each one run or several repeated runs of the same code (see `Side`).
-    - `fail_on`: the step-time change that counts, as a fraction (0.05 = 5%, the default).
+    - `fail_on_slowdown`: the step-time change that counts, as a fraction (0.05 = 5%, the default);
+      `fail_on` is its old name (a DeprecationWarning).
     - `strict`: an inconclusive verdict also trips the gate.
     - `fail_on_flops`, `fail_on_comm_bytes`: any increase trips the gate.
     - `hardware`: the chip for sides that are profiles or HLO dumps rather than reports.
     - `overrides`: figures of that chip changed, as for `inspect`.
     """
-    from ..analyses.diffing import Gates, diff_reports
+    from ..analyses.diff_verdict import diff_reports
+    from ..reports.diff_model import Gates
 
-    if fail_on is not None and fail_on < 0:
-        raise UsageError("fail_on must not be negative")
-    gates = Gates(fail_on=fail_on, fail_on_flops=fail_on_flops, fail_on_comm_bytes=fail_on_comm_bytes, strict=strict)
+    if fail_on is not None:
+        if fail_on_slowdown is not None:
+            raise UsageError("give fail_on_slowdown only (fail_on is its old name)")
+        warnings.warn("audit.diff(fail_on=...) is now fail_on_slowdown=...", DeprecationWarning, stacklevel=2)
+        fail_on_slowdown = fail_on
+    if fail_on_slowdown is not None and fail_on_slowdown < 0:
+        raise UsageError("fail_on_slowdown must not be negative")
+    gates = Gates(fail_on_slowdown=fail_on_slowdown, fail_on_flops=fail_on_flops,
+                  fail_on_comm_bytes=fail_on_comm_bytes, strict=strict)
     return Diff(diff_reports(side_reports(base, hardware, overrides), side_reports(head, hardware, overrides), gates))
 
 
@@ -156,12 +163,14 @@ def side_paths(spec: str) -> list[Path]:
 def _run_report(path: Path, hardware: str | None, overrides: Mapping[str, object] | None = None) -> dict[str, Any]:
     """One run as a JSON report: a report this tool wrote, or anything `inspect` accepts, analysed
     now. (The diff reads the JSON contract, so a report written by an earlier version compares the same.)"""
-    from ..orchestration.pipeline import Options, analyse_hlo, analyse_profile
+    from ..orchestration.pipeline import analyse_hlo, analyse_profile
+    from ..orchestration.analysis import Options
     from ..parsers.inputs import open_input
+    from ..reports.model.read import read_report
 
     opened = open_input(path)
-    if opened.report is not None:
-        return {**opened.report, "run_source": str(path)}
+    if opened.kind == "report":
+        return {**read_report(opened.path), "run_source": str(path)}
     options = Options(overrides=_pairs(overrides))
     if opened.module is not None:
         return analyse_hlo(path, hardware=hardware, module=opened.module, options=options).to_json()

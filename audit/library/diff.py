@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from ..options import DEFAULTS
+from ..reports.diff_model import DiffModel
 from .rendered import Rendered
 
 if TYPE_CHECKING:
@@ -15,41 +18,48 @@ if TYPE_CHECKING:
 
 
 class Diff(Rendered):
-    """The comparison of two sides (schema audit.diff/v1 as `data`), in every format but CSV.
+    """The comparison of two sides, in every format but CSV.
 
-    `verdict` is the step-time verdict (regression, improvement, no change, inconclusive);
-    `regression` is True when a gate tripped (the CLI then exits 1).
+    **Attributes:**
+    - `model`: the typed diff itself (`audit.reports.diff_model.DiffModel`), as every renderer takes it.
+    - `data`: the same as the JSON document (schema audit.diff/v1) `--json` writes.
+    - `verdict`: the step-time verdict (regression, improvement, no change, inconclusive, not compared).
+    - `regression`: True when a gate tripped (the CLI then exits 1); `tripped` says which.
     """
 
-    _top = 10  # rows of the text summary, as `audit diff` shows
+    _top = DEFAULTS.diff_top  # rows of the text summary, as `audit diff` shows
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = dict(data)
+    def __init__(self, model: DiffModel | Mapping[str, Any]) -> None:
+        self.model = model if isinstance(model, DiffModel) else DiffModel.from_json(model)
+
+    @cached_property
+    def data(self) -> dict[str, Any]:
+        return self.model.to_json()
 
     @property
     def verdict(self) -> str:
-        return str(self.data.get("verdict") or "unknown")
+        return self.model.verdict
 
     @property
     def regression(self) -> bool:
-        return bool(self.data.get("regression"))
+        return self.model.regression
 
     @property
     def tripped(self) -> list[str]:
         """The gates that tripped, each in one line."""
-        return list((self.data.get("gates") or {}).get("tripped") or [])
+        return list(self.model.tripped)
 
     def changed_ops(self) -> pd.DataFrame:
         """One row per matched op whose FLOPs, bytes or communicated bytes per step changed
         (columns such as `flops.base`, `flops.head`), most FLOPs changed first."""
         import pandas as pd
 
-        return pd.json_normalize(list((self.data.get("compile_time") or {}).get("changed_ops") or []))
+        return pd.json_normalize([r.to_json() for r in self.model.compile_time.changed_ops])
 
     def _renderer(self) -> Renderer:
         from ..reports.render import DiffRenderer
 
-        return DiffRenderer(self.data)
+        return DiffRenderer(self.model)
 
     def __repr__(self) -> str:
         return f"<audit diff: {self.verdict}{', gate tripped' if self.regression else ''}>"

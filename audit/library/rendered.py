@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from ..options import DEFAULTS
+
 if TYPE_CHECKING:
     from ..reports.render import Renderer
 
@@ -12,7 +14,7 @@ if TYPE_CHECKING:
 class Rendered(ABC):
     """A document the renderers write; subclasses say which (`_renderer`) and how many rows the text shows."""
 
-    _top = 15
+    _top = DEFAULTS.top
 
     @abstractmethod
     def _renderer(self) -> Renderer:

@@ -1,6 +1,6 @@
 """`audit.Report`: an analysed profile (or a prediction) as a notebook works with it.
 
-A thin view over the typed report every output renders (`audit.reports.model.Report`,
+A thin view over the typed report every output renders (`audit.reports.model.report.ReportModel`,
 kept as `.model`): the op table as a pandas DataFrame, the summary, the flagged ops, and
 every output format from the same object the CLI writes.
 """
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..reports.render import Renderer
-    from ..reports.model import Report as ReportModel, Summary
+    from ..reports.model.report import ReportModel
+    from ..reports.model.summary import Summary
 
 _REPR_COLUMNS = ("name", "opcode", "bound_by", "measured_s", "expected_s", "efficiency", "wasted_s")
 
@@ -40,7 +41,7 @@ class Report(Rendered):
 
     @cached_property
     def ops(self) -> pd.DataFrame:
-        from ..costmodel.table.frame import op_frame
+        from ..reports.model.frame import op_frame
 
         return op_frame(self.model.ops)
 
@@ -110,14 +111,16 @@ class Report(Rendered):
 
     def _repr_html_(self) -> str:
         from ..costmodel import units
-        from ..costmodel.table.columns import COLUMNS
+        from ..reports.model.columns import COLUMNS
+        from ..reports.sections.judged import judged_any, none_judged
 
         s = self.summary
         rows = [("hardware", f"{self.hardware.get('name', '?')} ({self.hardware.get('source', '?')})"),
                 ("devices", units.count(s.devices)), ("steps", units.count(s.steps)),
                 ("measured op time", f"{units.seconds(s.measured_s)} [trace]"),
                 ("expected (roofline)", f"{units.seconds(s.expected_s)} [model]"),
-                ("roofline fraction", units.percent(s.roofline_fraction)),
+                ("roofline fraction", units.percent(s.roofline_fraction) if judged_any(self.model)
+                 else none_judged(self.model)),
                 ("flagged ops", units.count(s.flagged_ops))]
         head = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
         flagged = [op for op in self.model.flagged][:10]

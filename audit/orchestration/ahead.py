@@ -12,7 +12,7 @@ def calibrate_ahead(path: str | Path) -> bool:
     cached (a CPU profile, or an HLO dump judged without --hardware): its kernels compile beside the
     reading, and only their timing (under a second on a quiet machine) waits for the analysis to
     need it. Whether it started. Imports nothing heavy: it runs before the analysis loads."""
-    from ..costmodel.chips.calibrate import start_ahead
+    from .calibrate import start_ahead
     from ..parsers.xplane import SUFFIX, find_profile_files, plane_names
 
     p = Path(path)

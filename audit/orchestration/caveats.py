@@ -11,8 +11,8 @@ from typing import Any
 
 from ..costmodel import units as qty
 from ..costmodel.chips.hardware import Hardware
-from ..costmodel.table.join import Joined
-from ..costmodel.table.record import OpRecord
+from ..optable.join import Joined
+from ..reports.model.record import OpRecord
 from ..errors import UsageError
 from ..parsers.hlo_model import Module
 
@@ -63,8 +63,8 @@ def unmodeled_list(ops: Sequence[OpRecord]) -> list[OpRecord]:
 
 def unmodeled_groups(ops: Sequence[OpRecord]) -> dict[str, int]:
     """How many ops have no cost model, by opcode (custom calls by `custom-call TARGET`)."""
-    return dict(Counter(f"{o.opcode} {o.custom_call_target}" if o.custom_call_target else o.opcode
-                        for o in unmodeled_list(ops)).most_common())
+    return dict(Counter(f"{o.opcode} {o.custom_call_target}" if o.custom_call_target
+                        else o.opcode or "not in the program's HLO" for o in unmodeled_list(ops)).most_common())
 
 
 def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
@@ -76,7 +76,7 @@ def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
     kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
     names = ", ".join(o.name for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
     bounded = sum(1 for o in unmodeled if o.expected_s is not None)
-    how = (f"{bounded} judged against a lower bound (the bytes their operands and results hold, "
+    how = (f"{bounded} priced on a lower bound only (the bytes their operands and results hold, "
            f"FLOPs where the trace states them), {len(unmodeled) - bounded} listed as unknown"
            if bounded else "listed as unknown")
     return f"{len(unmodeled)} op(s) have no cost model, {how}: {kinds} (e.g. {names})"
@@ -91,12 +91,13 @@ def not_judged_warning(ops: Sequence[OpRecord]) -> str:
 
 
 def peaks_used(ops: Sequence[OpRecord], hw: Hardware) -> list[dict[str, Any]]:
-    """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows)."""
+    """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows),
+    each once; an unknown peak (NaN) priced nothing, so it is not one of them."""
     share = max(hw.devices_per_chip, 1)
     used: dict[float, dict[str, Any]] = {}
     for o in ops:
         rate = o.peak_flops_per_s
-        if o.container or not rate or not o.flops:
+        if o.container or not rate or not math.isfinite(rate) or not o.flops:
             continue
         entry = used.setdefault(rate, {"flops_per_s": rate * share, "ops": 0, "flops": 0.0, "dtypes": set()})
         entry["ops"] += 1

@@ -73,7 +73,10 @@ def _a(noun: str) -> str:
 
 
 def platform_mismatch_warning(hw: Hardware, platform: Platform) -> str | None:
-    """`hardware_mismatch_warning` for an HLO dump, from what its name and contents say."""
+    """`hardware_mismatch_warning` for an HLO dump, from what its name and contents say (nothing
+    when they do not say which platform it is)."""
+    if platform.kind == "unknown":
+        return None
     return hardware_mismatch_warning(hw, platform.kind, platform.vendor, platform.evidence)
 
 
@@ -86,7 +89,7 @@ def refuse_mixed_chips(hosts: Sequence[tuple[str, str, Mapping[str, Any]]]) -> N
 
     chips: dict[str, list[str]] = {}
     for path, platform, stats in hosts:
-        chip = platform if platform in ("cpu", "") else hardware_from_trace(platform, dict(stats), calibrate=False).name
+        chip = platform if platform in ("cpu", "") else hardware_from_trace(platform, dict(stats)).name
         chips.setdefault(chip or "unknown", []).append(Path(path).name)
     if len(chips) > 1:
         listed = "; ".join(f"{chip}: {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}"
@@ -94,3 +97,29 @@ def refuse_mixed_chips(hosts: Sequence[tuple[str, str, Mapping[str, Any]]]) -> N
         raise InputError(f"the folder holds profiles from different chips ({listed}), not hosts of one run",
                          path=str(Path(hosts[0][0]).parent),
                          hint="inspect each chip's profiles on their own")
+
+
+def refuse_unidentified_chip(hw: Hardware, platform: str, device_stats: Mapping[str, Any], path: str | Path) -> None:
+    """An accelerator that nothing in the profile identifies (no ceiling known to price with) is an
+    exit 2 naming the `--hardware` values that fit what it does say, never a report of dashes."""
+    from ..costmodel.chips.catalog import candidates
+    from ..costmodel.chips.detect import device_facts, priceable
+
+    if hw.kind == "cpu" or priceable(hw):
+        return
+    kind = hw.kind if hw.kind in ("gpu", "tpu") else (platform if platform in ("gpu", "tpu") else "gpu")
+    facts, vendor, arch = device_facts(device_stats)
+    names = (candidates(kind, vendor, arch) if arch else []) or candidates(kind, vendor) or candidates(kind)
+    if kind == "tpu":
+        names = names[::-1]  # newest first
+    evidence = facts or ("no device metadata or device plane stats, and no gpu_target_config or sm_X.Y / gfx "
+                         "target in its dump" if kind == "gpu" else "its device planes state no TPU type")
+    raise InputError(f"the {kind.upper()} this profile ran on cannot be identified ({evidence}): without its "
+                     "ceilings no op could be priced", path=str(path),
+                     hint=f"pass --hardware {choices(names)} (or a hardware file)")
+
+
+def choices(names: Sequence[str]) -> str:
+    """"a, b or c"."""
+    names = list(names)
+    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)

@@ -16,8 +16,8 @@ from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..costmodel.units import nbytes
 from ..errors import ExitCode, InputError, WorkloadError
-from ..reports.model import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
+from ..reports.model.report import ReportModel
+from .analysis import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
 XLA_DIFFERENCE = ("XLA's optimal_seconds is the TPU compiler's own estimate for the module; its cost model does "
                   "not price all-gather, reduce-scatter or all-to-all over the ICI topology, so it is lower than "
@@ -63,10 +63,9 @@ def memory_fit(record: dict[str, Any], hbm_bytes: float | None) -> dict[str, Any
 
 
 def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path | None = None,
-                   options: Options = DEFAULT_OPTIONS, command: str | None = None) -> Report:
+                   options: Options = DEFAULT_OPTIONS, command: str | None = None) -> ReportModel:
     """Compile `script` for `target` in a child process and return a predicted report."""
-    from ..costmodel.chips.catalog import lookup
-    from ..costmodel.chips.overrides import apply
+    from ..hardware_options import resolve_hardware
     from ..parsers.hlo_text import parse_hlo_text
 
     check_target(target)
@@ -75,7 +74,7 @@ def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path
         record = _compile(script, argv, target, out)
         text = (out / HLO_NAME).read_text()
     module = parse_hlo_text(text, origin=str(out / HLO_NAME))
-    hw = apply(lookup(target), options.overrides)
+    hw = resolve_hardware(target, options.overrides)
     by_id = {d["id"]: tuple(d["coords"]) for d in record["devices"]}
     order = record.get("partition_devices") or sorted(by_id)
     coords = {p: by_id[dev] for p, dev in enumerate(order) if dev in by_id}

@@ -24,8 +24,9 @@ from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
 from ..errors import ExitCode, WorkloadError
-from ..reports.model import Report
-from .pipeline import DEFAULT_OPTIONS, Options, analyse_profile
+from ..reports.model.report import ReportModel
+from .pipeline import analyse_profile
+from .analysis import DEFAULT_OPTIONS, Options
 
 
 @dataclass
@@ -171,11 +172,12 @@ def run_source(cap: Capture, req: RunRequest, command: str, keep_out: bool) -> d
         "jax_version": rec.get("jax_version"), "config": rec.get("config") or {}, "mesh": rec.get("mesh"),
         "compile_s": rec.get("compile_s"), "host_step_time_s": rec.get("step_times_s"),
         "warmup_steps": req.warmup, "status": rec.get("status"),
+        **({"xla_flags_added": rec["xla_flags_added"]} if rec.get("xla_flags_added") else {}),
     }
 
 
 def analyse_capture(cap: Capture, req: RunRequest, *, hardware: str | None, command: str, keep_out: bool,
-                    options: Options = DEFAULT_OPTIONS) -> Report:
+                    options: Options = DEFAULT_OPTIONS) -> ReportModel:
     """Analyse the captured profile with the shared pipeline; the report records how to repeat the run."""
 
     if cap.run_dir is None:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.steps import step_time_stats
-from ..costmodel.table.record import OpRecord
+from ..reports.model.record import OpRecord
 
 TOP = 10
 PS = 1e-12

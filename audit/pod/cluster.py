@@ -78,11 +78,13 @@ def client_for(hosts: int, scheduler: str | None = None, workers: int | None = N
 def _start_local(n: int) -> Client:
     from distributed import Client, LocalCluster
 
-    # Workers are separate processes (the decoder holds the GIL); no dashboard, quiet logs. The
-    # scheduler's HTTP server starts even without a dashboard, on 8787 unless told: a free port keeps
-    # a user's own Dask cluster from turning into "Port 8787 is already in use" lines on stderr.
+    # Workers are separate processes (the decoder holds the GIL); no dashboard. The scheduler's HTTP
+    # server starts even without a dashboard, on 8787 unless told: a free port keeps a user's own Dask
+    # cluster from turning into "Port 8787 is already in use" lines on stderr. Logs only for what is
+    # critical: a host that fails reaches the driver as one line, while distributed's errors (a worker's
+    # heartbeat to a scheduler closing at exit on a busy machine) would print tracebacks after the report.
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR, memory_limit=0)
+                           scheduler_kwargs={"dashboard": False}, silence_logs=logging.CRITICAL, memory_limit=0)
     client = Client(cluster, set_as_default=False)
     atexit.register(_close, client, cluster)
     return client

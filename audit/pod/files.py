@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..parsers.input_files import MAX_PROFILE_BYTES, read_input
 from ..parsers.xplane import SUFFIX, find_profile_files, refuse_xprof_cache
 from ..parsers.nsys import nsys_hosts
@@ -35,15 +38,20 @@ class HostFiles:
 
 def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
     """Resolve a file, run dir or logdir (local or a URL) to the `.xplane.pb` files of one run."""
-    if not is_url(path):
-        nsys = nsys_hosts(path)
-        if nsys is not None:
-            _refuse_xplanes_beside(Path(path), nsys)
-            return HostFiles(run=Path(path).name, paths=nsys)
-        found = find_profile_files(path, run)
-        return HostFiles(run=found.run, paths=[str(p) for p in found.paths], warnings=found.warnings)
-    fs, root = _filesystem(str(path))
-    scheme = protocol(str(path))
+    if is_url(path):
+        with shared_budget():
+            return _list_remote(str(path), run)
+    nsys = nsys_hosts(path)
+    if nsys is not None:
+        _refuse_xplanes_beside(Path(path), nsys)
+        return HostFiles(run=Path(path).name, paths=nsys)
+    found = find_profile_files(path, run)
+    return HostFiles(run=found.run, paths=[str(p) for p in found.paths], warnings=found.warnings)
+
+
+def _list_remote(path: str, run: str | None) -> HostFiles:
+    fs, root = _filesystem(path)
+    scheme = protocol(path)
     if root.endswith(SUFFIX):
         if not remote(lambda: fs.exists(root), path, "cannot reach"):
             raise InputError("no such file", path=path)
@@ -98,19 +106,48 @@ def _filesystem(url: str) -> tuple[Any, str]:
                          hint="cloud paths need an extra: pip install 'roofline-audit[gcs]' or '[s3]'") from None
 
 
-# How long one remote call (listing, a file's facts) may take before the path is reported as out of
-# reach: without a network, cloud clients retry for a minute or more. Reading a host file gets longer.
-# The budget is shared by the calls that find the files (credentials, listing), so an unreachable
-# store costs that long once, not once per call.
-REMOTE_TIMEOUT_S = float(os.environ.get("AUDIT_REMOTE_TIMEOUT", "15"))
-REMOTE_READ_TIMEOUT_S = 30 * REMOTE_TIMEOUT_S
+# How long finding a remote path's files (credentials, listing) may take before the path is reported as
+# out of reach: without a network, cloud clients retry for a minute or more. The calls that find one
+# path's files share the budget, so an unreachable store costs it once, not once per call; each path a
+# caller names gets its own. Reading a host file gets longer.
+DEFAULT_REMOTE_TIMEOUT_S = 15.0
+READ_TIMEOUT_FACTOR = 30
 _CLIENT_LOGGERS = ("gcsfs", "s3fs", "aiobotocore", "botocore", "google", "google.auth", "fsspec", "urllib3")
-_budget_ends: list[float] = []
+_budget: ContextVar[tuple[float, float] | None] = ContextVar("remote_budget", default=None)
 T = TypeVar("T")
 
 
+def remote_timeout_s() -> float:
+    """AUDIT_REMOTE_TIMEOUT in seconds, read at each use: a notebook may change it between calls."""
+    text = os.environ.get("AUDIT_REMOTE_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_REMOTE_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise UsageError(f"AUDIT_REMOTE_TIMEOUT={text!r} is not a positive number of seconds")
+    return seconds
+
+
+@contextmanager
+def shared_budget() -> Iterator[None]:
+    """The remote calls inside share one budget of `remote_timeout_s()` seconds (a nested one joins it)."""
+    if _budget.get() is not None:
+        yield
+        return
+    seconds = remote_timeout_s()
+    token = _budget.set((time.monotonic() + seconds, seconds))
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
 def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float | None = None) -> T:
-    """`call()` against a remote filesystem, within `timeout` seconds.
+    """`call()` against a remote filesystem, within `timeout` seconds (default: what is left of the
+    shared budget, or a whole budget outside one).
 
     **Raises:** `InputError` (one line) when it fails or takes too long: a remote store's failure (no
     network, no bucket, no credentials) is about the path the user gave, whatever the client raises.
@@ -123,17 +160,12 @@ def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float |
         except BaseException as exc:  # handed to the caller below
             box["error"] = exc
 
+    limit, stated = _limit(timeout)
     worker = threading.Thread(target=run, daemon=True)  # a hung client must not keep the process alive
     worker.start()
-    if timeout is None:
-        if not _budget_ends:
-            _budget_ends.append(time.monotonic() + REMOTE_TIMEOUT_S)
-        limit = max(0.5, _budget_ends[0] - time.monotonic())
-    else:
-        limit = timeout
     worker.join(limit)
     if worker.is_alive():
-        raise InputError(f"{doing}: no answer within {REMOTE_TIMEOUT_S if timeout is None else limit:.0f} s "
+        raise InputError(f"{doing}: no answer within {stated:.0f} s "
                          "(no network, or the store is unreachable; AUDIT_REMOTE_TIMEOUT sets the limit)", path=path)
     error = box.get("error")
     if isinstance(error, InputError):
@@ -162,6 +194,19 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
+def _limit(timeout: float | None) -> tuple[float, float]:
+    """(seconds this call may wait, the budget the error names): inside a shared budget, what is left
+    of it (at least half a second, so a call made just in time is not refused unheard)."""
+    if timeout is not None:
+        return timeout, timeout
+    budget = _budget.get()
+    if budget is None:
+        seconds = remote_timeout_s()
+        return seconds, seconds
+    ends, seconds = budget
+    return max(0.5, ends - time.monotonic()), seconds
+
+
 def read_bytes(path: str) -> bytes:
     """The whole host file, read where it lies (one host at a time, on the worker)."""
     if not is_url(path):
@@ -177,7 +222,7 @@ def read_bytes(path: str) -> bytes:
                              path=path)
         return bytes(data)
 
-    return remote(fetch, path, "cannot read", timeout=REMOTE_READ_TIMEOUT_S)
+    return remote(fetch, path, "cannot read", timeout=READ_TIMEOUT_FACTOR * remote_timeout_s())
 
 
 def identity(path: str) -> str:

@@ -12,13 +12,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..optable.beside import EventWindow
 from ..costmodel.units import seconds
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.xplane import SUFFIX
-from ..reports.model import DeviceSteps
+from ..reports.model.report import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
+from . import trace_window
+from .trace_window import CAPTURE, STEP
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -49,6 +53,8 @@ class HostFacts:
     programs: dict[int, str]  # program id -> fingerprint
     warnings: list[str] = field(default_factory=list)
     device_stats: dict[str, Any] = field(default_factory=dict[str, Any])  # this host's device planes' stats
+    trace_scope: str = STEP  # what the trace-viewer export holds of this host (pod.trace_window)
+    trace_left_out: dict[int, int] = field(default_factory=dict[int, int])  # device -> events beyond its cap
 
 
 @dataclass
@@ -87,15 +93,30 @@ class Pod:
                 for host, step, ev in self.strips if step]
 
 
+    def exported_window(self) -> EventWindow | None:
+        """The events the trace-viewer export holds, named for the reasons that cite them."""
+        if self.trace.empty:
+            return None
+        capture = any(h.trace_scope == CAPTURE for h in self.hosts)
+        label = "the capture window" if capture else f"step {int(self.trace['step'].iloc[0])}"
+        collectives = frozenset(f"{pid}/{i.name}" for pid, m in self.modules.items() for _, i in m.instructions()
+                                if i.opcode.removesuffix("-start").removesuffix("-done") in COLLECTIVES)
+        return EventWindow(self.trace[["host", "device", "program_id", "op", "start_ps", "dur_ps"]], label, collectives)
+
     def device_steps(self, device_names: Mapping[tuple[str, int], str]) -> DeviceSteps | None:
-        """The representative step of each host on every device, for the trace-viewer export."""
+        """What the trace-viewer export draws of each host: its representative step on every device,
+        or the capture window of a host whose steps are not one repeated program."""
         if self.trace.empty:
             return None
         events = self.trace.assign(host=self.trace["host"].astype(str))
         windows = events[["host", "device", "step", "window_start_ps", "window_end_ps"]].drop_duplicates(
             ["host", "device"]).rename(columns={"window_start_ps": "start_ps", "window_end_ps": "end_ps"})
+        capture = {h.host: h.trace_left_out for h in self.hosts if h.trace_scope == CAPTURE}
+        steps = self.steps.assign(host=self.steps["host"].astype(str))
         return DeviceSteps(events=events.drop(columns=["step", "window_start_ps", "window_end_ps"]),
-                           windows=windows.reset_index(drop=True), device_names=dict(device_names))
+                           windows=windows.reset_index(drop=True), device_names=dict(device_names),
+                           capture=capture, cap=trace_window.TRACE_EVENTS,
+                           steps=steps[steps["host"].isin(list(capture))].reset_index(drop=True))
 
 
 def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettings | None = None) -> Pod:
@@ -176,7 +197,7 @@ def _combine(found: files.HostFiles, results: Iterable[tuple[int, HostResult]], 
     return Pod(
         paths=[h.path for h in hosts], run=found.run,
         hosts=[HostFacts(h.host, h.path, h.platform, h.step_source, h.versions, h.device_names, h.programs,
-                         h.warnings, h.device_stats) for h in hosts],
+                         h.warnings, h.device_stats, h.trace_scope, h.trace_left_out) for h in hosts],
         ops=_concat([h.ops for h in hosts], hosts), steps=_concat([h.steps for h in hosts], hosts),
         idle_ps=_concat([h.idle for h in hosts], hosts),
         strips=[(h.host, h.strip_step, h.strip) for h in hosts],

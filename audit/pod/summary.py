@@ -13,21 +13,22 @@ import io
 import json
 import traceback
 from typing import Any, cast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..analyses.programs import program_steps
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
 from ..errors import AuditError
 from ..parsers.user_cache import summaries_dir
 from . import files
+from .trace_window import STEP, empty_trace, trace_window
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "5"
 TIMELINE_EVENTS = 2000
-TRACE_EVENTS = 20000  # per device, for the trace-viewer export
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
 
 
@@ -39,12 +40,13 @@ class HostSummary:
     path: str
     platform: str
     ops: pd.DataFrame  # device, program_id, op, occurrences, dur_ps, self_ps, dur_min_ps, dur_max_ps, trace_*
-    steps: pd.DataFrame  # device, step, start_ps, end_ps
+    steps: pd.DataFrame  # device, step, start_ps, end_ps, program_id, programs (analyses.programs)
     idle: pd.DataFrame  # device, idle_ps
     strip: pd.DataFrame  # one median step on the first device: op, program_id, start_ps, dur_ps
     strip_step: dict[str, Any]  # device, step, start_ps, end_ps of that step (empty without steps)
-    trace: pd.DataFrame  # that step on every device: device, op, program_id, start_ps, dur_ps, occurrences,
-    #                      and the step's window on the device: step, window_start_ps, window_end_ps
+    trace: pd.DataFrame  # what the trace-viewer export draws (pod.trace_window): device, op, program_id,
+    #                      start_ps, dur_ps, occurrences, and the window on the device: step, window_start_ps,
+    #                      window_end_ps
     overlapped: dict[str, bool]
     programs: dict[int, str]  # program id -> HLO fingerprint
     module_names: dict[int, str]
@@ -54,6 +56,8 @@ class HostSummary:
     versions: dict[str, str]
     warnings: list[str]
     hlo: dict[str, bytes] = field(default_factory=dict)  # fingerprint -> HloProto bytes
+    trace_scope: str = STEP  # step: one representative step; capture: the capture window (many programs)
+    trace_left_out: dict[int, int] = field(default_factory=dict)  # device -> events beyond the trace's cap
 
 
 @dataclass
@@ -106,7 +110,7 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
     starts = sorted({str(op) for op in events["op"].unique() if "-start" in str(op)})
     return HostSummary(
         host=host.host, path=path, platform=host.platform, ops=reduce_events(events),
-        steps=host.steps.drop(columns=["host"]).reset_index(drop=True),
+        steps=program_steps(host.steps, events).drop(columns=["host"]).reset_index(drop=True),
         idle=idle_by_device(host.steps, events), **_strip(host.steps, events, trace=True),
         overlapped=overlapped_collectives(events, set(starts)), programs=programs,
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
@@ -168,12 +172,12 @@ def idle_by_device(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
 
 def _strip(steps: pd.DataFrame, events: pd.DataFrame, trace: bool = False) -> dict[str, Any]:
     """The events of one representative (median-length) step on the host's first device, and
-    (`trace`) the same step on every device, for the trace-viewer export."""
+    (`trace`) what the trace-viewer export draws: that step on every device, or the capture window
+    when the steps are not one repeated program (pod.trace_window)."""
     empty = pd.DataFrame({"op": pd.Series(dtype=str), "program_id": pd.Series(dtype="uint64"),
                           "start_ps": pd.Series(dtype="int64"), "dur_ps": pd.Series(dtype="int64")})
-    no_trace = empty.assign(**{name: pd.Series(dtype="int64") for name in _TRACE_INTS})
     if steps.empty:
-        return {"strip": empty, "strip_step": {}, **({"trace": no_trace} if trace else {})}
+        return {"strip": empty, "strip_step": {}, **({"trace": empty_trace()} if trace else {})}
     dev = int(steps["device"].min())
     dsteps = steps[steps["device"] == dev].assign(length=lambda d: d["end_ps"] - d["start_ps"])
     row = dsteps.sort_values("length").iloc[len(dsteps) // 2]
@@ -184,38 +188,13 @@ def _strip(steps: pd.DataFrame, events: pd.DataFrame, trace: bool = False) -> di
                           "start_ps": evs["start_ps"].to_numpy(), "dur_ps": evs["dur_ps"].to_numpy()})
     out = {"strip": strip, "strip_step": {"device": dev, "step": int(row["step"]), "start_ps": s, "end_ps": e}}
     if trace:
-        out["trace"] = _step_on_every_device(steps, events, dev, int(row["step"]))
+        window = trace_window(steps, events, dev, int(row["step"]))
+        out.update(trace=window.frame, trace_scope=window.scope, trace_left_out=window.left_out)
     return out
 
 
-def _step_on_every_device(steps: pd.DataFrame, events: pd.DataFrame, device: int, step: int) -> pd.DataFrame:
-    """Every device's events inside its own window of the step that is `step` on `device` (the same
-    position in each device's steps, since devices may number their steps apart), the first
-    TRACE_EVENTS of each, with that window (step, window_start_ps, window_end_ps) on every row."""
-    ordered = steps.sort_values(["device", "start_ps"])
-    position = ordered[ordered["device"] == device]["step"].tolist().index(step)
-    nth = pd.DataFrame(ordered.groupby("device", sort=False).nth(position))
-    windows = pd.DataFrame({"device": nth["device"], "step": nth["step"], "window_start_ps": nth["start_ps"],
-                            "window_end_ps": nth["end_ps"]})
-    # Each event's own device window, looked up by device id: no merge of the whole event table.
-    on = events["device"].to_numpy(np.int64)
-    size = int(max(on.max(initial=0), windows["device"].max()) + 1)
-    lo, hi = np.zeros(size, np.int64), np.zeros(size, np.int64)
-    lo[windows["device"].to_numpy(np.int64)] = windows["window_start_ps"].to_numpy(np.int64)
-    hi[windows["device"].to_numpy(np.int64)] = windows["window_end_ps"].to_numpy(np.int64)
-    start = events["start_ps"].to_numpy(np.int64)
-    keep = (start >= lo[on]) & (start < hi[on])
-    inside = events.loc[keep, ["device", "op", "program_id", "start_ps", "dur_ps", "occurrences"]].merge(
-        windows, on="device")
-    inside = inside.sort_values(["device", "start_ps"]).groupby("device", sort=True).head(TRACE_EVENTS)
-    return pd.DataFrame({name: inside[name].to_numpy(np.int64) for name in _TRACE_INTS} | {
-        "op": inside["op"].astype(str).to_numpy(), "program_id": inside["program_id"].to_numpy()})
-
-
-_TRACE_INTS = ("device", "start_ps", "dur_ps", "occurrences", "step", "window_start_ps", "window_end_ps")
-
-
 _FRAMES = ("ops", "steps", "idle", "strip", "trace")
+_FACTS = frozenset(f.name for f in fields(HostSummary)) - set(_FRAMES)
 
 
 def default_cache_dir(paths: list[str]) -> str | None:
@@ -241,10 +220,12 @@ def write_cached(cache_dir: str, key: str, summary: HostSummary) -> None:
             getattr(summary, name).to_parquet(buf, index=False)
             write_bytes(root / f"{key}.{name}.parquet", buf.getvalue())
         facts = {k: getattr(summary, k) for k in ("host", "path", "platform", "strip_step", "overlapped",
-                                                  "step_source", "device_stats", "versions", "warnings")}
+                                                  "step_source", "device_stats", "versions", "warnings",
+                                                  "trace_scope")}
         facts.update(programs={str(k): v for k, v in summary.programs.items()},
                      module_names={str(k): v for k, v in summary.module_names.items()},
-                     device_names={str(k): v for k, v in summary.device_names.items()}, version=CACHE_VERSION)
+                     device_names={str(k): v for k, v in summary.device_names.items()},
+                     trace_left_out={str(k): v for k, v in summary.trace_left_out.items()}, version=CACHE_VERSION)
         # The facts file is written last: it marks the entry complete.
         write_text(root / f"{key}.json", json.dumps(facts, default=str))
     except OSError:
@@ -263,8 +244,12 @@ def read_cached(cache_dir: str, key: str) -> HostSummary | None:
     except (OSError, ValueError, KeyError):
         return None
     facts.pop("version")
+    if not set(facts) <= _FACTS:  # written by another build that shares the version: a miss, not a crash
+        return None
     module_names = {int(k): v for k, v in facts.pop("module_names").items()}
     device_names = {int(k): v for k, v in facts.pop("device_names").items()}
+    left_out = {int(k): int(v) for k, v in facts.pop("trace_left_out").items()}
     return HostSummary(**facts, ops=frames["ops"], steps=frames["steps"], idle=frames["idle"], strip=frames["strip"],
                        trace=frames["trace"],
-                       programs=programs, hlo=hlo, module_names=module_names, device_names=device_names)
+                       programs=programs, hlo=hlo, module_names=module_names, device_names=device_names,
+                       trace_left_out=left_out)

@@ -9,14 +9,12 @@ Run with XLA_FLAGS=--xla_dump_to=... --xla_dump_hlo_as_text to keep the HLO of e
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import jax
+from timing import capture
 import jax.numpy as jnp
 import numpy as np
 
@@ -68,28 +66,8 @@ def cases() -> dict[str, tuple[Callable[..., Any], tuple[jax.Array, ...]]]:
 
 
 def main(out: str) -> None:
-    os.makedirs(out, exist_ok=True)
     print(jax.__version__, jax.devices(), np.__version__, flush=True)
-    runnable = {}
-    for name, (fn, args) in cases().items():
-        try:
-            jax.block_until_ready(fn(*args))
-            runnable[name] = (fn, args)
-        except Exception as e:  # a configuration this cuDNN does not take
-            print(f"{name} skipped: {type(e).__name__}: {str(e)[:300]}", flush=True)
-    timing = {}
-    for name, (fn, args) in runnable.items():
-        start = time.perf_counter()
-        for _ in range(10):
-            result = fn(*args)
-        jax.block_until_ready(result)
-        timing[name] = (time.perf_counter() - start) / 10
-    with jax.profiler.trace(os.path.join(out, "profile")):
-        for _ in range(5):
-            for fn, args in runnable.values():
-                jax.block_until_ready(fn(*args))
-    with open(os.path.join(out, "wall_timing.json"), "w") as f:
-        json.dump(timing, f, indent=1)
+    capture(cases(), out)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ Every entry is a hardware file in `data/` (one per chip, the format `hwfile` rea
 so adding a chip needs no Python. TPU numbers are the book's chapter 2 tables ("How to Scale
 Your Model") and Google's Cloud TPU pages; GPU numbers are the vendors' datasheets, dense (not
 structured-sparse) peaks. GB = 1e9 bytes. Each number carries its source and its kind; those
-that are estimates say so. `cpu` is not a fixed entry: it is measured on this machine (see
-`calibrate.py`). Users add their own chips as files in the directories `AUDIT_HARDWARE_PATH`
+that are estimates say so. `cpu` is not a fixed entry: it is this machine, measured once and
+read from its calibration record (`calibration.py`). Users add their own chips as files in the directories `AUDIT_HARDWARE_PATH`
 names, or name one file with `--hardware FILE.toml[:TOPOLOGY]`.
 """
 
@@ -15,12 +15,14 @@ import functools
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ...errors import UsageError
 from . import hwfile
+from .calibration import cached_cpu_hardware
 from .hardware import Hardware
 
 _MAX_DEVICES = 1 << 20  # a topology beyond a million chips is a typo, not a machine
@@ -152,12 +154,12 @@ def spec_file(spec: str) -> str | None:
     return match.group("file") if match else None
 
 
-def lookup(spec: str) -> Hardware:
+def lookup(spec: str, *, cpu: Callable[[], Hardware | None] = cached_cpu_hardware) -> Hardware:
     """Resolve `NAME[:TOPOLOGY]` (e.g. `tpu-v5e:8x4`, `h100:8`, `v5p:4x4x8`, `cpu`) or
     `FILE.toml[:TOPOLOGY]` (a user's hardware file) to a Hardware.
 
-    `cpu` is measured on this machine once and cached (see `calibrate.cpu_hardware`).
-    Raises UsageError naming the valid choices for an unknown name, and for a topology
+    `cpu` is this machine as `cpu()` gives it: by default its calibration record, None when it
+    has none; a caller that may measure passes the function that does. Raises UsageError naming the valid choices for an unknown name, and for a topology
     that is malformed or larger than the chip's pod or switch domain allows; InputError
     (file, key and line) for a hardware file that is not valid.
     """
@@ -176,9 +178,11 @@ def lookup(spec: str) -> Hardware:
     canonical = canonical_name(name)
     topology = parse_topology(topo_text, spec) if sep else ()
     if canonical == "cpu":
-        from .calibrate import cpu_hardware
-
-        hw = cpu_hardware()
+        found = cpu()
+        if found is None:
+            raise UsageError("this machine's CPU is not calibrated yet",
+                             hint="audit hardware show cpu measures it (a few seconds)")
+        hw = found
     else:
         hw = entries()[canonical].hardware
     _check_topology(hw, topology, spec)

@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .calibration import cached_cpu_hardware
+from .. import units as qty
 from .catalog import chips
+from .gpu_identity import GPU_NAME_STATS as _GPU_NAME_STATS
+from .gpu_identity import capability as _capability
+from .gpu_identity import gpu_match as _gpu_match
+from .gpu_identity import gpu_vendor as _gpu_vendor
+from .gpu_identity import num as _num
+from .gpu_identity import provenance as _provenance
 from .hardware import Achievable, Hardware, Interconnect, Quantity
 
-_GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
 # Dense bf16 FLOPs per SM or CU per clock of GPU families with no chip in the catalog (datasheet
 # peak / (units x boost clock)); every other family's figure is derived from its catalog chips.
 _UNLISTED_FAMILIES: dict[tuple[str | int, ...], tuple[float, str]] = {
@@ -41,7 +49,7 @@ def _per_unit_clock(hw: Hardware, family: bool = False) -> tuple[float, str] | N
         return None
     rate = float(2 ** round(math.log2(exact))) if family else exact
     label = "SMs" if hw.vendor.lower() == "nvidia" else "CUs"
-    return rate, f"{hw.name}: {peak:.4g} / ({units} {label} x {clock.value / 1e9:.3g} GHz)"
+    return rate, f"{hw.name}: {qty.flops_per_s(peak)} / ({units} {label} x {qty.si(clock.value, 'Hz')})"
 
 
 def _family_rates() -> dict[tuple[str | int, ...], tuple[float, str]]:
@@ -68,13 +76,15 @@ _MEGACORE_CORES = 2
 _BW_IMPLAUSIBLE = 0.6
 
 
-def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], *, calibrate: bool = True) -> Hardware:
+def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], *,
+                        cpu: Callable[[], Hardware | None] = cached_cpu_hardware) -> Hardware:
     """The Hardware a profile ran on.
 
     **Arguments:**
     - `platform`: "tpu", "gpu" or "cpu" as the profile reader decided.
     - `device_stats`: plane name -> {stat name: value}, as in `HostProfile.device_stats`.
-    - `calibrate`: for CPU, measure this machine when no cached calibration exists.
+    - `cpu`: for CPU, this machine's Hardware: by default its calibration record, if it has one; a
+      caller that may measure passes the function that does.
 
     **Returns:** a Hardware whose `source` is "trace" when any number came from the trace.
     """
@@ -87,7 +97,7 @@ def hardware_from_trace(platform: str, device_stats: dict[str, dict[str, Any]], 
     if kind == "gpu":
         return _gpu(stats)
     if kind == "cpu":
-        return _cpu(calibrate)
+        return _cpu(cpu)
     return _unknown("accelerator", "unknown", (f"platform {platform!r} not recognised and no device "
                                                "plane says what it is",))
 
@@ -110,15 +120,6 @@ def _guess_platform(planes: list[tuple[str, dict[str, Any]]]) -> str:
         if "GPU" in name or "core_count" in stats:
             return "gpu"
     return ""
-
-
-def _num(stats: dict[str, Any], key: str) -> float | None:
-    """A stat as a positive finite number, or None when absent or unusable."""
-    try:
-        value = float(stats[key])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) and value > 0 else None
 
 
 def _trace(value: float, unit: str, note: str) -> Quantity:
@@ -146,7 +147,7 @@ def _tpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
         what = f"TPU type {type_string!r}" if type_string else "TPU type (no device_type_string)"
         hw = _unknown("tpu", "Google", (f"{what} is not in the catalog",))
     else:
-        hw = _per_device(_chip(name))
+        hw = replace(_per_device(_chip(name)), identified_by=f"device_type_string {type_string!r} (device plane {plane})")
     hw = _tpu_trace_overrides(hw, stats, plane)
     return replace(hw, notes=hw.notes + _mixed_note(planes, ("device_type_string",)))
 
@@ -188,10 +189,10 @@ def _tpu_trace_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Har
     peaks, bandwidth = dict(hw.peak_flops), hw.hbm_bytes_per_s
     if tflops is not None:
         peaks["bf16"] = _trace(tflops * 1e12 * cores, "FLOP/s",
-                               f"{plane}: peak_teraflops_per_second = {tflops:g}{per_core}")
+                               f"{plane}: peak_teraflops_per_second = {qty.count(tflops)}{per_core}")
     if hbm_gbs is not None:
         bandwidth = _trace(hbm_gbs * 1e9 * cores, "B/s",
-                           f"{plane}: peak_hbm_bw_gigabytes_per_second = {hbm_gbs:g}{per_core}")
+                           f"{plane}: peak_hbm_bw_gigabytes_per_second = {qty.count(hbm_gbs)}{per_core}")
     stated = " and ".join(n for n, v in (("peak bf16 FLOP/s", tflops), ("HBM bandwidth", hbm_gbs)) if v)
     note = f"{stated} from the trace's {plane} stats, over the catalog"
     if cores > 1:
@@ -216,62 +217,19 @@ def _chip(name: str) -> Hardware:
 
 def _gpu(planes: list[tuple[str, dict[str, Any]]]) -> Hardware:
     plane, stats = planes[0] if planes else ("", {})
+    where, said = _provenance(plane, stats)
     vendor = _gpu_vendor(stats)
     name, how = _gpu_match(stats, vendor)
     if name is None:
-        hw = _derived_gpu(stats, vendor, plane)
+        hw = _derived_gpu(stats, vendor, where, said)
     else:
         chip = _chip(name)
-        hw = replace(chip, notes=chip.notes + (f"identified as {name} by {how}",))
-        hw = _check_peak(hw, stats, vendor, plane)
-    hw = _gpu_memory_overrides(hw, stats, plane)
+        hw = replace(chip, notes=chip.notes + (f"identified as {name} by {how} ({where})",),
+                     identified_by=f"{how} ({said})")
+        hw = _check_peak(hw, stats, vendor, where)
+    hw = _gpu_memory_overrides(hw, stats, where)
     keys = ("clock_rate", "core_count", "compute_cap_major", "compute_cap_minor", "memory_size")
     return replace(hw, notes=hw.notes + _mixed_note(planes, keys))
-
-
-def _gpu_vendor(stats: dict[str, Any]) -> str:
-    vendor = str(stats.get("device_vendor", "")).strip().lower()
-    if "amd" in vendor or "advanced micro" in vendor:
-        return "amd"
-    # CUDA traces from older profilers carry no vendor stat.
-    return "nvidia" if not vendor or "nvidia" in vendor else vendor
-
-
-def _capability(stats: dict[str, Any]) -> tuple[int, int] | None:
-    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
-    if major is None:
-        return None
-    try:
-        return int(major), int(minor or 0)
-    except (TypeError, ValueError, OverflowError):  # missing, malformed or infinite
-        return None
-
-
-def _gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
-    """The catalog GPU a plane names, else the one its fingerprint (and HBM size) matches."""
-    known = chips()
-    fragments = sorted(((f, hw.name) for hw in known if hw.kind == "gpu"
-                        for f in hw.detection.trace_names), key=lambda item: -len(item[0]))
-    for key in _GPU_NAME_STATS:
-        label = re.sub(r"[\s_-]+", "", str(stats.get(key, "")).lower())
-        for fragment, name in fragments:
-            if label and fragment in label:
-                return name, f"{key} {stats[key]!r}"
-    cap, cores = _capability(stats), _num(stats, "core_count")
-    if cap is None or cores is None:
-        return None, ""
-    print_ = (vendor, cap[0], cap[1], int(cores))
-    candidates = [hw for hw in known if print_ in hw.detection.fingerprints]
-    if not candidates:
-        return None, ""
-    memory = _num(stats, "memory_size")
-    if memory is not None:
-        candidates.sort(key=lambda hw: abs((hw.hbm_bytes.value if hw.hbm_bytes else 0.0) - memory))
-    unit = "CUs" if vendor == "amd" else "SMs"
-    how = f"vendor {vendor}, compute capability {cap[0]}.{cap[1]}, {int(cores)} {unit}"
-    if len(candidates) > 1 and memory is not None:
-        how += f", {memory / 1e9:.0f} GB of memory"
-    return candidates[0].name, how
 
 
 def _clock_peak(stats: dict[str, Any], vendor: str, chip: Hardware | None = None) -> tuple[float, str] | None:
@@ -284,8 +242,8 @@ def _clock_peak(stats: dict[str, Any], vendor: str, chip: Hardware | None = None
     if rate is None or cores is None or khz is None:
         return None
     per_clock, basis = rate
-    how = (f"clock_rate {khz / 1e6:g} GHz x core_count {int(cores)} x {per_clock:.4g} bf16 FLOPs per unit "
-           f"per clock ({basis})")
+    how = (f"clock_rate {qty.si(khz * 1e3, 'Hz')} x core_count {qty.count(cores)} x {qty.number(per_clock)} bf16 "
+           f"FLOPs per unit per clock ({basis})")
     return khz * 1e3 * cores * per_clock, how
 
 
@@ -296,17 +254,18 @@ def _check_peak(hw: Hardware, stats: dict[str, Any], vendor: str, plane: str) ->
     value, how = derived
     datasheet = hw.peak_flops["bf16"].value
     ratio = value / datasheet
-    verdict = "agrees with" if abs(ratio - 1) < 0.05 else f"is {ratio:.2f}x"
-    note = f"{plane}: {how} = {value:.4g} FLOP/s {verdict} the datasheet bf16 peak; the datasheet is used"
+    verdict = "agrees with" if abs(ratio - 1) < 0.05 else f"is {qty.ratio(ratio)}"
+    note = f"{plane}: {how} = {qty.flops_per_s(value)} {verdict} the datasheet bf16 peak; the datasheet is used"
     return replace(hw, notes=hw.notes + (note,))
 
 
-def _derived_gpu(stats: dict[str, Any], vendor: str, plane: str) -> Hardware:
+def _derived_gpu(stats: dict[str, Any], vendor: str, plane: str, said: str) -> Hardware:
     cap = _capability(stats)
     label = f"{vendor} GPU" + (f" with compute capability {cap[0]}.{cap[1]}" if cap else "")
     derived = _clock_peak(stats, vendor)
     if derived is None:
-        return _unknown("gpu", vendor, (f"{label} is not in the catalog and its peak FLOP/s cannot be "
+        stated = f" ({said})" if stats else ""
+        return _unknown("gpu", vendor, (f"{label}{stated} is not in the catalog and its peak FLOP/s cannot be "
                                         "derived from the trace",))
     value, how = derived
     peaks = {"bf16": _trace(value, "FLOP/s", f"{plane}: derived: {how}")}
@@ -314,6 +273,7 @@ def _derived_gpu(stats: dict[str, Any], vendor: str, plane: str) -> Hardware:
     return Hardware(name=name, kind="gpu", vendor=vendor, peak_flops=peaks,
                     hbm_bytes_per_s=_nan_quantity("B/s", "memory_bandwidth not in the trace"),
                     interconnect=Interconnect(kind="none"), source="trace",
+                    identified_by=f"compute capability, clock and SM/CU count ({said})",
                     notes=(f"{label} is not in the catalog: peak derived from the trace's clock and core "
                            "count; other dtypes fall back to the bf16 rate, interconnect unknown",))
 
@@ -327,10 +287,11 @@ def _gpu_memory_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Ha
     if bandwidth is not None:
         old = hw.hbm_bytes_per_s
         ratio = bandwidth / old.value if old.source == "catalog" and math.isfinite(old.value) else 1.0
-        stated = f"trace memory_bandwidth {bandwidth:.4g} B/s is {ratio:.2f}x the datasheet's {old.value:.4g} B/s"
+        stated = (f"trace memory_bandwidth {qty.bytes_per_s(bandwidth)} is {qty.ratio(ratio)} the datasheet's "
+                  f"{qty.bytes_per_s(old.value)}")
         if ratio < _BW_IMPLAUSIBLE:
             changes["hbm_bytes_per_s"] = replace(old, note=f"{old.note}; above the trace's memory_bandwidth "
-                                                 f"{bandwidth:.4g} B/s ({plane}), which real kernels exceed")
+                                                 f"{qty.bytes_per_s(bandwidth)} ({plane}), which real kernels exceed")
             notes.append(f"{stated}, too low to be a ceiling (counted at 2 transfers per memory clock; "
                          "real kernels exceed it): ops are judged against the higher datasheet figure")
         else:
@@ -348,16 +309,14 @@ def _scaled_memory(ach: Achievable, ratio: float, why: str) -> Achievable:
     """Achievable streaming bandwidth for a part whose HBM differs from the catalog entry's (an
     A100 40GB detected as the 80GB entry): the measured figure at the same fraction of the peak."""
     q = ach.memory_bytes_per_s
-    note = f"estimate: {q.note}, scaled by {ratio:.2f} ({why}): the same fraction of this part's peak"
+    note = f"estimate: {q.note}, scaled by {qty.ratio(ratio)} ({why}): the same fraction of this part's peak"
     return replace(ach, memory_bytes_per_s=Quantity(q.value * ratio, q.unit, q.source, note, "estimate"))
 
 
 # --- CPU and unknown -------------------------------------------------------------------------
 
-def _cpu(calibrate: bool) -> Hardware:
-    from .calibrate import cached_cpu_hardware, cpu_hardware
-
-    hw = cpu_hardware() if calibrate else cached_cpu_hardware()
+def _cpu(cpu: Callable[[], Hardware | None]) -> Hardware:
+    hw = cpu()
     if hw is not None:
         return hw
     return _unknown("cpu", "unknown", ("CPU not calibrated (calibration was turned off and no cached "
@@ -374,3 +333,31 @@ def _unknown(kind: str, vendor: str, notes: tuple[str, ...]) -> Hardware:
                     vendor=vendor, peak_flops={"bf16": _nan_quantity("FLOP/s", "device not recognised")},
                     hbm_bytes_per_s=_nan_quantity("B/s", "device not recognised"),
                     interconnect=Interconnect(kind="none"), notes=notes)
+
+
+def priceable(hw: Hardware) -> bool:
+    """Whether `hw` states the two ceilings every op is priced on: a bf16 peak and a main-memory bandwidth."""
+    peak = hw.peak_flops.get("bf16") or next(iter(hw.peak_flops.values()), None)
+    return peak is not None and math.isfinite(peak.value) and math.isfinite(hw.hbm_bytes_per_s.value)
+
+
+def device_facts(device_stats: dict[str, dict[str, Any]] | Any) -> tuple[str, str, tuple[int, int] | None]:
+    """(what the first device plane states that could identify a chip, in words; its GPU vendor,
+    "nvidia" or "amd" or ""; its compute capability or gfx version), for a message when the chip
+    is not identified."""
+    planes = _device_planes(dict(device_stats or {}))
+    if not planes:
+        return "", "", None
+    plane, stats = planes[0]
+    _, said = _provenance(plane, stats)
+    cap = _capability(stats)
+    vendor = _gpu_vendor(stats) if "device_vendor" in stats or cap else ""
+    parts = [f"{stats[k]!r}" for k in _GPU_NAME_STATS if str(stats.get(k, "")).strip()]
+    if cap is not None:
+        parts.append(f"{'gfx target' if vendor == 'amd' else 'compute capability'} {cap[0]}.{cap[1]}")
+    if (cores := _num(stats, "core_count")) is not None:
+        parts.append(f"{int(cores)} {'CUs' if vendor == 'amd' else 'SMs'}")
+    if not parts:
+        return "", vendor if vendor in ("nvidia", "amd") else "", cap
+    return (f"all it carries is {', '.join(parts)}, from {said}, which does not tell which chip it is",
+            vendor if vendor in ("nvidia", "amd") else "", cap)

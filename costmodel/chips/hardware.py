@@ -245,6 +245,8 @@ class Hardware:
     caches: tuple[MemoryLevel, ...] = ()
     # What good kernels reach on this chip (None: no figures, ops are judged on the roofline alone).
     achievable: Achievable | None = None
+    # What in the input identified the chip, in words ("" when the user named it or nothing did).
+    identified_by: str = ""
 
     @property
     def main_memory(self) -> str:
@@ -313,6 +315,8 @@ class Hardware:
             "topology": list(self.topology),
             "notes": list(self.notes),
         }
+        if self.identified_by:
+            out["identified_by"] = self.identified_by
         onchip = self.onchip_capacity()
         if onchip is not None:
             out["onchip_bytes"] = onchip.value

@@ -6,7 +6,7 @@ tables (`[[caches]]`). Every number is a table `{ value, unit, kind, source }`: 
 `datasheet`, `measured` or `estimate`, `source` says where the figure comes from; a figure that is
 a ratio of another is written `{ ratio, of, ... }` and computed on reading (`derived`). Reading and
 writing walk the dataclass types, so a field added to `Hardware` (or to a dataclass it holds)
-is read and written with no change here. The README section "Hardware files" has an example.
+is read and written with no change here. docs/hardware.md has an example.
 
 `topology` and `source` are not in a file: the topology is named with `--hardware FILE:TOPOLOGY`,
 and the provenance is where the file lives (`catalog` for the package's own, `user` otherwise).
@@ -32,7 +32,8 @@ from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 
 FORMAT = 1
 KINDS = ("datasheet", "measured", "estimate")
-_NOT_IN_FILES = frozenset({"topology", "source"})  # named on the command line, or set by where the file lives
+# Named on the command line, set by where the file lives, or by what identified the chip in a profile.
+_NOT_IN_FILES = frozenset({"topology", "source", "identified_by"})
 _QUANTITY_KEYS = ("value", "unit", "kind", "source")
 H = typing.TypeVar("H", bound=Hardware)
 

@@ -104,7 +104,7 @@ def _resolve(key: str, known: dict[str, Any]) -> str:
         return path
     choices = list(known) + list(FRIENDLY)
     close = difflib.get_close_matches(key, choices, n=4, cutoff=0.5)
-    hint = f"close keys: {', '.join(close)}" if close else "see the README section 'Hardware files' for the keys"
+    hint = f"close keys: {', '.join(close)}" if close else "see docs/hardware.md for the keys"
     raise UsageError(f"--set {key}: no such hardware figure", hint=hint)
 
 

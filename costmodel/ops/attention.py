@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ...parsers.hlo_model import Instruction, Shape
 from ..attention import describe, exponentials, flops
-from ..records import AttentionProblem, OpCost
+from ..costs import AttentionProblem, OpCost
 from .base import CostContext, backend_json, cost, nbytes
 from .te_config import te_problem
 

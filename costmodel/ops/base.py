@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
 from .layout import host_bytes, on_chip_bytes, shape_bytes
-from ..records import OpCost, Origin
+from ..costs import OpCost, Origin
 
 Handler = Callable[[Instruction, "CostContext"], OpCost]
 
@@ -59,24 +59,9 @@ class CostContext:
         if found is not None:
             return found
         hit = self.module.find(name)
-        if hit is not None:
-            return hit[1]
-        element = self._tuple_element(name)
-        if element is None:
+        if hit is None:
             raise KeyError(f"operand {name} not found in module {self.module.name}")
-        return element
-
-    def _tuple_element(self, name: str) -> Instruction | None:
-        """`%op#N`, how recent XLA prints element N of a tuple-shaped op without a get-tuple-element."""
-        producer, _, index = name.rpartition("#")
-        if not producer or not index.isdigit():
-            return None
-        found = self.instruction(producer)
-        leaves = found.shape.tuple_shapes if found.shape.is_tuple else ()
-        if int(index) >= len(leaves):
-            return None
-        return replace(found, name=name, opcode="get-tuple-element", shape=leaves[int(index)], operands=(producer,),
-                       called=())
+        return hit[1]
 
     def operands(self, instr: Instruction) -> list[Instruction]:
         return [self.instruction(name) for name in instr.operands]

@@ -17,7 +17,7 @@ from ...parsers.hlo_opcodes import ARITHMETIC, TRANSCENDENTAL
 from .base import (CostContext, computation_flops, first_dtype, handles, io_cost,
                           unknown_cost, unmodeled_opcode)
 from .window import conv_valid_positions, window_of
-from ..records import OpCost
+from ..costs import OpCost
 
 @handles(*TRANSCENDENTAL)
 def transcendental(instr: Instruction, ctx: CostContext) -> OpCost:

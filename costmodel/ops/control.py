@@ -13,7 +13,7 @@ from ...parsers.hlo_model import Computation, Instruction
 from .base import (CostContext, cost_instruction, first_dtype, handles,
                           unknown_cost, unmodeled_opcode, zero_cost)
 from .loops import trip_count
-from ..records import OpCost
+from ..costs import OpCost
 
 @handles("while")
 def while_(instr: Instruction, ctx: CostContext) -> OpCost:

@@ -21,7 +21,7 @@ from .attention import (CUDNN_PREFIX, cudnn_attention_cost, is_te_attention, pal
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
                           zero_cost)
 from .compute import convolution_flops, convolution_problem, dot_flops, gemm_problem
-from ..records import OpCost
+from ..costs import OpCost
 
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__rocblas$gemm",
                 "__hipblas$lt$matmul")
@@ -30,7 +30,10 @@ CONV_PREFIX = "__cudnn$conv"
 ANNOTATIONS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer", "Noop",
                "PrepareAsyncCallStart", "PrepareAsyncCallDone", "AssumeGatherIndicesInBound",
                "annotate_device_placement", "InspectSharding", "LayoutConstraint", "X64Combine",
-               "X64SplitLow", "X64SplitHigh")
+               "X64SplitLow", "X64SplitHigh",
+               # Memory space assignment's sliced prefetch lands its slices side by side; this names them as
+               # one buffer (XLA's kConcatBitcastCustomCall).
+               "ConcatBitcast")
 
 
 def _ints(values: object) -> tuple[int, ...]:

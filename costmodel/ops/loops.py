@@ -83,18 +83,21 @@ def _bound(cond: Computation) -> tuple[int, int] | None:
     return (index, bound) if index is not None and bound is not None else None
 
 
-def _increments_by_one(body: Computation, index: int) -> bool:
+def _step(body: Computation, index: int) -> int | None:
+    """The constant the body adds to the counter each iteration (XLA's windowed einsum loops, unrolled
+    twice, add 2), or None when the update is not `counter + C` with C > 0."""
     root = body.root_instruction
     if root.opcode != "tuple" or index >= len(root.operands):
-        return False
+        return None
     step = body.get(root.operands[index])
     if step is None or step.opcode != "add" or len(step.operands) != 2:
-        return False
+        return None
     a, b = (body.get(n) for n in step.operands)
-    for counter, one in ((a, b), (b, a)):
-        if _tuple_index(counter) == index and _int_constant(one, body) == 1:
-            return True
-    return False
+    for counter, constant in ((a, b), (b, a)):
+        by = _int_constant(constant, body)
+        if _tuple_index(counter) == index and by is not None and by > 0:
+            return by
+    return None
 
 
 def _initial_value(module: Module, loop: Instruction, index: int) -> int | None:
@@ -109,14 +112,15 @@ def _initial_value(module: Module, loop: Instruction, index: int) -> int | None:
 
 def inferred_trip_count(module: Module, loop: Instruction, body: Computation | None,
                         cond: Computation | None) -> int | None:
-    """The trip count of a canonical counted loop (`for i in range(c0, C)`), else None."""
+    """The trip count of a canonical counted loop (`for i in range(c0, C, step)`), else None."""
     if body is None or cond is None:
         return None
     bound = _bound(cond)
-    if bound is None or not _increments_by_one(body, bound[0]):
+    step = _step(body, bound[0]) if bound is not None else None
+    if bound is None or step is None:
         return None
     start = _initial_value(module, loop, bound[0])
-    return None if start is None else max(0, bound[1] - start)
+    return None if start is None else max(0, -(-(bound[1] - start) // step))
 
 
 def while_parts(module: Module, loop: Instruction) -> tuple[Computation | None, Computation | None]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from ...parsers.hlo_model import Instruction
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, io_cost,
                           nbytes, on_chip_note, unknown_cost, unmodeled_opcode, with_host_bytes, zero_cost)
-from ..records import OpCost
+from ..costs import OpCost
+from .layout import HBM_MEMORY_SPACE, leaf_bytes
 
 _METADATA = {
     "parameter": "parameter: names an input buffer, no work",
@@ -107,6 +108,17 @@ def copy_start(instr: Instruction, ctx: CostContext) -> OpCost:
     out = cost(0, nbytes(source), nbytes(dest), dtype=first_dtype(dest),
                notes=on_chip_note([source, dest]) + ("asynchronous copy; copy-done completes it",))
     return with_host_bytes(out, [source, dest])
+
+
+@handles("slice-start")
+def slice_start(instr: Instruction, ctx: CostContext) -> OpCost:
+    # Shape is ((source,), slice, context), as TPU XLA writes an asynchronous slice (into VMEM, S(1),
+    # to feed a windowed matmul): the slice is read where the source lies and written to its own space.
+    dest = instr.shape.tuple_shapes[1] if instr.shape.is_tuple and len(instr.shape.tuple_shapes) > 1 else instr.shape
+    source = ctx.operand_shapes(instr)[0] if instr.operands else dest
+    read = leaf_bytes(dest) if source.memory_space == HBM_MEMORY_SPACE else 0
+    return cost(0, read, nbytes(dest), dtype=first_dtype(dest),
+                notes=on_chip_note([dest]) + ("asynchronous slice: reads only the slice; slice-done completes it",))
 
 
 @handles("infeed")

@@ -25,7 +25,7 @@ from ...parsers.hlo_model import Computation, Instruction, Module
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
 from .loops import trip_count, while_parts
-from ..records import OpCost
+from ..costs import OpCost
 
 __all__ = ["HANDLERS", "UNMODELED", "cost_module", "module_totals", "unmodeled_ops", "device_count",
            "unknown_trip_loops"]

@@ -17,7 +17,7 @@ import math
 import re
 
 from ...parsers.hlo_model import Instruction, Shape
-from ..records import AttentionProblem
+from ..costs import AttentionProblem
 from .base import CostContext
 
 # NVTE_QKV_Layout, by value.

@@ -37,7 +37,7 @@ class Parallel:
 
 
 @dataclass
-class Verdict:
+class StrategyVerdict:
     """One strategy at this batch: its degrees, ratio, critical per-chip batch and bound."""
 
     strategy: str
@@ -67,18 +67,18 @@ def dcn_ratio(p: Parallel) -> float | None:
     return p.batch_per_pod / p.dcn_alpha
 
 
-def data_parallel(p: Parallel, strategy: str = "dp") -> Verdict:
+def data_parallel(p: Parallel, strategy: str = "dp") -> StrategyVerdict:
     """DP and FSDP: compute-bound when B/X > alpha / n (book ch. 5.1.1-5.1.2)."""
     critical = p.alpha / p.axes
     ratio = (p.batch_per_pod / p.chips_per_pod) / critical
-    return Verdict(strategy, {strategy: p.chips_per_pod, "tp": 1, "pods": p.pods}, ratio, dcn_ratio(p), critical)
+    return StrategyVerdict(strategy, {strategy: p.chips_per_pod, "tp": 1, "pods": p.pods}, ratio, dcn_ratio(p), critical)
 
 
-def tensor_parallel(p: Parallel) -> Verdict:
+def tensor_parallel(p: Parallel) -> StrategyVerdict:
     """TP over Y = N chips: compute-bound when Y < n * F / alpha, whatever the batch (ch. 5.1.3)."""
     max_y = p.axes * p.d_ff / p.alpha
     ratio = max_y / p.chips_per_pod
-    verdict = Verdict("tp", {"fsdp": 1, "tp": p.chips_per_pod, "pods": p.pods}, ratio, dcn_ratio(p), None,
+    verdict = StrategyVerdict("tp", {"fsdp": 1, "tp": p.chips_per_pod, "pods": p.pods}, ratio, dcn_ratio(p), None,
                       max_tp_degree=max_y, notes=["critical batch does not exist: TP comms scale with the batch"])
     if not p.tp_ok(p.chips_per_pod):
         verdict.feasible = False
@@ -119,7 +119,7 @@ def compute_bound_x_range(p: Parallel) -> tuple[float, float] | None:
     return ((-bq - root) / (2 * a), (-bq + root) / (2 * a))
 
 
-def mixed(p: Parallel) -> Verdict:
+def mixed(p: Parallel) -> StrategyVerdict:
     """FSDP x TP with the divisor of N closest in comms to X_opt (book ch. 5.1.4)."""
     mx, my = mixed_axes(p.axes)
     # X = N is plain FSDP (listed on its own), so the mix keeps at least 2-way TP.
@@ -128,7 +128,7 @@ def mixed(p: Parallel) -> Verdict:
     feasible = bool(candidates)
     best_x = min(candidates or [p.chips_per_pod], key=lambda x: mixed_comms_over_math(x, p))
     critical = 4 * p.alpha ** 2 / (mx * my * p.d_ff)
-    verdict = Verdict("fsdp+tp", {"fsdp": best_x, "tp": p.chips_per_pod // best_x, "pods": p.pods},
+    verdict = StrategyVerdict("fsdp+tp", {"fsdp": best_x, "tp": p.chips_per_pod // best_x, "pods": p.pods},
                       1.0 / mixed_comms_over_math(best_x, p), dcn_ratio(p), critical,
                       max_tp_degree=p.axes * p.d_ff / p.alpha, x_opt=x_opt(p), x_range=compute_bound_x_range(p))
     if p.axes == 1:
@@ -141,5 +141,5 @@ def mixed(p: Parallel) -> Verdict:
     return verdict
 
 
-def all_strategies(p: Parallel) -> list[Verdict]:
+def all_strategies(p: Parallel) -> list[StrategyVerdict]:
     return [data_parallel(p, "dp"), data_parallel(p, "fsdp"), mixed(p), tensor_parallel(p)]

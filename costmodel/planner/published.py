@@ -82,7 +82,7 @@ def validate(run: PublishedRun) -> dict[str, Any]:
     setup = run.setup()
     spec: RunSpec = setup.run_spec()
     published = evaluate_layout(cfg, spec, hw, parse_layout(run.layout, run.chips))
-    found = search(cfg, spec, hw, top=3)
+    found = search(cfg, spec, hw)
     peak = hw.peak("bf16").value
     model_flops = published.get("model_flops_per_step")
     at_mfu = None if run.mfu is None or model_flops is None else model_flops / (run.chips * peak * run.mfu)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...options import DEFAULTS
 from ..chips.hardware import Hardware
 from ..units import nbytes, seconds
 from .hierarchy import fast_domain
@@ -72,7 +73,7 @@ def _simplicity(result: dict[str, Any]) -> tuple[int, int, int]:
     return (axes, lay["zero"], 0 if lay["schedule"] in ("1f1b", "none") else 1)
 
 
-def search(cfg: ModelConfig, run: RunSpec, hw: Hardware, top: int = 5) -> dict[str, Any]:
+def search(cfg: ModelConfig, run: RunSpec, hw: Hardware, top: int = DEFAULTS.plan_top) -> dict[str, Any]:
     """The `top` fastest fitting layouts, the best that does not fit, and why the winner wins."""
     results = [evaluate_layout(cfg, run, hw, lay) for lay in candidate_layouts(cfg, run, hw)]
     valid = [r for r in results if r["valid"]]

@@ -2,7 +2,13 @@
 
 Decode step (book ch. 7.1.5, eq. 4): attention always reads the whole KV cache from HBM;
 the matmuls take the longer of reading the weights and doing 2 FLOPs per parameter per
-token. Everything is spread evenly over the slice's chips (model parallelism).
+token. Everything is spread evenly over the slice's chips (model parallelism); a layout's own
+step is `serve_layout`'s.
+
+Disaggregated serving (book ch. 7): prefill is compute-bound and decode memory-bound, so they
+run on separate servers; prefill servers are sized by prompt tokens per second at an MFU,
+decode servers by tokens per second at the batch that fits; each prompt's KV cache moves
+from one to the other over the scale-out network.
 """
 
 from __future__ import annotations
@@ -10,37 +16,19 @@ from __future__ import annotations
 from typing import Any
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from ...errors import InputError
 from ..chips.hardware import LINK_NAMES, Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
 from .degrees import tp_degrees
 from .layout import Layout
+from .serve_layout import search_serve, serve_layout
+from .serve_setup import ServeSetup as ServeSetup
 from .transformer import (ModelConfig, dtype_bytes, kv_bytes_per_token, matmul_params, param_breakdown,
                           params_read_per_step)
 
 TABLE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-@dataclass(frozen=True)
-class ServeSetup:
-    """Decode `batch` sequences of `context` tokens on `chips` chips; prefill `prefill_tokens`."""
-
-    batch: int
-    context: int
-    chips: int
-    param_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    compute_dtype: str = "bf16"
-    prefill_tokens: int = 0
-    mfu: float = 0.4
-
-    def __post_init__(self) -> None:
-        if self.batch <= 0 or self.context <= 0 or self.chips <= 0 or self.prefill_tokens < 0:
-            raise InputError("batch, context and chips must be positive")
-        if not 0 < self.mfu <= 1:
-            raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
 
 
 def memory(cfg: ModelConfig, s: ServeSetup) -> dict[str, float]:
@@ -161,8 +149,6 @@ def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout | N
     `layout`: also evaluate this TP/PP/DP/EP layout; `requests_per_s`: also size prefill and
     decode servers for that traffic of `output_tokens` generated tokens per request.
     """
-    from .serve_layout import disaggregated, search_serve, serve_layout
-
     chips = chip_numbers(hw, s.compute_dtype)
     mem = memory(cfg, s)
     hbm = require_hbm(chips)
@@ -172,17 +158,50 @@ def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout | N
         extra["layout_search"] = search_serve(cfg, s, hw)
     if layout is not None:
         extra["layout"] = serve_layout(cfg, s, hw, layout)
-        if extra["layout"]["valid"]:
-            decode = extra["layout"]["decode"]
     if requests_per_s is not None:
         if not s.prefill_tokens or output_tokens <= 0:
             raise InputError("sizing prefill and decode servers needs --prefill-tokens and --output-tokens")
-        extra["disaggregated"] = disaggregated(cfg, s, hw, decode, requests_per_s, output_tokens)
+        extra["disaggregated"] = disaggregated(cfg, s, hw, _sizing_decode(decode, extra.get("layout")),
+                                               requests_per_s, output_tokens)
     return {**extra,
         "model": cfg.to_json(), "setup": asdict(s), "hardware": chips.to_json(),
         "memory_bytes": mem, "hbm_bytes": hbm * s.chips, "fits": mem["total"] <= hbm * s.chips,
         "max_batch": max_batch(cfg, s, chips), "smallest_slice": smallest_slice(mem["total"], chips),
         "kv_bytes_per_token": kv_bytes_per_token(cfg, s.kv_dtype),
-        "decode": decode_step(cfg, s, chips), "model_parallel": model_parallel_limit(cfg, s, chips),
+        "decode": decode, "model_parallel": model_parallel_limit(cfg, s, chips),
         "prefill": prefill(cfg, s, chips), "latency_table": latency_table(cfg, s, chips),
     }
+
+
+def _sizing_decode(even: dict[str, Any], layout: dict[str, Any] | None) -> dict[str, Any]:
+    """The decode step that sizes the decode servers: the layout's when it is valid (what would be
+    deployed), else the book's even spread over the chips, each saying which it is."""
+    if layout is not None and layout["valid"]:
+        return {**layout["decode"], "on": f"layout {layout['layout']['label']}"}
+    why = f"; layout {layout['layout']['label']} is not valid" if layout is not None else ""
+    return {**even, "on": f"even spread over the chips{why}"}
+
+
+def disaggregated(cfg: ModelConfig, s: ServeSetup, hw: Hardware, decode: dict[str, Any], requests_per_s: float,
+                  output_tokens: int) -> dict[str, Any]:
+    """Prefill and decode servers (each of `s.chips` chips) for `requests_per_s` requests of
+    `s.prefill_tokens` prompt tokens and `output_tokens` generated tokens, decoding at `decode`'s step
+    (its `on` says which layout that step is of)."""
+    chips = chip_numbers(hw, s.compute_dtype)
+    pre = prefill(cfg, s, chips)
+    prefill_rps = 1.0 / pre["time_s"] if pre else math.inf
+    decode_rps = decode["tokens_per_s"] / output_tokens
+    n_prefill = math.ceil(requests_per_s / prefill_rps - 1e-9) if pre else 0
+    n_decode = math.ceil(requests_per_s / decode_rps - 1e-9)
+    kv_bytes = s.prefill_tokens * 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * dtype_bytes(s.kv_dtype)
+    link = hw.interconnect.dcn_bytes_per_s
+    transfer = None if link is None else kv_bytes / (link.value * s.chips)
+    return {"requests_per_s": requests_per_s, "prompt_tokens": s.prefill_tokens, "output_tokens": output_tokens,
+            "chips_per_server": s.chips, "prefill_requests_per_s_per_server": prefill_rps,
+            "decode_requests_per_s_per_server": decode_rps, "prefill_servers": n_prefill,
+            "decode_servers": n_decode, "total_chips": (n_prefill + n_decode) * s.chips,
+            "decode_per_prefill": (n_decode / n_prefill) if n_prefill else None,
+            "kv_transfer_bytes_per_request": kv_bytes, "kv_transfer_s": transfer,
+            "decode_step_s": decode["step_s"], "decode_on": decode["on"],
+            "note": (f"prefill at {100 * s.mfu:.0f}% MFU ({pre['time_s']:.3g} s per prompt); " if pre else "")
+            + f"decode ({decode['on']}) at batch {s.batch}: {decode['tokens_per_s']:.3g} tokens/s per server"}

@@ -1,4 +1,4 @@
-"""Serving a large model on a layout, and how many prefill and decode servers a traffic needs.
+"""Serving a large model on a layout: its memory per chip and decode step, and the search over layouts.
 
 A serving layout uses the training one's axes: TP splits heads and MLP columns (KV heads
 replicated when fewer), PP splits layers, DP ranks each decode their share of the batch with
@@ -9,11 +9,6 @@ Per stage and microbatch: weights read (an MoE reads only the experts its tokens
 plus the KV cache, against 2 FLOPs per active parameter per token (book ch. 7, eq. 4), then
 TP's two all-reduces of [B, D] per layer and EP's dispatch and combine per MoE layer, priced
 on the network levels they span.
-
-Disaggregated serving (book ch. 7): prefill is compute-bound and decode memory-bound, so they
-run on separate servers; prefill servers are sized by prompt tokens per second at an MFU,
-decode servers by tokens per second at the batch that fits; each prompt's KV cache moves
-from one to the other over the scale-out network.
 """
 
 from __future__ import annotations
@@ -21,13 +16,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...options import DEFAULTS
 from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout
 from .layout_memory import kv_heads_per_chip, stage_params
 from .layout_step import divisors, network_for
-from .serve import ServeSetup, prefill
-from .chip_numbers import chip_numbers
+from .serve_setup import ServeSetup
 from .transformer import ModelConfig, dtype_bytes, matmul_params
 
 
@@ -119,32 +114,9 @@ def serve_candidates(cfg: ModelConfig, s: ServeSetup) -> list[Layout]:
     return out
 
 
-def search_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, top: int = 5) -> dict[str, Any]:
+def search_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, top: int = DEFAULTS.plan_top) -> dict[str, Any]:
     """Serving layouts that fit, fastest decode step first (the most tokens/s at this batch)."""
     results = [serve_layout(cfg, s, hw, lay) for lay in serve_candidates(cfg, s)]
     fitting = sorted((r for r in results if r["valid"] and r["fits"]), key=lambda r: r["decode"]["step_s"])
     return {"candidates": len(results), "fitting": len(fitting), "layouts": fitting[:top],
             "best": fitting[0] if fitting else None}
-
-
-def disaggregated(cfg: ModelConfig, s: ServeSetup, hw: Hardware, decode: dict[str, Any], requests_per_s: float,
-                  output_tokens: int) -> dict[str, Any]:
-    """Prefill and decode servers (each of `s.chips` chips) for `requests_per_s` requests of
-    `s.prefill_tokens` prompt tokens and `output_tokens` generated tokens."""
-    chips = chip_numbers(hw, s.compute_dtype)
-    pre = prefill(cfg, s, chips)
-    prefill_rps = 1.0 / pre["time_s"] if pre else math.inf
-    decode_rps = decode["tokens_per_s"] / output_tokens
-    n_prefill = math.ceil(requests_per_s / prefill_rps - 1e-9) if pre else 0
-    n_decode = math.ceil(requests_per_s / decode_rps - 1e-9)
-    kv_bytes = s.prefill_tokens * 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * dtype_bytes(s.kv_dtype)
-    link = hw.interconnect.dcn_bytes_per_s
-    transfer = None if link is None else kv_bytes / (link.value * s.chips)
-    return {"requests_per_s": requests_per_s, "prompt_tokens": s.prefill_tokens, "output_tokens": output_tokens,
-            "chips_per_server": s.chips, "prefill_requests_per_s_per_server": prefill_rps,
-            "decode_requests_per_s_per_server": decode_rps, "prefill_servers": n_prefill,
-            "decode_servers": n_decode, "total_chips": (n_prefill + n_decode) * s.chips,
-            "decode_per_prefill": (n_decode / n_prefill) if n_prefill else None,
-            "kv_transfer_bytes_per_request": kv_bytes, "kv_transfer_s": transfer,
-            "note": (f"prefill at {100 * s.mfu:.0f}% MFU ({pre['time_s']:.3g} s per prompt); " if pre else "")
-            + f"decode at batch {s.batch}: {decode['tokens_per_s']:.3g} tokens/s per server"}

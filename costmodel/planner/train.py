@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ...errors import InputError
+from ...options import DEFAULTS
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
 from .degrees import tp_degrees
@@ -15,7 +16,7 @@ from .layout import Layout
 from .layout_memory import TrainBytes
 from .layout_step import RunSpec, evaluate_layout
 from .search import compare, search
-from .parallel import STRATEGIES, Parallel, Verdict, all_strategies
+from .parallel import STRATEGIES, Parallel, StrategyVerdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
 
@@ -105,7 +106,7 @@ def parallel_inputs(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers) -> 
                     tp_allowed=tp.allowed, tp_rule=tp.rule)
 
 
-def _memory_per_chip(v: Verdict, mem: dict[str, float], p: Parallel) -> float:
+def _memory_per_chip(v: StrategyVerdict, mem: dict[str, float], p: Parallel) -> float:
     state = mem["params"] + mem["optimizer"]
     # DP replicates weights and optimizer; the others shard them over the pod.
     weights = state if v.strategy == "dp" else state / p.chips_per_pod
@@ -174,7 +175,7 @@ def with_layouts(recommendation: dict[str, Any], found: dict[str, Any]) -> dict[
 
 
 def plan_train(cfg: ModelConfig, setup: TrainSetup, hw: Hardware, layout: Layout | None = None,
-               top: int = 5, layouts: bool = True) -> dict[str, Any]:
+               top: int = DEFAULTS.plan_top, layouts: bool = True) -> dict[str, Any]:
     """Everything `audit plan train` reports, in SI units (FLOPs, seconds, bytes, tokens).
 
     `layouts`: also search the DP/TP/PP/EP/CP layouts; `layout`: evaluate this one too.

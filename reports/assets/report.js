@@ -141,7 +141,7 @@
     line(tip, "", text(r, "bound_by") + "-bound" + (value(r, "flagged") ? " \u00b7 flagged" : ""));
     line(tip, data.predicted ? "expected" : "measured",
          data.predicted ? field("expected_s") : field("measured_s") + " \u00b7 expected " + field("expected_s") +
-         " \u00b7 roofline " + field("efficiency"));
+         " \u00b7 roofline fraction " + field("efficiency"));
     line(tip, "intensity", field("intensity") + " \u00b7 " + field("flops") + " \u00b7 " + field("bytes"));
     if (!data.predicted && info[det.measured_s_max] !== null)
       line(tip, "slowest device", seconds(info[det.measured_s_max]) + " of " + info[det.devices] + " device(s)");

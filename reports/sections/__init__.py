@@ -10,19 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Report
+from ..model.report import ReportModel
 from ._base import RenderOptions, Section, nothing
-from . import collectives, flagged, matching, ops, plan, pod, target, timeline, verdict, warnings
+from . import (collectives, flagged, interference, matching, ops, plan, pod, programs, target, timeline, verdict,
+               warnings)
 
 __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
 
-REPORT_SECTIONS: Sequence[Section[Report]] = (
+REPORT_SECTIONS: Sequence[Section[ReportModel]] = (
     Section("verdict", "Verdict", verdict.terminal, verdict.markdown, verdict.html),
+    Section("programs", "Programs", programs.terminal, programs.markdown, programs.html,
+            "A capture of several programs, one per step: each program's measured time per execution beside "
+            "what it should take."),
     Section("warnings", "Warnings", warnings.terminal, warnings.markdown, warnings.html),
     Section("flagged", "Flagged ops", flagged.terminal, flagged.markdown, flagged.html,
             "The top offenders by wasted time (measured self time beyond the achievable time), "
             "with the rule that fired."),
+    Section("interference", "Slowed by interference", interference.terminal, interference.markdown,
+            interference.html),
     # The terminal and markdown list the top ops; the page charts every op (and tables them last).
     Section("roofline", "Roofline", ops.terminal, ops.markdown, ops.roofline_html),
     Section("collectives", "Collectives", collectives.terminal, collectives.markdown, collectives.html),

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from ...options import DEFAULTS
+
+if TYPE_CHECKING:
+    from ..model.record import OpRecord
+    from ..model.report import ReportModel
 
 D = TypeVar("D")
 
@@ -13,7 +19,7 @@ D = TypeVar("D")
 class RenderOptions:
     """Choices of the person reading: how many rows the terminal lists, where the HTML report went."""
 
-    top: int = 15
+    top: int = DEFAULTS.top
     html_path: str | None = None
 
 
@@ -36,3 +42,18 @@ class Section(Generic[D]):
     markdown: Callable[[D, RenderOptions], list[str] | None]
     html: Callable[[D, RenderOptions], str | None]
     intro: str = ""
+
+
+def shared_modules(report: ReportModel) -> set[str]:
+    """Module names that several programs of the report carry (a benchmark's `jit__lambda`s): an op
+    is told apart by its program there."""
+    seen: dict[str, set[int]] = {}
+    for o in report.ops:
+        seen.setdefault(o.module, set()).add(o.program_id)
+    return {m for m, pids in seen.items() if len(pids) > 1}
+
+
+def module_label(report: ReportModel) -> Callable[[OpRecord], str]:
+    """An op's module as the text formats name it, with its program where the name is shared."""
+    shared = shared_modules(report)
+    return lambda o: f"{o.module}, program {o.program_id}" if o.module in shared else o.module

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from html import escape
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import CollectiveRow
-from ..model import Report
+from ..model.record import CollectiveRow
+from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
@@ -22,10 +22,15 @@ def _bandwidth(c: CollectiveRow) -> str:
     return text
 
 
+def _kind(c: CollectiveRow) -> str:
+    """The collective, and the fusion computation that carries it when XLA fused it."""
+    return f"{c.kind} (fused: {c.fused})" if c.fused else c.kind
+
+
 # (header, numeric, cell, measured only)
 _COLUMNS: tuple[tuple[str, bool, Callable[[CollectiveRow], str], bool], ...] = (
     ("Collective", False, lambda c: c.name, False),
-    ("Kind", False, lambda c: c.kind, False),
+    ("Kind", False, _kind, False),
     ("Bytes", True, lambda c: qty.nbytes(c.bytes), False),
     ("Group", True, lambda c: qty.count(c.group_size), False),
     ("Axes", False, lambda c: ", ".join(c.axes) or qty.UNKNOWN, False),
@@ -35,29 +40,31 @@ _COLUMNS: tuple[tuple[str, bool, Callable[[CollectiveRow], str], bool], ...] = (
     ("Window compute", True, lambda c: qty.seconds(c.window_compute_s), False),
     ("Measured", True, lambda c: qty.seconds(c.measured_s), True),
     ("Achieved / peak bandwidth", True, _bandwidth, True),
-    ("Overlapped", False, lambda c: qty.format_as(c.overlapped, "bool"), True),
+    # None: the trace cannot bound its window (nsys thunk ranges have no -done event).
+    ("Overlapped", False, lambda c: "unknown" if c.overlapped is None else qty.format_as(c.overlapped, "bool"), True),
 )
 _TEXT = ("Collective", "Kind", "Bytes", "Group", "Expected", "Exposed (schedule)", "Measured",
          "Achieved / peak bandwidth", "Overlapped")
 
 
-def _columns(report: Report, names: tuple[str, ...] | None = None,
+def _columns(report: ReportModel, names: tuple[str, ...] | None = None,
              ) -> list[tuple[str, bool, Callable[[CollectiveRow], str], bool]]:
     return [c for c in _COLUMNS if not (report.predicted and c[3]) and (names is None or c[0] in names)]
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     rows = report.collectives
     if not rows:
         return None
-    lines = [f"{len(rows)} collective(s) per execution, expected [model] and measured [trace]:"]
+    measured = "" if report.predicted else " and measured [trace]"
+    lines = [f"{len(rows)} collective(s) per execution, expected [model]{measured}:"]
     for c in rows[:opts.top]:
         cells = [f"{label} {get(c)}" for label, _, get, _ in _columns(report, _TEXT[2:])]
-        lines.append(f"  {clip(c.name, 40)} ({c.kind}): " + ", ".join(cells))
+        lines.append(f"  {clip(c.name, 40)} ({_kind(c)}): " + ", ".join(cells))
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     rows = report.collectives
     if not rows:
         return None
@@ -67,7 +74,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
         more(MAX_COLLECTIVES, len(rows))
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     rows = report.collectives
     if not rows:
         return None

@@ -5,49 +5,62 @@ from __future__ import annotations
 from html import escape
 
 from ...costmodel import units as qty
-from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.record import OpRecord
+from ..model.report import ReportModel
 from ..text import md_table, md_text, more
-from ._base import RenderOptions
+from ._base import RenderOptions, module_label
+from .judged import judged_any, none_judged
 
 MAX_FLAGGED = 15  # markdown rows; the JSON and HTML have all
 FLAGGED_OPEN = 10  # shown at once in HTML; the rest sit in a collapsed list that printing opens
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     flagged = report.flagged
     if not flagged:
         return None
     lines = [f"{len(flagged)} flagged op(s) (below the threshold of their achievable time, share above "
              "threshold):"]
-    lines += [f"  {o.name} ({o.module}): wasted {qty.seconds(o.wasted_s)} beyond achievable "
+    where = module_label(report)
+    lines += [f"  {o.name} ({where(o)}): wasted {qty.seconds(o.wasted_s)} beyond achievable "
               f"{qty.seconds(o.achievable_s)} (roofline {qty.seconds(o.expected_s)}); " + "; ".join(o.reasons[:2])
               for o in flagged[:opts.top]]
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str]:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     flagged = report.flagged
     if not flagged:
-        return ["### Flagged ops", "", "No op was flagged."]
+        return ["### Flagged ops", "", md_text(_none_flagged(report), 600)]
     predicted = report.predicted
     header = (["#", "Op", "Module"] + ([] if predicted else ["Measured"])
               + ["Expected (roofline)", "Achievable", "Wasted", "Why", "Try"])
-    rows = [[str(n), md_text(o.name), md_text(o.module, 40)]
+    where = module_label(report)
+    rows = [[str(n), md_text(o.name), md_text(where(o), 60)]
             + ([] if predicted else [qty.seconds(o.measured_s)])
             + [qty.seconds(o.expected_s), qty.seconds(o.achievable_s), qty.seconds(o.wasted_s),
                md_text("; ".join(o.reasons[:2]), 140),
-               md_text(o.suggestion, 160)]
+               md_text(o.suggestion, 240)]
             for n, o in enumerate(flagged[:MAX_FLAGGED], 1)]
     return ["### Top flagged ops", ""] + md_table(header, rows) + more(MAX_FLAGGED, len(flagged))
 
 
-def _item(n: int, o: OpRecord, predicted: bool) -> str:
+def _none_flagged(report: ReportModel) -> str:
+    """Why no op is flagged: a prediction measures nothing, nothing was judged, or no judged op is far."""
+    if report.predicted:
+        return "No op was flagged: flags compare measured with expected time."
+    if not judged_any(report):
+        return f"No op was flagged: {none_judged(report)}."
+    return ("No op was flagged: no judged op is both far from its achievable time and a large enough share "
+            "of the op time.")
+
+
+def _item(n: int, o: OpRecord, predicted: bool, module: str) -> str:
     reasons = "".join(f"<li>{escape(r)}</li>" for r in o.reasons)
     timing = ([] if predicted else [f"measured {qty.seconds(o.measured_s)}"]) + \
         [f"expected {qty.seconds(o.expected_s)} (roofline)", f"achievable {qty.seconds(o.achievable_s)}",
          f"{o.bound_by}-bound"]
-    meta = " · ".join([o.module] + timing)
+    meta = " · ".join([module] + timing)
     return (f'<li class="flag-item" data-key="{escape(o.key)}">'
             f'<div class="flag-head"><span class="rank">{n}</span>'
             f'<code class="op-name">{escape(o.name)}</code>'
@@ -57,14 +70,13 @@ def _item(n: int, o: OpRecord, predicted: bool) -> str:
             + "</li>")
 
 
-def html(report: Report, _: RenderOptions) -> str:
+def html(report: ReportModel, _: RenderOptions) -> str:
     """The flagged ops exactly as the report orders them, the first few open."""
     flagged = report.flagged
     if not flagged:
-        if report.predicted:
-            return '<p class="empty">No op was flagged: flags compare measured with expected time.</p>'
-        return '<p class="empty">No op was flagged: every modeled op is close to its achievable time.</p>'
-    items = [_item(n, o, report.predicted) for n, o in enumerate(flagged, 1)]
+        return f'<p class="empty">{escape(_none_flagged(report))}</p>'
+    where = module_label(report)
+    items = [_item(n, o, report.predicted, where(o)) for n, o in enumerate(flagged, 1)]
     out = f'<ol id="flagged-list" class="flagged">{"".join(items[:FLAGGED_OPEN])}</ol>'
     if len(items) > FLAGGED_OPEN:
         out += (f'<details class="more-flagged"><summary>{len(items) - FLAGGED_OPEN} more flagged ops</summary>'

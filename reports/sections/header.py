@@ -8,11 +8,11 @@ from pathlib import PurePath
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report
+from ..model.report import ReportModel
 from ..text import md_text
 
 
-def subject(report: Report) -> str:
+def subject(report: ReportModel) -> str:
     """What the report is about: the workload, else the input paths."""
     src = report.source
     return src.get("workload") or ", ".join(str(p) for p in src.get("paths") or []) or "profile"
@@ -23,9 +23,21 @@ def _tagged(hw: Mapping[str, Any], key: str, source: object) -> str:
     return f"{source}, estimate" if key in (hw.get("estimates") or ()) else str(source)
 
 
+def _each_peak_once(hw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`peaks_used` with one entry per peak name (a report written before it was kept so
+    listed an unknown peak once per op), its ops summed; entries without a known rate left out."""
+    merged: dict[str, dict[str, Any]] = {}
+    for p in hw.get("peaks_used") or []:
+        if not qty.known(p.get("flops_per_s")):
+            continue
+        entry = merged.setdefault(str(p["peak"]), {**p, "ops": 0})
+        entry["ops"] += int(p.get("ops") or 0)
+    return list(merged.values())
+
+
 def _peaks_used(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(peak, rate, source and how many ops it priced) for the peaks that priced the ops, else bf16 or the largest."""
-    used = hw.get("peaks_used") or []
+    used = _each_peak_once(hw)
     if used:
         return [(str(p["peak"]), qty.flops_per_s(p["flops_per_s"]),
                  f"{_tagged(hw, 'peak_flops_per_s.' + str(p['peak']), p['source'])}; {qty.count(p['ops'])} ops")
@@ -62,17 +74,23 @@ def _link(hw: Mapping[str, Any]) -> str | None:
     return ", ".join(parts) or str(ic["name"])
 
 
-def terminal(report: Report) -> list[str]:
+def terminal(report: ReportModel) -> list[str]:
     hw = report.hardware
     parts = [f"peak {p} {rate} [{src}]" for p, rate, src in _peaks_used(hw)]
     parts += [f"{name} {rate} [{src}]" for name, rate, src in _memories(hw)]
     parts += [link] if (link := _link(hw)) else []
-    return [f"audit: {subject(report)}", f"hardware: {hw.get('name')} ({hw.get('source')}): " + ", ".join(parts)]
+    return [f"audit: {subject(report)}", f"hardware: {hw.get('name')} ({_provenance(hw)}): " + ", ".join(parts)]
 
 
-def markdown(report: Report) -> list[str]:
+def _provenance(hw: Mapping[str, Any]) -> str:
+    """Where the chip's figures came from, and what in the input identified it."""
+    source = str(hw.get("source") or "unknown")
+    return f"{source}; identified by {hw['identified_by']}" if hw.get("identified_by") else source
+
+
+def markdown(report: ReportModel) -> list[str]:
     hw = report.hardware
-    bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(hw.get('source') or 'unknown')})"]
+    bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(_provenance(hw))})"]
     bits += [f"{md_text(p)} {rate} ({md_text(src)})" for p, rate, src in _peaks_used(hw)]
     bits += [f"{md_text(name)} {rate} ({md_text(src)})" for name, rate, src in _memories(hw)]
     bits += [md_text(link)] if (link := _link(hw)) else []
@@ -96,7 +114,7 @@ def _src(source: object) -> str:
 def _ceilings(hw: Mapping[str, Any]) -> list[tuple[str, str]]:
     sources = hw.get("peak_flops_source") or {}
     peaks = hw.get("peak_flops_per_s") or {}
-    used = {p["peak"]: p for p in hw.get("peaks_used") or []}
+    used = {p["peak"]: p for p in _each_peak_once(hw)}
     rows = [(f"Peak {p['peak']}", escape(qty.flops_per_s(p["flops_per_s"]))
              + _src(_tagged(hw, f"peak_flops_per_s.{p['peak']}", p["source"]))
              + escape(f" · priced {qty.count(p['ops'])} ops")) for p in used.values()]
@@ -127,14 +145,14 @@ def _ceilings(hw: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def html(report: Report) -> str:
+def html(report: ReportModel) -> str:
     src, hw, tool = report.source, report.hardware, report.tool
     paths = [str(p) for p in src.get("paths") or []]
     what = src.get("workload") or ", ".join(PurePath(p).name for p in paths) or "profile"
     kind = {"run": "profiled run", "xplane": "captured profile", "nsys": "Nsight Systems profile", "hlo": "HLO dump",
             "aot": "ahead-of-time prediction"}.get(str(src.get("kind")), str(src.get("kind") or "report"))
     facts = [("Input", escape(kind) + " · " + "<br>".join(f"<code>{escape(p)}</code>" for p in paths)),
-             ("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(hw.get("source")))]
+             ("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(_provenance(hw)))]
     facts += _ceilings(hw)
     jax = src.get("jax_version") or (f"not recorded (analysed with {src['jax_running']})"
                                      if src.get("jax_running") else qty.UNKNOWN)

@@ -7,14 +7,14 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report
+from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
 
 TOP = 5
 
 
-def _facts(report: Report) -> dict[str, Any] | None:
+def _facts(report: ReportModel) -> dict[str, Any] | None:
     part = report.part("matching")
     return part if isinstance(part, dict) and part.get("measured_s") else None
 
@@ -25,7 +25,7 @@ def _headline(m: dict[str, Any]) -> str:
             f"{qty.seconds(m['explained_s'])}, unmatched {qty.seconds(m['unmatched_s'])}")
 
 
-def terminal(report: Report, _: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, _: RenderOptions) -> list[str] | None:
     m = _facts(report)
     if m is None:
         return None
@@ -35,7 +35,7 @@ def terminal(report: Report, _: RenderOptions) -> list[str] | None:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     m = _facts(report)
     if m is None:
         return None
@@ -47,7 +47,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
     return lines
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     m = _facts(report)
     if m is None:
         return None

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from html import escape
 
-from ...costmodel.table.columns import TABLE_COLUMNS, Column, columns, for_report
-from ...costmodel.table.record import OpRecord
-from ..model import Report
+from ..model.columns import TABLE_COLUMNS, Column, columns, for_report
+from ..model.record import OpRecord
+from ..model.report import ReportModel
 from ..svg import roofline_svg
 from ..text import clip, md_table, md_text
-from ._base import RenderOptions
+from ._base import RenderOptions, shared_modules
 
 TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "self_s", "share", "expected_s",
                       "efficiency", "achievable_s", "achievable_efficiency", "bound_by", "verdict")
 """The top-ops list of the terminal and markdown summaries (measured ones dropped in a prediction)."""
 MARKDOWN_TOP = 10
-_TERMINAL_WIDTH = {"name": 36, "module": 17, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
-                   "verdict": 12, "achievable_efficiency": 13}
+_TERMINAL_WIDTH = {"name": 36, "module": 17, "program_id": 10, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
+                   "verdict": 12, "efficiency": 17, "achievable_efficiency": 19}
 
 
-def top_ops(report: Report, n: int) -> list[OpRecord]:
+def top_ops(report: ReportModel, n: int) -> list[OpRecord]:
     """The `n` ops with the most time: measured self time, or expected time in a prediction."""
     ops = report.timed_ops
     if report.predicted:
@@ -31,8 +31,17 @@ def _width(c: Column) -> int:
     return _TERMINAL_WIDTH.get(c.key, 10)
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str]:
+def top_columns(report: ReportModel) -> tuple[Column, ...]:
+    """The top-ops columns, with the program where several programs share a module name."""
     cols = for_report(TOP_COLUMNS, report.predicted)
+    if not shared_modules(report):
+        return cols
+    at = next(i for i, c in enumerate(cols) if c.key == "module") + 1
+    return cols[:at] + columns("program_id") + cols[at:]
+
+
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str]:
+    cols = top_columns(report)
     ops = top_ops(report, opts.top)
     what = "expected time" if report.predicted else "self time per device"
 
@@ -46,8 +55,8 @@ def terminal(report: Report, opts: RenderOptions) -> list[str]:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str]:
-    cols = for_report(TOP_COLUMNS, report.predicted)
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
+    cols = top_columns(report)
     ops = top_ops(report, MARKDOWN_TOP)
     if not ops:
         return []
@@ -56,7 +65,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     return [f"### Top {len(ops)} ops by {what}", ""] + md_table([c.label for c in cols], rows)
 
 
-def roofline_html(report: Report, _: RenderOptions) -> str:
+def roofline_html(report: ReportModel, _: RenderOptions) -> str:
     chart, omitted = roofline_svg(report)
     what = "predicted FLOP/s (FLOPs / expected time)" if report.predicted else "achieved FLOP/s"
     note = (f'<p class="note" id="roofline-omitted" data-omitted="{omitted}">{omitted} op(s) are not on the chart: '
@@ -70,7 +79,7 @@ def roofline_html(report: Report, _: RenderOptions) -> str:
             f'<ul class="legend">{legend}</ul>' + note)
 
 
-def table_html(report: Report, _: RenderOptions) -> str:
+def table_html(report: ReportModel, _: RenderOptions) -> str:
     """The op table's controls and header; the page's script fills the rows from the embedded data."""
     cols = for_report(TABLE_COLUMNS, report.predicted)
     head = "".join(f'<th data-col="{n}" class="{"text" if c.unit == "text" else "num"}" title="{escape(c.title)}" '

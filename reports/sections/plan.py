@@ -6,7 +6,7 @@ from html import escape
 from typing import Any, Callable
 
 from ...costmodel import units as qty
-from ..model import Report
+from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
 
@@ -21,12 +21,12 @@ def _cells(row: dict[str, Any]) -> list[str]:
             f(row["measured"]) if row.get("measured") is not None else qty.UNKNOWN]
 
 
-def _table(report: Report) -> dict[str, Any]:
+def _table(report: ReportModel) -> dict[str, Any]:
     table = report.part("plan_vs_profile")
     return table if isinstance(table, dict) else {}
 
 
-def terminal(report: Report, _: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, _: RenderOptions) -> list[str] | None:
     """The napkin plan, the cost model and the measurement of one step, side by side."""
     table = _table(report)
     if table.get("error"):
@@ -45,7 +45,7 @@ def terminal(report: Report, _: RenderOptions) -> list[str] | None:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     """Markdown lines; None when the report has no plan."""
     table = _table(report)
     if table.get("error"):
@@ -64,7 +64,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
     return lines
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     table = _table(report)
     if table.get("error"):
         return f'<p class="note">Not available: {escape(str(table["error"]))}</p>'

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report
+from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
 
@@ -26,7 +26,7 @@ def _ops(ops: list[dict[str, Any]]) -> str:
     return ", ".join(f"{o['name']} +{qty.seconds(o['excess_s'])} ({qty.ratio(o['ratio'])})" for o in ops) or "-"
 
 
-def pod_facts(report: Report, top: int = TOP) -> dict[str, Any] | None:
+def pod_facts(report: ReportModel, top: int = TOP) -> dict[str, Any] | None:
     """The rows every renderer shows, or None for a report without a pod analysis."""
     pod = report.part("pod")
     if not isinstance(pod, dict):
@@ -48,7 +48,7 @@ def pod_facts(report: Report, top: int = TOP) -> dict[str, Any] | None:
     }
 
 
-def terminal(report: Report, _: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, _: RenderOptions) -> list[str] | None:
     f = pod_facts(report)
     if f is None:
         return None
@@ -72,7 +72,7 @@ def _md(text: object) -> str:
     return md_text(text)
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     f = pod_facts(report)
     if f is None:
         return None
@@ -96,7 +96,7 @@ def _table(head: list[str], rows: list[tuple[str, ...]]) -> str:
     return f'<table class="pod"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     f = pod_facts(report, 10)
     if f is None:
         return None

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report
+from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
@@ -16,7 +16,7 @@ MAX_ROWS = 15  # markdown rows
 _HEADER = ["Framework op", "CPU measured [trace]", "Target predicted [model]"]
 
 
-def _comparison(report: Report) -> dict[str, Any] | None:
+def _comparison(report: ReportModel) -> dict[str, Any] | None:
     cmp = report.part("cpu_comparison")
     return cmp if isinstance(cmp, dict) else None
 
@@ -26,7 +26,7 @@ def _unmatched(cmp: dict[str, Any]) -> str:
             f"{len(cmp['target_only'])} on the target only")
 
 
-def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     cmp = _comparison(report)
     if cmp is None:
         return None
@@ -38,7 +38,7 @@ def terminal(report: Report, opts: RenderOptions) -> list[str] | None:
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     cmp = _comparison(report)
     if cmp is None:
         return None
@@ -51,7 +51,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
     return lines
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     cmp = _comparison(report)
     if cmp is None:
         return None

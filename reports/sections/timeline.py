@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..model import Report
+from ..model.report import ReportModel
 from ..timeline_svg import KINDS, timeline_svg
 from ._base import RenderOptions
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     if not report.timeline:
         return None
     legend = "".join(f'<li><span class="sw k-{k}"></span>{k}</li>' for k in KINDS)

@@ -7,10 +7,13 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ..model import Report, Summary, time_by_bound_parts
+from ..model.report import ReportModel
+from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
 from ._base import RenderOptions
+from .judged import fraction_clause, judged_any, none_judged
+from .programs import executions
 
 
 def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
@@ -18,19 +21,23 @@ def breakdown(s: Summary) -> tuple[list[tuple[str, float]], float]:
     return time_by_bound_parts(s)
 
 
-def headline(report: Report) -> str:
+def headline(report: ReportModel) -> str:
     """One plain sentence: how close to the roofline, where most time goes, what the flags cost."""
     s = report.summary
-    parts, total = breakdown(s)
+    parts, _ = breakdown(s)
     words = []
     if report.predicted:
         words.append("Predicted from the compiled program, not measured.")
-    elif qty.known(s.roofline_fraction):
+    elif judged_any(report):
         words.append(f"Judged ops ran at {qty.percent(s.roofline_fraction)} of their roofline overall.")
+    else:
+        words.append(_sentence(none_judged(report)))
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
-    if ops_parts and total > 0:
+    op_time = sum(t for _, t in ops_parts)  # a share of op time, idle time left out
+    if ops_parts and op_time > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
-        words.append(f"Most op time is {b}-bound ({qty.percent(t / total)}).")
+        words.append(f"Most op time ({qty.percent(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
+                     else f"Most op time is {b}-bound ({qty.percent(t / op_time)}).")
     flagged = report.flagged
     if flagged and s.wasted_step_s is not None:
         words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
@@ -40,16 +47,32 @@ def headline(report: Report) -> str:
     return " ".join(words)
 
 
+def _share(fraction: float) -> str:
+    """A share of the time; a part too small for one decimal is not printed as 0.0%."""
+    return "<0.1%" if 0 < fraction < 0.0005 else qty.percent(fraction)
+
+
+def _sentence(clause: str) -> str:
+    return clause[:1].upper() + clause[1:] + "."
+
+
 def overlap_line(s: Summary) -> str:
     """The step both ways: the no-overlap sum and the schedule walk with async collectives hidden."""
     o = s.overlap
+    if s.expected_s is None:
+        return f"expected step unknown [model]: {_no_step(s)}"
     if o.expected_step_s is None:
         return (f"expected op time {qty.seconds(s.expected_s)} [model] (no overlap); "
-                "overlapped step unknown: the program has no schedule")
+                f"overlapped step unknown: {_no_step(s)}")
     no_overlap = _no_overlap_step(s)
     return (f"expected step {qty.seconds(o.expected_step_s)} with async overlap [model, schedule walk], "
             f"{qty.seconds(no_overlap)} with none; communication exposed {qty.seconds(o.exposed_comm_s)}, "
             f"hidden {qty.seconds(o.hidden_comm_s)} per step")
+
+
+def _no_step(s: Summary) -> str:
+    """Why the overlapped step is unknown."""
+    return "no op has an expected time" if s.expected_s is None else "the program has no schedule"
 
 
 def _no_overlap_step(s: Summary) -> float | None:
@@ -57,7 +80,7 @@ def _no_overlap_step(s: Summary) -> float | None:
     return s.expected_op_step_s if s.expected_op_step_s is not None else s.expected_s
 
 
-def _xla(report: Report) -> str | None:
+def _xla(report: ReportModel) -> str | None:
     xla: dict[str, Any] = report.part("xla") or {}
     if xla.get("optimal_seconds") is None:
         return None
@@ -66,48 +89,75 @@ def _xla(report: Report) -> str | None:
             + (gap or "it does not price all-gather/reduce-scatter/all-to-all over the topology"))
 
 
-def _memory(report: Report) -> str | None:
+def _memory(report: ReportModel) -> str | None:
     verdict = (report.part("memory") or {}).get("verdict")
     return f"memory per device: {verdict} [xla memory_analysis, catalog]" if verdict else None
 
 
-def terminal(report: Report, _: RenderOptions) -> list[str]:
+def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     if report.predicted:
         lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
     else:
-        lines = [f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
-                 f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]",
-                 f"op time per device {qty.seconds(s.measured_s)} [trace], expected {qty.seconds(s.expected_s)} "
-                 f"[model]: roofline fraction of the judged ops {qty.percent(s.roofline_fraction)}; "
-                 f"idle {qty.seconds(s.idle_s)} [trace]",
-                 f"achievable op time {qty.seconds(s.achievable_s)}, {qty.seconds(s.achievable_step_s)} per step "
-                 f"[model, achievable figures]: judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"]
+        lines = _measured_lines(report)
     lines += [x for x in (_xla(report), _memory(report)) if x]
-    lines.append(overlap_line(s))
+    if not s.programs:
+        lines.append(overlap_line(s))
     parts, total = breakdown(s)
     if total > 0:
-        lines.append("time by bound: " + ", ".join(f"{b} {qty.percent(t / total)}" for b, t in parts))
+        lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
     return lines
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str]:
+def _measured_lines(report: ReportModel) -> list[str]:
+    """Steps, op time against expected, and the achievable time of a measured report."""
+    s = report.summary
+    st = s.step_time_s
+    expected = (f", expected {qty.seconds(s.expected_s)} [model]: {fraction_clause(report)}"
+                if qty.known(s.expected_s) else "; no op has an expected time [model], so none is judged")
+    steps = (f"{s.programs} different programs run {executions(report)} times on {s.devices} device(s), "
+             f"{s.hosts} host(s) [trace]: no step repeats, so each program's expected time per execution is beside "
+             "its measured time in the programs table" if s.programs else
+             f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
+             f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]")
+    lines = [steps, f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} "
+                    "[trace]"]
+    if qty.known(s.achievable_s):
+        reach = (f": judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"
+                 if qty.known(s.achievable_fraction) else "")
+        per_step = f", {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
+        lines.append(f"achievable op time {qty.seconds(s.achievable_s)}{per_step} [model, achievable figures]{reach}")
+    return lines
+
+
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     predicted = report.predicted
-    header = ["Step time (median)", "min", "max"] + ([] if predicted else ["Roofline fraction"]) + \
-        ["Expected step (no overlap)", "Achievable step", "Expected step (overlap)", "Exposed comm", "Flagged ops",
-         "Unmodeled ops", "Devices"]
-    row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + \
-        ([] if predicted else [qty.percent(s.roofline_fraction)]) + \
-        [qty.seconds(_no_overlap_step(s)), qty.seconds(s.achievable_step_s), qty.seconds(s.overlap.expected_step_s),
-         qty.seconds(s.overlap.exposed_comm_s),
-         qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
+    fraction = [] if predicted else [qty.percent(s.roofline_fraction) if judged_any(report) else "none judged"]
+    counts = [qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
+    if s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
+        header = ["Programs", "Executions", "Op time", "Roofline fraction", "Expected op time", "Achievable op time",
+                  "Flagged ops", "Unmodeled ops", "Devices"]
+        row = [qty.count(s.programs), qty.count(executions(report)), _seconds(s.measured_s)] + fraction + \
+            [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
+    elif predicted:  # one predicted step: no median, spread or flags of a measurement
+        header = ["Predicted step", "Expected step (no overlap)", "Achievable step (no overlap)",
+                  "Exposed comm", "Unmodeled ops", "Devices"]
+        row = [_seconds(st.median), _seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s),
+               _seconds(s.overlap.exposed_comm_s)] + counts[1:]
+    else:
+        header = ["Step time (median)", "min", "max", "Roofline fraction", "Expected step (no overlap)",
+                  "Achievable step", "Expected step (overlap)", "Exposed comm", "Flagged ops", "Unmodeled ops",
+                  "Devices"]
+        row = [qty.seconds(st.median), qty.seconds(st.min), qty.seconds(st.max)] + fraction + \
+            [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
+             _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
     if total > 0:
-        lines += ["", "Time by bound: " + " · ".join(f"{b} {qty.percent(t / total)}" for b, t in parts)]
+        lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
     if gap:
         lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
@@ -116,36 +166,68 @@ def markdown(report: Report, _: RenderOptions) -> list[str]:
     return lines
 
 
+def _seconds(value: float | None) -> str:
+    """A headline duration; "unknown" in words, the headline explaining why."""
+    return qty.seconds(value) if qty.known(value) else "unknown"
+
+
 def _stat(label: str, value: str, sub: str = "") -> str:
     return (f'<div class="stat"><div class="stat-label">{escape(label)}</div>'
             f'<div class="stat-value">{escape(value)}</div><div class="stat-sub">{escape(sub)}</div></div>')
 
 
-def html(report: Report, _: RenderOptions) -> str:
+def _step_stat(report: ReportModel) -> str:
+    s, st = report.summary, report.summary.step_time_s
+    if s.programs:
+        return _stat("Programs", qty.count(s.programs),
+                     f"{qty.count(executions(report))} executions: each program per execution in Programs")
+    if report.predicted:
+        return _stat("Predicted step time", qty.seconds(st.median if st.median is not None else s.expected_s),
+                     "one step of the compiled program [model]")
+    return _stat("Step time (median)", qty.seconds(st.median), f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}")
+
+
+def _overlap_stat(s: Summary) -> str:
+    if s.programs:
+        return _stat("Expected op time", _seconds(s.expected_s),
+                     "summed over the capture [model]; each program's per execution in Programs")
+    if not qty.known(s.overlap.expected_step_s):
+        return _stat("Expected step with overlap", "unknown", _no_step(s))
+    return _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
+                 f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
+                 f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]")
+
+
+def _achievable_stat(s: Summary, predicted: bool) -> str:
+    if not qty.known(s.achievable_s):
+        return _stat("Achievable op time", "unknown", "no op has an achievable time")
+    per_step = f"; {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
+    reached = f" · {qty.percent(s.achievable_fraction)} reached" if qty.known(s.achievable_fraction) else ""
+    return _stat("Achievable op time", qty.seconds(s.achievable_s),
+                 f"what good kernels take on this chip{per_step}" + ("" if predicted else reached))
+
+
+def html(report: ReportModel, _: RenderOptions) -> str:
     s = report.summary
     predicted = report.predicted
-    st = s.step_time_s
     stats = [
-        _stat("Step time (median)" if not predicted else "Predicted step time",
-              qty.seconds(st.median if st.median is not None else s.expected_s),
-              f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}"),
-        _stat("Roofline fraction", qty.percent(s.roofline_fraction),
-              "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
+        _step_stat(report),
+        (_stat("Roofline fraction", qty.percent(s.roofline_fraction),
+               "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
+         if judged_any(report) else _stat("Roofline fraction", "none judged", none_judged(report)))
         if not predicted else _stat("Expected step (no overlap)", qty.seconds(_no_overlap_step(s)),
                                     "from the cost model"),
-        _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
-              f"exposed communication {qty.seconds(s.overlap.exposed_comm_s)} · hidden "
-              f"{qty.seconds(s.overlap.hidden_comm_s)} [model, schedule walk]"),
-        _stat("Achievable op time", qty.seconds(s.achievable_s),
-              f"what good kernels take on this chip; {qty.seconds(s.achievable_step_s)} per step"
-              + ("" if predicted else f" · {qty.percent(s.achievable_fraction)} reached")),
-        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time"),
+        _overlap_stat(s),
+        _achievable_stat(s, predicted),
+        _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time") if not predicted else "",
         _stat("Unmodeled ops", qty.count(s.unmodeled_ops), "no cost model; time still counted"),
-        _stat("Devices", qty.count(s.devices), f"{qty.count(s.hosts)} host(s) · {qty.count(s.steps)} step(s)"),
+        _stat("Devices", qty.count(s.devices), "devices the program spans" if predicted else
+              f"{qty.count(s.hosts)} host(s) · " + (f"{qty.count(executions(report))} executions" if s.programs
+                                                   else f"{qty.count(s.steps)} step(s)")),
     ]
     parts, total = breakdown(s)
     rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
-                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(qty.percent(t / total))}</td></tr>"
+                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(_share(t / total))}</td></tr>"
                    for b, t in parts) if total > 0 else ""
     what = "expected" if predicted else "measured"
     table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">share'

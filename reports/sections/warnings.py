@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from html import escape
 
-from ..model import Report
+from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
 
 MAX_WARNINGS = 10  # in markdown; the other formats list every warning
 
 
-def terminal(report: Report, _: RenderOptions) -> list[str] | None:
+def terminal(report: ReportModel, _: RenderOptions) -> list[str] | None:
     return [f"warning: {w}" for w in report.warnings] or None
 
 
-def markdown(report: Report, _: RenderOptions) -> list[str] | None:
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     warnings = report.warnings
     if not warnings:
         return None
@@ -25,7 +25,7 @@ def markdown(report: Report, _: RenderOptions) -> list[str] | None:
     return lines
 
 
-def html(report: Report, _: RenderOptions) -> str | None:
+def html(report: ReportModel, _: RenderOptions) -> str | None:
     if not report.warnings:
         return None
     return '<ul class="warnings">' + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>"

@@ -1,0 +1,176 @@
+"""The analysis every input shares: programs priced on a chip, joined with what was measured, judged and
+assembled into a report. The entry points (`pipeline` for profiles and dumps, `predict` for AOT targets,
+`hlo_dumps` for dump files and folders) call it; it calls none of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+from pathlib import Path
+
+from ..costmodel.chips.hardware import Hardware
+from ..costmodel.costs import Expectation, OpCost
+from ..costmodel.schedule import windows_by_op
+from ..errors import InputError
+from ..optable.join import Joined, join_static
+from ..optable.judge import judge_table
+from ..optable.overlap import step_overlap
+from ..options import DEFAULTS, Thresholds
+from ..parsers.hlo_model import Module
+from ..reports.model.report import ReportModel
+from .assemble import assemble
+from .caveats import loop_caveats
+from .misleading import hardware_mismatch_warning
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the analysis judges ops, from the command's options."""
+
+    thresholds: Thresholds = DEFAULTS.thresholds
+    allow_smaller: bool = False  # price a program wider than --hardware's topology as several copies
+    overrides: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: figures of the chip changed for this run
+
+    @classmethod
+    def from_flags(cls, flags: dict[str, Any] | None) -> Options:
+        """From the `min_efficiency`, `min_share`, `allow_smaller` and `overrides` (--set) command options."""
+        flags = flags or {}
+        return cls(thresholds=Thresholds(**{k: v for k, v in flags.items() if k in ("min_efficiency", "min_share")}),
+                   allow_smaller=bool(flags.get("allow_smaller", False)),
+                   overrides=tuple((str(k), str(v)) for k, v in flags.get("overrides") or ()))
+
+
+DEFAULT_OPTIONS = Options()
+
+
+def attach_plan(report: ReportModel, hw: Hardware) -> ReportModel:
+    """For a workload that states its model config, put the book's plan beside the audit."""
+    from ..analyses.plan_vs_profile import plan_vs_profile
+
+    table = plan_vs_profile(report, report.source.get("config") or {}, hw)
+    return report if table is None else report.attach("plan_vs_profile", table)
+
+
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """An `InputError` that names no file (the cost model sees modules, not files) names `path`."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.path is not None:
+            raise
+        raise InputError(exc.message, path=path, hint=exc.hint) from None
+
+
+def refuse_accelerator_without_hardware(module: Module, path: str) -> None:
+    """A GPU or TPU program is never priced as this machine's CPU: say what it is and what to pass."""
+    from ..costmodel.chips.catalog import candidates
+    from ..costmodel.ops.module import device_count
+    from ..parsers.hlo_platform import platform_of
+
+    platform = platform_of(module, path)
+    if not platform.accelerator:
+        return
+    names = candidates(platform.kind, platform.vendor, platform.arch) or candidates(platform.kind)
+    if platform.kind == "tpu":
+        names = names[::-1]  # newest first
+    devices = device_count(module)
+    example = f" (with the device count, e.g. {names[0]}:{devices})" if devices and devices > 1 else ""
+    raise InputError(f"HLO dump for {platform.describe()} ({platform.evidence}) and no --hardware: it would "
+                     "be priced as this machine's CPU", path=path,
+                     hint=f"pass --hardware {' or '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}"
+                          f"{example}")
+
+
+def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[str, Any], warnings: list[str],
+                    options: Options, devices: int | None = None,
+                    coords: dict[int, tuple[int, ...]] | None = None) -> ReportModel:
+    """A predicted report for modules that were compiled but not run (HLO dumps, AOT targets).
+
+    `coords` maps device ids to physical coordinates when the compile knows them, so
+    collectives are placed on the real torus.
+    """
+    from ..costmodel.ops.module import device_count
+
+    costs = cost_modules(modules, devices, hw)
+    expectations = expect_all(costs, hw, coords)
+    if devices is None:  # the devices the program spans, as its collectives name them (1 without any)
+        devices = max((device_count(m) or 1 for m in modules.values()), default=1)
+    joined: list[Joined] = []
+    for pid, module in modules.items():
+        joined.extend(join_static(module, pid, costs.get(pid, {}), expectations, devices))
+    walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
+    ops = judge_table(joined, hw, options.thresholds, walks=walks)
+    loop_warnings, loops = loop_caveats(modules)
+    return assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
+                    devices=devices, loops=loops,
+                    source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
+
+
+def cost_modules(modules: dict[int, Module], devices: int | None,
+                 hw: Hardware | None = None) -> dict[int, dict[str, OpCost]]:
+    """Every op's cost, per program; with `hw`, which of its bytes its caches can serve, by the
+    data's history in each program's schedule. **Raises:** `InputError` naming the module for a
+    value the cost model refuses (a trip count that is not a count)."""
+    from ..costmodel.ops.module import cost_module
+    from ..costmodel.residency import with_residency
+
+    costs = {}
+    for pid, module in modules.items():
+        try:
+            costs[pid] = cost_module(module, num_partitions=devices)
+        except InputError as exc:
+            raise InputError(f"HLO module {module.name!r}: {exc.message}", path=exc.path, hint=exc.hint) from None
+    if hw is None:
+        return costs
+    return {pid: with_residency(modules[pid], c, hw) for pid, c in costs.items()}
+
+
+def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
+               coords: dict[int, tuple[int, ...]] | None = None) -> dict[tuple[int, str], Expectation]:
+    """Every op's expected time on `hw`, priced once per distinct cost (an unrolled program repeats a
+    few dozen costs over hundreds of thousands of ops)."""
+    from ..costmodel.roofline import expect
+
+    priced: dict[OpCost, Expectation] = {}
+
+    def once(cost: OpCost) -> Expectation:
+        found = priced.get(cost)
+        if found is None:
+            found = priced[cost] = expect(cost, hw, coords=coords)
+        return found
+
+    return {(pid, name): once(cost) for pid, ops in costs.items() for name, cost in ops.items()}
+
+
+def traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, Any]) -> str | None:
+    """The --hardware chip against the one the trace's device planes describe."""
+    if platform not in ("gpu", "tpu", "cpu"):
+        return None
+    vendor = ""
+    if platform == "gpu":
+        from ..costmodel.chips.detect import hardware_from_trace
+
+        vendor = hardware_from_trace(platform, device_stats, cpu=lambda: None).vendor.lower()
+    return hardware_mismatch_warning(hw, platform, vendor if vendor in ("nvidia", "amd") else "",
+                                     "the trace's device planes", "the profile ran on")
+
+
+def hardware_for(spec: str | None, platform: str, device_stats: dict[str, Any],
+              overrides: tuple[tuple[str, str], ...] = ()) -> Hardware:
+    """The chip named with --hardware, else the one the trace shows; --set figures applied to either.
+    This machine's CPU is measured first when it has no calibration record."""
+    from ..costmodel.chips.overrides import apply
+    from .calibrate import cpu_hardware
+
+    if spec:
+        from ..costmodel.chips.catalog import lookup
+
+        hw = lookup(spec, cpu=cpu_hardware)
+        hw = replace(hw, source="user", notes=hw.notes + (f"chosen with --hardware {spec}",))
+        return apply(hw, overrides)
+    from ..costmodel.chips.detect import hardware_from_trace
+
+    return apply(hardware_from_trace(platform, device_stats, cpu=cpu_hardware), overrides)

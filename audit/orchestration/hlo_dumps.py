@@ -1,0 +1,101 @@
+"""HLO dumps priced without a measurement: one module's file, or an `--xla_dump_to` folder of them.
+
+The chip is the one `--hardware` names; else, for a GPU program, the one XLA's
+`gpu_target_config.pbtxt` beside the dump describes (XLA writes it for every GPU module); else a
+GPU or TPU program is refused with the `--hardware` values that fit it, and a CPU program is
+priced on this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..costmodel.chips.hardware import Hardware
+from ..errors import InputError
+from ..parsers.hlo_model import Module
+from ..parsers.hlo_platform import Platform
+from ..reports.model.report import ReportModel
+from .caveats import check_partitions
+from .misleading import platform_mismatch_warning, pre_optimization_warning
+from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, hardware_for, naming,
+                       refuse_accelerator_without_hardware)
+
+
+def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,
+                 options: Options = DEFAULT_OPTIONS, module: Module | None = None) -> ReportModel:
+    """Cost an HLO dump (a file, or a folder of modules after optimization) with no measurement:
+    every op with its expected time (`module`: the file's module, already read)."""
+    from ..costmodel.ops.module import device_count
+
+    files = _modules(Path(path), module)
+    warnings = [w for f, m in files if (w := pre_optimization_warning(m, str(f))) is not None]
+    hw = dump_hardware(hardware, files, options.overrides, warnings)
+    if hardware:
+        from ..parsers.hlo_platform import platform_of
+
+        mismatches = (platform_mismatch_warning(hw, platform_of(m, str(f))) for f, m in files)
+        warnings += list(dict.fromkeys(w for w in mismatches if w is not None))
+    devices = max((device_count(m) or 0 for _, m in files), default=0) or None
+    warnings += check_partitions(hw, hardware, devices, options.allow_smaller)
+    programs = {_program_id(f, m) if len(files) > 1 else m.id: m for f, m in files}
+    with naming(path):
+        return analyse_modules(programs, hw, source={"kind": "hlo", "paths": [str(f) for f, _ in files],
+                                                     **(source or {})}, warnings=warnings, options=options)
+
+
+def _modules(path: Path, module: Module | None) -> list[tuple[Path, Module]]:
+    from ..parsers.hlo_files import load_dump_folder, load_hlo_file
+
+    if not path.is_dir():
+        return [(path, module if module is not None else load_hlo_file(path))]
+    files = load_dump_folder(path)
+    if not files:
+        raise InputError("no HLO module after optimization in this folder", path=path,
+                         hint="expected the *after_optimizations* files XLA_FLAGS=--xla_dump_to=DIR writes")
+    return files
+
+
+def _program_id(file: Path, module: Module) -> int:
+    """A folder's modules by the number XLA gave each (`module_0016.` -> 16): their ids may repeat."""
+    match = re.match(r"module_(\d+)\.", file.name)
+    return int(match[1]) if match else module.id
+
+
+def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides: tuple[tuple[str, str], ...],
+                  warnings: list[str]) -> Hardware:
+    """The chip to price the dump on: `--hardware`, else the GPU its gpu_target_config describes,
+    else this machine's CPU for a CPU program. **Raises:** `InputError` for a GPU or TPU program
+    whose chip nothing beside it identifies."""
+    from ..costmodel.chips.detect import priceable
+    from ..parsers.gpu_target import stats_beside
+    from ..parsers.hlo_platform import platform_of
+
+    if spec:
+        return hardware_for(spec, "cpu", {}, overrides)
+    platforms = []
+    for file, module in files:
+        platform = platform_of(module, str(file))
+        platforms.append(platform)
+        if not platform.accelerator:
+            continue
+        stats = stats_beside(file) if platform.kind == "gpu" else None
+        if stats is not None:
+            hw = hardware_for(None, "gpu", {"/device:GPU:0": stats}, overrides)
+            if priceable(hw):
+                return hw
+        refuse_accelerator_without_hardware(module, str(file))
+    warnings.append(_priced_here(platforms))
+    return hardware_for(None, "cpu", {}, overrides)
+
+
+def _priced_here(platforms: list[Platform]) -> str:
+    """The warning of a dump priced as this machine's CPU for want of --hardware."""
+    cpu = next((p for p in platforms if p.kind == "cpu"), None)
+    if cpu is not None:
+        return ("no --hardware given: expected times are for this machine's CPU (the dump is a CPU program: "
+                f"{cpu.evidence})")
+    evidence = platforms[0].evidence if platforms else "no module"
+    return ("no --hardware given: expected times are for this machine's CPU, but the platform the program was "
+            f"compiled for is unknown ({evidence}): pass --hardware for the chip it runs on")

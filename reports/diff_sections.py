@@ -1,0 +1,193 @@
+"""The sections of an `audit diff` document (`DiffModel`), in every format, by the same machinery as a
+report's: the verdict and why, the program's changes, every run's median, the ops that moved."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from html import escape
+
+from ..costmodel import units as u
+from ..options import DEFAULTS
+from .diff_model import SCHEMA, ChangedOp, DiffModel, Total
+from .html import page, render_sections as html_sections
+from .markdown import render_sections as markdown_sections
+from .sections import RenderOptions, Section
+from .terminal import render_sections as terminal_sections
+from .text import md_table, md_text
+
+def _pct(change: float | None) -> str:
+    return u.signed(change, u.percent)
+
+
+def _delta(total: Total, fmt: Callable[[object], str]) -> str:
+    """A total's change; one within float summation order reads 0, not "+0 s"."""
+    return u.signed(total.delta, fmt) if total.changed else "0"
+
+
+def _verdict_lines(diff: DiffModel) -> list[str]:
+    """The verdict and what it rests on, in plain sentences."""
+    ct, me, c = diff.compile_time, diff.measured, diff.measured.compared
+    t = ct.totals_per_step
+    out = [f"- {reason}" for reason in diff.tripped]
+    if c is not None:
+        out.append(f"step time: {me.verdict} ({c.verdict_reason})")
+        out.append(f"step time (median, trace): {u.seconds(c.base_median_s)} -> {u.seconds(c.head_median_s)} "
+                   f"({_pct(c.change)}; 95% interval {_pct(c.interval[0])} .. {_pct(c.interval[1])}, "
+                   f"{'beyond' if c.beyond_noise else 'within'} noise; "
+                   f"{me.base_runs} base run(s), {me.head_runs} head run(s))")
+        if c.weak:
+            out.append("weak comparison: one run a side measures no run-to-run variance; the interval is widened "
+                       "by a fixed floor (repeat runs with `audit run --repeat N` for a real one)")
+        for x in c.unstable:
+            out.append(f"unstable {x.side}: run {x.run} of {x.runs} ({x.source}) median "
+                       f"{u.seconds(x.median_s)} is {_pct(x.off_by)} from its other runs "
+                       f"({u.seconds(x.others_median_s)}); more than ordinary run-to-run variation and its steps "
+                       f"explain ({u.percent(x.allowed)})")
+    else:
+        out.append(f"measured: not compared ({me.reason})")
+    out += [f"{b.side}: {b.name} (a CUDA graph, timed as one op) compared as the {u.count(b.ops)} ops it ran [model]"
+            for b in ct.command_buffers]
+    if not ct.changed:
+        out.append("program: unchanged (same ops, FLOPs, bytes and collectives per step) [model]")
+    else:
+        out.append("program changed, per step [model]: "
+                   f"FLOPs {_delta(t['flops'], u.flops)}, bytes {_delta(t['bytes'], u.nbytes)}, "
+                   f"communicated {_delta(t['comm_bytes'], u.nbytes)}, "
+                   f"expected time {_delta(t['expected_s'], u.seconds)}"
+                   + (f", expected step with overlap {_delta(t['expected_step_s'], u.seconds)}"
+                      if "expected_step_s" in t else "")
+                   + f"; {u.count(len(ct.changed_ops))} op(s) changed, {u.count(len(ct.added_ops))} added, "
+                     f"{u.count(len(ct.removed_ops))} removed, {u.count(diff.matched_ops)} paired")
+    if ct.uncertain_pairs:
+        out.append(f"{ct.uncertain_pairs} changed op(s) were paired by framework op or name only: "
+                   "the pairing may be wrong (marked 'uncertain')")
+    return out
+
+
+def _title(diff: DiffModel) -> str:
+    return "audit diff: " + ("REGRESSION" if diff.regression else "no regression")
+
+
+def _unsure(r: ChangedOp) -> str:
+    return " [uncertain pairing]" if r.uncertain else ""
+
+
+def _changes(diff: DiffModel, top: int) -> list[tuple[str, ...]]:
+    """(change, op, opcode, framework op, FLOPs per step, detail) of the program's changed, added and removed ops."""
+    ct = diff.compile_time
+    rows: list[tuple[str, ...]] = [
+        ("changed" + _unsure(r), r.name, r.opcode, r.framework_op or "-",
+         f"{u.flops(r.flops.base)} → {u.flops(r.flops.head)}", f"shape {r.shape_base} → {r.shape_head}")
+        for r in ct.changed_ops[:top]]
+    rows += [("added", r.name, r.opcode, r.framework_op or "-", u.flops(r.flops),
+              f"comm {u.nbytes(r.comm_bytes)}, expected {u.seconds(r.expected_s)}") for r in ct.added_ops[:top]]
+    rows += [("removed", r.name, r.opcode, r.framework_op or "-", u.flops(r.flops), f"comm {u.nbytes(r.comm_bytes)}")
+             for r in ct.removed_ops[:top]]
+    return rows
+
+
+def _run_rows(diff: DiffModel) -> list[tuple[str, str, str, str, str]]:
+    """(side, run, source, median step [trace], steps) for every run of both sides."""
+    c = diff.measured.compared
+    if c is None:
+        return []
+    odd = {(x.side, x.run) for x in c.unstable}
+    return [(side, f"{i}" + (" (unstable)" if (side, i) in odd else ""), r.source, u.seconds(r.median_s),
+             str(r.steps))
+            for side, runs in (("base", c.runs_base), ("head", c.runs_head)) for i, r in enumerate(runs, 1)]
+
+
+def _moved(diff: DiffModel, top: int) -> list[tuple[str, str, str, str]]:
+    """(op, base, head, change) for ops whose measured time moved beyond noise [trace]."""
+    c = diff.measured.compared
+    return [(r.name, u.seconds(r.base_s), u.seconds(r.head_s), _pct(r.change))
+            for r in (c.changed_ops[:top] if c is not None else [])]
+
+
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="data"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+_CHANGE_HEAD = ("change", "op", "opcode", "framework op", "FLOPs per step", "detail")
+_RUN_HEAD = ("side", "run", "source", "median step", "steps")
+_MOVED_HEAD = ("op", "base [trace]", "head [trace]", "change")
+
+
+def _table(kind: str, diff: DiffModel, top: int) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """One of the diff's tables: its header and rows (an empty list when there is nothing to show)."""
+    rows: list[tuple[str, ...]]
+    if kind == "program":
+        return _CHANGE_HEAD, _changes(diff, top)
+    if kind == "runs":
+        rows = list(_run_rows(diff))
+        return _RUN_HEAD, rows if len(rows) > 2 else []  # one run a side: the verdict lines say it all
+    rows = list(_moved(diff, top))
+    return _MOVED_HEAD, rows
+
+
+def _text(kind: str) -> Callable[[DiffModel, RenderOptions], list[str] | None]:
+    def render(diff: DiffModel, opts: RenderOptions) -> list[str] | None:
+        _, rows = _table(kind, diff, opts.top)
+        if kind == "program":
+            return [f"  {c[0]:<8} {c[1]} ({c[2]}, {c[3]}): FLOPs {c[4]}; {c[5]}" for c in rows] or None
+        if kind == "runs":
+            return [f"  {side} run {run}: median step {med} over {n} steps [trace] ({src})"
+                    for side, run, src, med, n in rows] or None
+        moved = diff.measured.compared.changed_ops if diff.measured.compared is not None else []
+        return [f"  {'slower' if r.head_s > r.base_s else 'faster'} {n}: {b} -> {h} ({c}) [trace]"
+                for r, (n, b, h, c) in zip(moved, rows)] or None
+    return render
+
+
+def _markdown(kind: str, title: str) -> Callable[[DiffModel, RenderOptions], list[str] | None]:
+    def render(diff: DiffModel, opts: RenderOptions) -> list[str] | None:
+        head, rows = _table(kind, diff, opts.top)
+        return [f"{title}:", ""] + md_table(head, [[md_text(c) for c in row] for row in rows]) if rows else None
+    return render
+
+
+def _html(kind: str) -> Callable[[DiffModel, RenderOptions], str | None]:
+    def render(diff: DiffModel, _: RenderOptions) -> str | None:
+        head, rows = _table(kind, diff, 25)
+        return _html_table(head, rows) if rows else None
+    return render
+
+
+def _verdict_markdown(diff: DiffModel, _: RenderOptions) -> list[str]:
+    return [ln if ln.startswith("-") else f"- {ln}" for ln in _verdict_lines(diff)]
+
+
+def _verdict_html(diff: DiffModel, _: RenderOptions) -> str:
+    return "".join(f"<p>{escape(ln.removeprefix('- '))}</p>" for ln in _verdict_lines(diff))
+
+
+DIFF_SECTIONS: Sequence[Section[DiffModel]] = (
+    Section("verdict", "Verdict", lambda d, _: _verdict_lines(d), _verdict_markdown, _verdict_html),
+    Section("program", "Program changes [model]", _text("program"), _markdown("program", "Program changes [model]"),
+            _html("program")),
+    Section("runs", "Per-run median step time [trace]", _text("runs"),
+            _markdown("runs", "Per-run median step time [trace]"), _html("runs")),
+    Section("timing", "Ops whose time moved [trace]", _text("timing"),
+            _markdown("timing", "Ops whose time moved [trace]"), _html("timing")),
+)
+
+
+def render_diff_terminal(diff: DiffModel, *, top: int = DEFAULTS.diff_top) -> str:
+    return "\n".join([_title(diff)] + terminal_sections(diff, DIFF_SECTIONS, RenderOptions(top=top))) + "\n"
+
+
+def render_diff_markdown(diff: DiffModel, *, top: int = DEFAULTS.diff_top, html_path: str | None = None) -> str:
+    lines = ["### audit diff", "", f"**{_title(diff)}**"]
+    lines += markdown_sections(diff, DIFF_SECTIONS, RenderOptions(top=top, html_path=html_path))
+    if html_path:
+        lines += ["", f"Full report: `{html_path.replace('`', '')}`"]
+    return "\n".join(lines) + "\n"
+
+
+def render_diff_page(diff: DiffModel) -> str:
+    """A self-contained page: the report's style, no script."""
+    head = f'<header class="top"><p class="kicker">audit diff</p><h1>{escape(_title(diff))}</h1></header>'
+    footer = f"{escape(SCHEMA)} · times in seconds · GB = 10<sup>9</sup> bytes"
+    return page(_title(diff), head, html_sections(diff, DIFF_SECTIONS, RenderOptions()), footer)

@@ -1,0 +1,89 @@
+"""A capture of several programs run one per step: each program's measured time per execution
+[trace] beside its expected and achievable time per execution [model]. No step repeats in such a
+capture, so this table, not a mean over the steps, is what each program should take."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from ...costmodel import units as qty
+from ..model.report import ReportModel
+from ..text import clip, md_table, md_text, more
+from ._base import RenderOptions
+
+MARKDOWN_TOP = 15
+_HEADER = ("Program", "Module", "Runs", "Measured (median run)", "Op time per run", "Expected per run",
+           "Achievable per run", "Flagged ops")
+_WIDTH = (10, 28, 5, 21, 15, 16, 18, 11)
+
+
+def rows(report: ReportModel) -> list[Mapping[str, Any]]:
+    """The programs part's rows (empty unless the capture is of several programs)."""
+    return [r for r in report.part("programs") or [] if isinstance(r, Mapping)]
+
+
+def executions(report: ReportModel) -> int:
+    """Every program's executions: the steps, and the runs of programs the trace ties to no launch."""
+    return sum(int(r.get("executions") or 0) for r in rows(report))
+
+
+def intro(report: ReportModel) -> str:
+    s = report.summary
+    return (f"{qty.count(s.programs)} programs, one execution per step: per execution, the measured time "
+            "[trace] beside the expected and achievable time [model], seconds per device")
+
+
+def _untied(found: list[Mapping[str, Any]]) -> list[str]:
+    """The note on programs whose executions have no wall time (a dash in the measured column)."""
+    n = sum(1 for r in found if r.get("measured_s") is None)
+    if not n:
+        return []
+    return [f"{n} program(s) show no measured run ({qty.UNKNOWN}): the trace ties none of their kernels to a launch, "
+            "so their runs have no span; their op time per run is measured and their runs counted from their ops'"]
+
+
+def _expected(row: Mapping[str, Any]) -> object:
+    """The expected time per run, with asynchronous work overlapped where the schedule says how."""
+    return row.get("expected_step_s") if row.get("expected_step_s") is not None else row.get("expected_s")
+
+
+def _cells(row: Mapping[str, Any]) -> list[str]:
+    return [str(row.get("program_id")), str(row.get("module") or ""), qty.count(row.get("executions")),
+            qty.seconds(row.get("measured_s")), qty.seconds(row.get("op_time_s")), qty.seconds(_expected(row)),
+            qty.seconds(row.get("achievable_s")), qty.count(row.get("flagged_ops"))]
+
+
+def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
+    found = rows(report)
+    if not found:
+        return None
+    line = "  ".join(f"{h:<{w}}" if i < 2 else f"{h:>{w}}" for i, (h, w) in enumerate(zip(_HEADER, _WIDTH)))
+    out = [intro(report) + ":", line, "-" * len(line)]
+    out += ["  ".join(f"{clip(c, w):<{w}}" if i < 2 else f"{c:>{w}}" for i, (c, w) in
+                      enumerate(zip(_cells(r), _WIDTH))).rstrip() for r in found[:opts.top]]
+    out += [x for x in more(opts.top, len(found), "programs in the JSON report (programs)") if x]
+    return out + _untied(found)
+
+
+def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
+    found = rows(report)
+    if not found:
+        return None
+    table = md_table(list(_HEADER), [[md_text(c, 60) for c in _cells(r)] for r in found[:MARKDOWN_TOP]])
+    notes = [md_text(n, 300) + "." for n in _untied(found)]
+    return (["### Programs", "", md_text(intro(report), 300) + ".", ""] + table + more(MARKDOWN_TOP, len(found))
+            + (["", *notes] if notes else []))
+
+
+def html(report: ReportModel, _: RenderOptions) -> str | None:
+    found = rows(report)
+    if not found:
+        return None
+    head = "".join(f'<th class="{"text" if i < 2 else "num"}">{escape(h)}</th>' for i, h in enumerate(_HEADER))
+    body = "".join("<tr>" + "".join(f'<td class="{"text" if i < 2 else "num"}">{escape(c)}</td>'
+                                    for i, c in enumerate(_cells(r))) + "</tr>" for r in found)
+    notes = "".join(f'<p class="note">{escape(n)}.</p>' for n in _untied(found))
+    return (f'<p class="note">{escape(intro(report))}.</p>'
+            f'<table class="pod" id="programs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}')

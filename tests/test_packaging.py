@@ -1,0 +1,41 @@
+"""The package builds without a word from setuptools: `pip install` prints no deprecation."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+
+from packaging.licenses import canonicalize_license_expression
+from packaging.requirements import Requirement
+
+from conftest import ROOT
+
+CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_licence_is_an_spdx_expression_and_the_build_needs_a_setuptools_that_reads_one():
+    licence = CONFIG["project"]["license"]
+    assert isinstance(licence, str) and canonicalize_license_expression(licence) == licence
+    setuptools = next(Requirement(r) for r in CONFIG["build-system"]["requires"] if r.startswith("setuptools"))
+    assert not setuptools.specifier.contains("76.9") and setuptools.specifier.contains("77.0")
+
+
+def test_building_the_metadata_warns_of_nothing(tmp_path):
+    """What pip runs first on `pip install .`, in a copy of the sources, with every warning shown."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for folder in set(CONFIG["tool"]["setuptools"]["package-dir"].values()):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__", "*.so"),
+                        dirs_exist_ok=True)
+    (tmp_path / "meta").mkdir()
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", code, str(tmp_path / "meta")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert "deprecat" not in said.lower(), said[-3000:]
+    metadata = (tmp_path / "meta" / proc.stdout.strip().splitlines()[-1] / "METADATA").read_text()
+    assert "License-Expression: Apache-2.0" in metadata
