@@ -129,12 +129,23 @@ class _Recency:
         return None if last is None else self.total - self._prefix(last)
 
 
+def recency_for(touches: int) -> _Recency:
+    """The C build of `_Recency` (costmodel/_recency.c, built by pip at install) where there is one:
+    a big program's walk makes millions of touches, a few dozen tree steps each."""
+    try:
+        from ._recency import Recency  # type: ignore[import-not-found]
+    except ImportError:  # installed without a C compiler
+        return _Recency(touches)
+    compiled: _Recency = Recency(touches)
+    return compiled
+
+
 def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footprint: Mapping[str, float],
           levels: tuple[MemoryLevel, ...], entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
     order = module.sequence(comp.name)
     size = {i.name: float(nbytes(i.shape)) for i in order}
     aliases: dict[str, frozenset[str]] = {}
-    recency = _Recency(2 * sum(len(i.operands) + 2 for i in order))
+    recency = recency_for(2 * sum(len(i.operands) + 2 for i in order))
     params = {i.name: int(i.attr("parameter_number") or -1) for i in order if i.opcode == "parameter"}
     root = comp.root_instruction
     donated = {}  # parameter name -> the root operand whose buffer the next run reads as it
