@@ -33,6 +33,7 @@ from .beside import EventWindow, Overlaps
 from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
+from .predicted import PredictedRecords
 from .suggest import suggest
 from .verdict import flag_reasons, judge
 from .waits import collective_wait
@@ -80,8 +81,18 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = D
     windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
     ridge = _ridge(hw)
     reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime] = {}
-    records = [_record(r, hw, thresholds, total_self, by_key, windows, overlapped or {}, ridge,
-                       bool(by_key), measured_on or hw.kind, reaches) for r in rows]
+    overlapped = overlapped or {}
+
+    def one(r: Joined) -> OpRecord:
+        return _record(r, hw, thresholds, total_self, by_key, windows, overlapped, ridge, bool(by_key),
+                       measured_on or hw.kind, reaches)
+
+    if by_key:
+        records = [one(r) for r in rows]
+    else:  # an op in a walk's window is judged on its own (its overlap is its own)
+        predicted = PredictedRecords(one)
+        records = [one(r) if (r.program_id, r.name) in windows else predicted.judged(r, overlapped.get(r.name))
+                   for r in rows]
     records.sort(key=lambda o: -(o.self_s if o.self_s is not None else (o.expected_s or 0.0)))
     if not by_key:
         return records
