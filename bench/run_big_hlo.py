@@ -1,6 +1,6 @@
 """`audit inspect` of 50 MB HLO programs, as text and as proto, against XLA's own parser.
 
-    python bench/run_big_hlo.py [--mb 50] [--repeats 2] [--json]
+    python bench/run_big_hlo.py [--mb 50] [--repeats 2] [--json] [--data bench/data/hlo]
 
 The programs are bench/make_big_hlo.py's (made first when bench/data/hlo has none): one
 unrolled computation of about 250,000 instructions, and a program of about 87,000
@@ -30,9 +30,8 @@ _XLA_PARSE = ("import sys, time; from jax._src.lib import xla_client as x; text 
               "print(time.perf_counter() - start)")
 
 
-def programs(mb: float) -> list[Path]:
+def programs(mb: float, folder: Path) -> list[Path]:
     """The four inputs, made when missing."""
-    folder = HERE / "data" / "hlo"
     found = [folder / f"{kind}{suffix}" for kind in ("unrolled", "computations") for suffix in (".hlo", ".hlo.pb")]
     if not all(p.exists() for p in found):
         print("no big HLO programs yet: making them with bench/make_big_hlo.py (a minute)", flush=True)
@@ -46,8 +45,10 @@ def main() -> int:
     parser.add_argument("--mb", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true", help="also write the JSON report")
+    parser.add_argument("--data", type=Path, default=HERE / "data" / "hlo",
+                        help="where the programs are (made there at --mb MB when missing)")
     args = parser.parse_args()
-    paths = programs(args.mb)
+    paths = programs(args.mb, args.data)
     print(f"load average (1, 5, 15 min) before: {load_average()}")
     print("| input | size | tool | wall s | CPU s | peak PSS MB |")
     print("|---|---|---|---|---|---|")
