@@ -115,3 +115,17 @@ def load_dump_folder(folder: str | Path) -> list[tuple[Path, Module]]:
     **Raises:** `InputError` when one of them is unreadable or not HLO.
     """
     return [(f, load_hlo_file(f)) for f in dump_folder_files(folder)]
+
+
+def decode_programs(protos: dict[int, bytes], path: str | Path, warnings: list[str]) -> dict[int, Module]:
+    """The programs' HloProto bytes a profile reader hands over, decoded; a module that cannot be decoded
+    costs only its program its HLO, with a warning."""
+    if not protos:
+        return {}
+    modules: dict[int, Module] = {}
+    for program, data in protos.items():
+        try:
+            modules[program] = read_hlo_proto_bytes(data, origin=f"{path} program {program}")
+        except Exception as exc:  # a bad module must not cost the whole profile its events
+            warnings.append(f"HLO of program {program} could not be decoded ({exc}); its ops have no HLO")
+    return modules

@@ -25,6 +25,11 @@ _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", st
           stat.S_IFDIR: "a directory"}
 
 
+def is_url(path: str | Path) -> bool:
+    """A path on remote storage (gs://, s3://, memory://), read through fsspec."""
+    return "://" in str(path)
+
+
 def read_input(path: str | Path, limit: int, what: str) -> bytes:
     """The bytes of `path`, a regular file or a FIFO of at most `limit` bytes; `what` names the
     expected input in errors ("an XSpace profile").

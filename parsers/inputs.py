@@ -3,7 +3,8 @@
 `open_input` looks at the path once and returns what it found, already read where reading
 was how it was recognised (an HLO module), so nothing is parsed twice. A JSON report is
 recognised by its name and read by the report model (`audit.reports.model.read`), which owns
-that format. The commands and the pipeline know no formats: a new input format is one reader here.
+that format. A profile is recognised by the profile readers' registry (`readers`), and read by
+the format's reader. The commands and the pipeline know no formats.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from typing import Literal
 from ..errors import InputError
 from .hlo_files import dump_folder_files, load_hlo_file, read_hlo_if_module
 from .hlo_model import Module
-from .input_files import is_special
-from .nsys import is_nsys_input
-from .xplane import SUFFIX as XPLANE_SUFFIX
+from .input_files import is_special, is_url
+from .readers import claimed
 from .xplane import refuse_xprof_cache
 
 __all__ = ["InputKind", "OpenedInput", "open_input"]
@@ -34,15 +34,13 @@ class OpenedInput:
     """A recognised input: `module` is set for an HLO file (a dump folder and a report are read by the caller)."""
 
     kind: InputKind
-    path: Path
+    path: Path | str  # a URL stays as given
     module: Module | None = None
 
 
 def _is_dump_folder(p: Path) -> bool:
-    """An `--xla_dump_to` folder: HLO after optimization, and no profile (XPlane run or logdir, nsys-jax)."""
-    if not dump_folder_files(p) or any(p.glob(f"*{XPLANE_SUFFIX}")):
-        return False
-    return not any((p / sub).is_dir() for sub in ("plugins", "profile")) and not is_nsys_input(p)
+    """An `--xla_dump_to` folder: HLO after optimization, and no profile a reader claims."""
+    return bool(dump_folder_files(p)) and not claimed(p)
 
 
 def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hlo", "report")) -> OpenedInput:
@@ -56,13 +54,16 @@ def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hl
 
     **Raises:** `InputError` for a missing or unreadable path, or one of a kind not in `accept`.
     """
-    p = Path(path)
-    if not p.exists():
-        raise InputError("no such file or directory", path=p)
-    opened = _recognise(p)
+    if is_url(path):  # remote storage holds profiles only (of the format its files are listed by)
+        opened = OpenedInput("profile", str(path))
+    else:
+        p = Path(path)
+        if not p.exists():
+            raise InputError("no such file or directory", path=p)
+        opened = _recognise(p)
     if opened.kind not in accept:
         wanted = " or ".join(_ACCEPTS_TEXT[k] for k in accept)
-        raise InputError(f"this is {_ACCEPTS_TEXT[opened.kind]}; expected {wanted}", path=p)
+        raise InputError(f"this is {_ACCEPTS_TEXT[opened.kind]}; expected {wanted}", path=path)
     return opened
 
 
@@ -73,8 +74,6 @@ def _recognise(p: Path) -> OpenedInput:
     refuse_xprof_cache(p)
     if name.endswith(".json"):
         return OpenedInput("report", p)
-    if name.endswith(XPLANE_SUFFIX):
-        return OpenedInput("profile", p)
     if is_special(p):  # a FIFO or device: read once, by the reader its name chooses, never sniffed
         if name.endswith(_HLO_SUFFIXES):
             return OpenedInput("hlo", p, module=load_hlo_file(p))
@@ -82,7 +81,7 @@ def _recognise(p: Path) -> OpenedInput:
             return OpenedInput("profile", p)
         raise InputError("not a regular file, and its name does not say what it holds", path=p,
                          hint="name it *.json, *.xplane.pb, *.hlo.pb, *.txt or *.hlo")
-    if is_nsys_input(p):
+    if claimed(p):
         return OpenedInput("profile", p)
     module = read_hlo_if_module(p)
     if module is not None:
@@ -92,3 +91,20 @@ def _recognise(p: Path) -> OpenedInput:
     raise InputError("not a profile, an HLO dump or a report", path=p,
                      hint="expected a .xplane.pb, a profile directory, an nsys-jax .zip, an Nsight Systems .sqlite "
                           "export, an HLO dump (.hlo.pb, .txt, .hlo) or an audit JSON report")
+
+
+def priced_on_this_cpu(path: str | Path) -> bool:
+    """Whether an input is judged on this machine's CPU unless --hardware names a chip: a file that
+    is no profile (an HLO dump), or an XPlane profile of host CPU planes and no device planes. A
+    glance at names only, for starting work ahead; `open_input` is what reads and checks it."""
+    from .xplane import SUFFIX, find_profile_files, plane_names
+
+    p = Path(path)
+    if p.is_file() and not p.name.lower().endswith((SUFFIX, ".zip", ".sqlite", ".json")):
+        return True
+    try:
+        first = p if p.is_file() else find_profile_files(p).paths[0]
+    except (InputError, IndexError, OSError):
+        return False
+    names = plane_names(first) or []
+    return "/host:CPU" in names and not any(n.startswith("/device:") for n in names)

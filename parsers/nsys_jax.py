@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError
 from .gpu_target import CONFIG_SUFFIX, config_bytes_to_stats, marker_stats
 from .nvtx_xla import RANGE_COLUMNS, has_xla_ranges, read_xla_ranges
-from .profile_model import HostProfile
+from .profile_model import HostFiles, HostProfile, ProfileReader, file_key
 
 TRACE = "nvtx_gpu_proj_trace/trace.parquet"
 DEVICES = "device-metadata.parquet"
@@ -308,3 +308,68 @@ def _programs(archive: Archive, stem: str, names: dict[int, str]) -> tuple[dict[
         protos[program] = data
     return protos, missing
 
+
+
+def _is_zip(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def _claims(path: Path) -> bool:
+    """A zip (by name or magic: list_hosts says if it is not nsys-jax's), or a folder of its output."""
+    if path.is_file():
+        return path.suffix.lower() == ".zip" or _is_zip(path)
+    return path.is_dir() and find_hosts(path) is not None
+
+
+def list_archive_hosts(path: Path, run: str | None = None) -> HostFiles:
+    """The processes of an nsys-jax archive, combined archive, unpacked folder or folder of archives.
+
+    **Raises:** `InputError` for a zip that is not an nsys-jax archive, and for a folder that also
+    holds XPlane captures (two profiles, not one run).
+    """
+    if path.is_file():
+        if not zipfile.is_zipfile(path):
+            raise InputError("not a readable zip archive: truncated or damaged", path=path)
+        if not looks_like_archive(path):
+            raise InputError("a zip archive without nvtx_gpu_proj_trace/trace.parquet: not an nsys-jax output",
+                             path=path)
+    hosts = find_hosts(path)
+    if hosts is None:
+        raise InputError("no nsys-jax archive here", path=path)
+    _refuse_xplanes_beside(path, hosts)
+    return HostFiles(run=path.name, paths=hosts)
+
+
+def _refuse_xplanes_beside(path: Path, hosts: list[str]) -> None:
+    """A folder of nsys-jax archives that also holds XPlane captures is two profiles, not one:
+    reading only the archives would drop the captures without a word."""
+    from .xplane import SUFFIX as XPLANE_SUFFIX
+
+    if not path.is_dir():
+        return
+    folders = [Path(h) for h in hosts if Path(h).is_dir()]
+    beside = sorted(str(p.relative_to(path)) for p in path.rglob(f"*{XPLANE_SUFFIX}")
+                    if not any(f == p or f in p.parents for f in folders))
+    if beside:
+        shown = ", ".join(beside[:3]) + (f" and {len(beside) - 3} more" if len(beside) > 3 else "")
+        raise InputError(f"holds nsys-jax archives and XPlane captures ({shown}): two kinds of profile, "
+                         "not one run", path=path, hint="inspect each on its own: an archive, or the folder of the captures")
+
+
+def _change_key(host_path: str) -> str:
+    """One process of a combined archive is keyed by the archive and the process; an unpacked
+    archive changes in its files, not in its folder's entry."""
+    local, member = split_host(host_path)
+    trace = local / TRACE
+    key = file_key(str(trace) if local.is_dir() and trace.exists() else str(local))
+    return f"{key}|{member}"
+
+
+READER = ProfileReader(
+    name="nsys-jax", source_kind="nsys", claims=_claims,
+    owns_host=is_host_path, list_hosts=list_archive_hosts,
+    read_host=lambda host, data, hlo_dir: read_archive_host(host), change_key=_change_key, separate_clocks=True)

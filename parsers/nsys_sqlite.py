@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import InputError
 from .nsys_jax import device_rows
 from .nvtx_xla import has_xla_ranges, read_xla_ranges
-from .profile_model import HostProfile
+from .profile_model import HostFiles, HostProfile, ProfileReader
 
 HEADER = b"SQLite format 3\x00"
 PUSH_POP = 59  # NVTX_EVENTS.eventType of a push/pop range
@@ -243,3 +243,13 @@ def programs_from_dump(hlo_dir: str | None, names: dict[int, str], path: str) ->
         raise InputError(f"no HLO proto after optimization for {wanted} in this folder"
                          + (" (only text dumps: add --xla_dump_hlo_as_proto)" if text else ""), path=hlo_dir)
     return protos
+
+
+def _claims(path: Path) -> bool:
+    return path.is_file() and (path.suffix.lower() == ".sqlite" or looks_like_sqlite(path))
+
+
+READER = ProfileReader(
+    name="nsys-sqlite", source_kind="nsys", claims=_claims,
+    owns_host=lambda host: _claims(Path(host)), list_hosts=lambda path, run: HostFiles(run=path.name, paths=[str(path)]),
+    read_host=lambda host, data, hlo_dir: read_sqlite_host(host, hlo_dir), separate_clocks=True)

@@ -13,10 +13,10 @@ from .events import HostExtraction, PlaneStats, to_u64
 from .events_cpu import extract_cpu
 from .events_gpu import GPU_PLANE, extract_gpu
 from .events_tpu import TPU_PLANE, core_label, extract_tpu
-from .hlo_model import Module
-from .profile_model import HostProfile, Profile
+from .hlo_files import decode_programs
+from .profile_model import HostProfile, HostRead, Profile, ProfileReader
 from .ranges import ordinal
-from .xplane import SUFFIX, decode_xspace, find_profile_files, read_xspace
+from .xplane import SUFFIX, claims, decode_xspace, find_profile_files, list_hosts, read_xspace
 
 _HLO_STATS = ("Hlo Proto", "HLO Proto")
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((\d+)\)$")
@@ -78,7 +78,7 @@ def read_host(path: str | Path, data: bytes | None = None,
                          "is this a JAX/XLA profile?", path=path)
     if extraction.events.empty:
         warnings.append("no executed XLA ops in this profile (only compiled programs)")
-    modules = decode_modules(protos, path, warnings) if decode_hlo else {}
+    modules = decode_programs(protos, path, warnings) if decode_hlo else {}
     missing = sorted(set(int(p) for p in extraction.events["program_id"].unique()) - set(names))
     if missing:
         warnings.append(f"{len(missing)} program(s) ran but have no HLO in /host:metadata: "
@@ -153,25 +153,17 @@ def _program_id(key: int, md: Any, stats: dict[str, Any]) -> int:
     return to_u64(int(match.group(2))) if match else 0
 
 
-def decode_modules(protos: dict[int, bytes], path: str | Path, warnings: list[str]) -> dict[int, Module]:
-    if not protos:
-        return {}
-    try:
-        from .hlo_proto import read_hlo_proto_bytes
-    except ImportError as exc:
-        warnings.append(f"HLO modules not decoded: the HLO proto reader is unavailable ({exc})")
-        return {}
-    modules: dict[int, Module] = {}
-    for program, data in protos.items():
-        try:
-            modules[program] = read_hlo_proto_bytes(data, origin=f"{path} program {program}")
-        except Exception as exc:  # a bad module must not cost the whole profile its events
-            warnings.append(f"HLO of program {program} could not be decoded ({exc}); its ops have no HLO")
-    return modules
-
-
 def _profile_start(env: Any) -> int | None:
     if env is None:
         return None
     value = PlaneStats(env).to_dict(env.stats).get("profile_start_time")
     return int(value) if isinstance(value, int) else None
+
+
+def _read_host(host: str, data: bytes | None, hlo_dir: str | None) -> HostRead:
+    # Modules are decoded by the caller, once per distinct program across hosts.
+    return read_host(host, data=data, decode_hlo=False)
+
+
+READER = ProfileReader(name="xplane", source_kind="xplane", claims=claims, owns_host=lambda host: True,
+                       list_hosts=list_hosts, read_host=_read_host, suffix=SUFFIX)

@@ -1,4 +1,5 @@
-"""What the XPlane reader hands to the rest of the tool: op events, steps, modules, device facts.
+"""What every profile reader hands to the rest of the tool: op events, steps, modules, device facts;
+and what a reader is (`ProfileReader`; the registry of them is `readers`).
 
 Events and steps are columnar (pandas DataFrames with the columns declared
 here), so a profile with millions of events never becomes millions of Python
@@ -7,10 +8,15 @@ objects.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from ..errors import InputError
 
 from .hlo_model import Module
 
@@ -99,3 +105,51 @@ class Profile:
         for h in self.hosts:
             merged.update(h.module_names)
         return merged
+
+
+HostRead = tuple[HostProfile, dict[int, bytes]]  # the host, and each program's HloProto bytes
+
+
+@dataclass
+class HostFiles:
+    """The host files of one profile run, and what was chosen on the way."""
+
+    run: str
+    paths: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+def file_key(host: str) -> str:
+    """What changes when a local host file does: its path, size and modification time."""
+    try:
+        st = os.stat(host)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=host) from None
+    return f"{Path(host).resolve()}|{st.st_size}|{st.st_mtime_ns}"
+
+
+@dataclass(frozen=True)
+class ProfileReader:
+    """One profile format.
+
+    - `name`: the format's own name; `source_kind`: the report's `source.kind` for a profile in it.
+    - `claims`: a local file or folder is in this format, by its name or its first bytes.
+    - `owns_host`: a host path this reader's `list_hosts` gave.
+    - `list_hosts`: the host files of a claimed path (`run` picks a run where the format has several).
+    - `read_host`: one host file (`data`: its bytes, fetched from wherever it lies; `hlo_dir`: the HLO
+      dump of a format that carries none) into a HostProfile, with its programs' HloProto bytes.
+    - `change_key`: facts of a local host that change when its content does (the summary cache's key).
+    - `separate_clocks`: each host's clock has its own origin, so steps of different hosts are not
+      placed against each other.
+    - `suffix`: the file ending that names the format, where one does (remote listings go by it).
+    """
+
+    name: str
+    source_kind: str
+    claims: Callable[[Path], bool]
+    owns_host: Callable[[str], bool]
+    list_hosts: Callable[[Path, str | None], HostFiles]
+    read_host: Callable[[str, bytes | None, str | None], HostRead]
+    change_key: Callable[[str], str] = file_key
+    separate_clocks: bool = False
+    suffix: str = ""

@@ -16,6 +16,7 @@ from ..errors import InputError
 from typing import Any
 
 from .input_files import MAX_PROFILE_BYTES, read_input
+from .profile_model import HostFiles
 from .xplane_lazy import Space, split_xspace
 from .xplane_schema import XSpace
 
@@ -199,3 +200,16 @@ def _is_text(sample: bytes) -> bool:
 def _looks_like_xspace(space: Any) -> bool:
     names = [plane.name for plane in space.planes]
     return any(name.startswith(_PLANE_PREFIXES) for name in names)
+
+
+def claims(path: Path) -> bool:
+    """A `.xplane.pb`, or a run directory or logdir holding them."""
+    if path.is_dir():
+        return any(path.glob(f"*{SUFFIX}")) or any((path / sub).is_dir() for sub in ("plugins", "profile"))
+    return path.name.lower().endswith(SUFFIX)
+
+
+def list_hosts(path: Path, run: str | None) -> HostFiles:
+    found = find_profile_files(path, run)
+    return HostFiles(run=found.run, paths=[str(p) for p in found.paths], warnings=found.warnings)
+

@@ -113,6 +113,49 @@ def test_the_cost_model_reads_no_trace():
     assert not found, found
 
 
+# What the layers above parsers/ may use of the profile readers: the registry, the typed host a reader
+# returns, recognising an input and reading files as inputs. A format module imported above parsers/
+# would be a second place that knows a format.
+FORMAT_FREE = ("audit.parsers.readers", "audit.parsers.profile_model", "audit.parsers.inputs",
+               "audit.parsers.input_files", "audit.parsers.hlo_", "audit.parsers.dtypes", "audit.parsers.ranges",
+               "audit.parsers.replica_groups", "audit.parsers.user_cache", "audit.parsers.gpu_target",
+               "audit.parsers.protobuild")
+
+
+def format_imports(files: list[Path]) -> list[str]:
+    return [f"{p.relative_to(ROOT)}: {n}" for p in files for n in _imported_names(p)
+            if _layer_of(n) == "parsers" and not n.startswith(FORMAT_FREE)]
+
+
+# `python -m audit.prepare` warms the XPlane decoder up at install time, by its name: the one place above
+# parsers/ that means a format, since what it prepares is that format's decoder.
+INSTALL_STEPS = ("audit/prepare.py",)
+
+
+def test_nothing_above_parsers_names_a_profile_format():
+    above = [p for top in ("audit", "costmodel", "reports") for p in sorted((ROOT / top).rglob("*.py"))
+             if str(p.relative_to(ROOT)) not in INSTALL_STEPS]
+    found = format_imports(above)
+    assert not found, found
+
+
+def test_the_format_check_finds_a_format_module(tmp_path, monkeypatch):
+    (tmp_path / "audit" / "pod").mkdir(parents=True)
+    (tmp_path / "audit" / "pod" / "late.py").write_text("from ..parsers.nsys_jax import read_archive_host\n"
+                                                       "from ..parsers.readers import reader_of_host\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert format_imports(sorted(tmp_path.rglob("*.py"))) == [
+        "audit/pod/late.py: audit.parsers.nsys_jax.read_archive_host"]
+
+
+def test_every_profile_format_has_one_reader():
+    from audit.parsers import readers
+
+    names = [r.name for r in readers.READERS]
+    assert names == ["nsys-sqlite", "nsys-jax", "xplane"] and readers.FALLBACK.name == "xplane"
+    assert {r.source_kind for r in readers.READERS} == {"nsys", "xplane"}
+
+
 def test_workloads_use_only_the_public_api():
     """The bundled workloads are plain JAX programs, written as a user would: `from audit import ...`."""
     for path in sorted((ROOT / "workloads").glob("*.py")):
@@ -230,4 +273,6 @@ def test_every_subpackage_is_installed():
             rel = init.parent.relative_to(top)
             base = next(name for name, d in config["package-dir"].items() if ROOT / d == top)
             found.add(".".join([base, *rel.parts]))
-    assert found == listed
+    # A folder of data files only (chip TOMLs, the report's assets) is listed to ship with its data.
+    data_only = {name for name in config.get("package-data", {}) if name not in found}
+    assert found == listed - data_only

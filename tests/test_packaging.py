@@ -39,3 +39,27 @@ def test_building_the_metadata_warns_of_nothing(tmp_path):
     assert "deprecat" not in said.lower(), said[-3000:]
     metadata = (tmp_path / "meta" / proc.stdout.strip().splitlines()[-1] / "METADATA").read_text()
     assert "License-Expression: Apache-2.0" in metadata
+
+
+def test_building_the_wheel_warns_of_nothing_and_ships_the_data(tmp_path):
+    """`pip install .` builds a wheel: every folder it ships is a declared package (setuptools warns of
+    each one it would only guess at), and the report's assets and the chip files are in it."""
+    import zipfile
+
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for folder in set(CONFIG["tool"]["setuptools"]["package-dir"].values()):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__", "*.so"),
+                        dirs_exist_ok=True)
+    (tmp_path / "dist").mkdir()
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", code, str(tmp_path / "dist")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert "absent from the `packages` configuration" not in said and "deprecat" not in said.lower(), said[-3000:]
+    names = zipfile.ZipFile(tmp_path / "dist" / proc.stdout.strip().splitlines()[-1]).namelist()
+    chips = [n for n in names if n.startswith("audit/costmodel/chips/data/") and n.endswith(".toml")]
+    assert len(chips) == len(list((ROOT / "costmodel" / "chips" / "data").glob("*.toml")))
+    assert {"audit/reports/assets/report.css", "audit/reports/assets/report.js",
+            "audit/reports/model/report.schema.json"} <= set(names)

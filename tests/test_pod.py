@@ -110,9 +110,10 @@ def test_cache_is_reused_and_invalidated_when_a_host_file_changes(pod, tmp_path,
 def test_a_local_cluster_gives_the_table_read_in_this_process(pod, capsys):
     # Eight small host files are read here (a cluster would take longer to start than to read them);
     # --workers asks for a local cluster, whose workers must give the same table.
-    from audit.pod import cluster, files
+    from audit.parsers.readers import total_bytes
+    from audit.pod import cluster
 
-    size = files.total_bytes([str(p) for p in pod.glob("*.xplane.pb")])
+    size = total_bytes([str(p) for p in pod.glob("*.xplane.pb")])
     assert size is not None and cluster.in_process(HOSTS, None, size)
     here = _inspect(capsys, pod, "--cache", "")
     on_workers = _inspect(capsys, pod, "--cache", "", "--workers", "2")

@@ -52,7 +52,7 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
 
         calibrate_ahead(path)
     from ..orchestration.pipeline import analyse_profile
-    from ..pod.files import is_url
+    from ..parsers.input_files import is_url
     from ..pod.reduce import PodSettings
 
     if not is_url(str(path)) and not Path(path).exists():

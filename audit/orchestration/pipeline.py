@@ -16,7 +16,7 @@ from ..optable.judge import judge_table
 from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
-from ..parsers.nvtx_xla import STEP_SOURCE as NSYS_STEPS
+from ..parsers.readers import reader_named
 from ..reports.model.report import ReportModel
 from ..reports.model.summary import StepTimes
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cost_modules, expect_all,
@@ -38,12 +38,10 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     """Read a profile (file, run dir or logdir, local or an fsspec URL) or an HLO dump, and
     return its report. Hosts are reduced one by one (on Dask for several, per `pod`)."""
     from ..parsers.inputs import open_input
-    from ..pod.files import is_url
 
-    if not is_url(path):
-        opened = open_input(path, accept=("profile", "hlo"))
-        if opened.kind == "hlo":
-            return analyse_hlo(path, hardware=hardware, source=source, options=options, module=opened.module)
+    opened = open_input(path, accept=("profile", "hlo"))
+    if opened.kind == "hlo":
+        return analyse_hlo(path, hardware=hardware, source=source, options=options, module=opened.module)
     from ..pod.reduce import reduce_profile
 
     profile = reduce_profile(path, run=run, settings=pod)
@@ -82,8 +80,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
                       overlapped={k: v for k, v in profile.overlapped.items() if k in comm_names},
                       measured_on=profile.platform, window=profile.exported_window())
     step_list = step_table(steps, events)
-    nsys = hosts[0].step_source == NSYS_STEPS
-    if nsys and len(hosts) > 1:
+    reader = reader_named(hosts[0].reader)
+    if reader.separate_clocks and len(hosts) > 1:
         # Each process's clock has its own origin, so steps of different processes are not placed
         # against each other: a step lasts as long as its slowest device's.
         step_list = [{**s, "time_s": max(s["per_device_s"].values())} for s in step_list]
@@ -95,7 +93,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         ops=ops, hw=hw, warnings=warnings, overlap=step_overlap(ops, walks), devices=devices, hosts=len(hosts),
         steps=step_list, step_time=StepTimes(st["min"], st["median"], st["max"]), idle_s=profile.idle_seconds(),
         step_source=hosts[0].step_source, platform=profile.platform,
-        source={"kind": "nsys" if nsys else "xplane", "paths": profile.paths, "workload": None, "command": None,
+        source={"kind": reader.source_kind, "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
         timeline=profile.timeline(kind_of, device_names), device_steps=profile.device_steps(device_names),
     )

@@ -15,15 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import InputError, UsageError
-from ..parsers.input_files import MAX_PROFILE_BYTES, read_input
-from ..parsers.xplane import SUFFIX, find_profile_files, refuse_xprof_cache
-from ..parsers.nsys import nsys_hosts
-from ..parsers.nsys_jax import TRACE as NSYS_TRACE
-from ..parsers.nsys_jax import split_host
-
-
-def is_url(path: str | Path) -> bool:
-    return "://" in str(path)
+from ..parsers.input_files import MAX_PROFILE_BYTES, is_url
+from ..parsers.readers import list_hosts, reader_of_host, remote_suffix
 
 
 @dataclass
@@ -37,29 +30,27 @@ class HostFiles:
 
 
 def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
-    """Resolve a file, run dir or logdir (local or a URL) to the `.xplane.pb` files of one run."""
+    """Resolve a profile (local or a URL) to the host files of one run, by the reader of its format."""
     if is_url(path):
         with shared_budget():
             return _list_remote(str(path), run)
-    nsys = nsys_hosts(path)
-    if nsys is not None:
-        _refuse_xplanes_beside(Path(path), nsys)
-        return HostFiles(run=Path(path).name, paths=nsys)
-    found = find_profile_files(path, run)
-    return HostFiles(run=found.run, paths=[str(p) for p in found.paths], warnings=found.warnings)
+    _, found = list_hosts(Path(path), run)
+    return HostFiles(run=found.run, paths=found.paths, warnings=found.warnings)
 
 
 def _list_remote(path: str, run: str | None) -> HostFiles:
+    """Remote storage is listed by file name: the files of the one format that names its files."""
+    suffix = remote_suffix()
     fs, root = _filesystem(path)
     scheme = protocol(path)
-    if root.endswith(SUFFIX):
+    if root.endswith(suffix):
         if not remote(lambda: fs.exists(root), path, "cannot reach"):
             raise InputError("no such file", path=path)
         return HostFiles(run=root.rstrip("/").rsplit("/", 2)[-2] if "/" in root else "",
                          paths=[f"{scheme}://{root}"], local=False)
-    listed = sorted(p for p in remote(lambda: fs.find(root), path, "cannot list") if p.endswith(SUFFIX))
+    listed = sorted(p for p in remote(lambda: fs.find(root), path, "cannot list") if p.endswith(suffix))
     if not listed:
-        raise InputError(f"no {SUFFIX} files found", path=path)
+        raise InputError(f"no {suffix} files found", path=path)
     runs = sorted({p.rsplit("/", 2)[-2] for p in listed})
     warnings = []
     if run is not None:
@@ -73,20 +64,6 @@ def _list_remote(path: str, run: str | None) -> HostFiles:
                             f"(pick another with --run NAME; others: {', '.join(runs[:-1])})")
     paths = [f"{scheme}://{p}" for p in listed if p.rsplit("/", 2)[-2] == chosen]
     return HostFiles(run=chosen, paths=paths, warnings=warnings, local=False)
-
-
-def _refuse_xplanes_beside(path: Path, hosts: list[str]) -> None:
-    """A folder of nsys-jax archives that also holds XPlane captures is two profiles, not one:
-    reading only the archives would drop the captures without a word."""
-    if not path.is_dir():
-        return
-    folders = [Path(h) for h in hosts if Path(h).is_dir()]
-    beside = sorted(str(p.relative_to(path)) for p in path.rglob(f"*{SUFFIX}")
-                    if not any(f == p or f in p.parents for f in folders))
-    if beside:
-        shown = ", ".join(beside[:3]) + (f" and {len(beside) - 3} more" if len(beside) > 3 else "")
-        raise InputError(f"holds nsys-jax archives and XPlane captures ({shown}): two kinds of profile, "
-                         "not one run", path=path, hint="inspect each on its own: an archive, or the folder of the captures")
 
 
 def protocol(url: str) -> str:
@@ -177,23 +154,6 @@ def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float |
     return value
 
 
-def total_bytes(paths: list[str]) -> int | None:
-    """What the host files hold together (an archive of several hosts counted once); None for URLs."""
-    if any(is_url(p) for p in paths):
-        return None
-    try:
-        return sum(_size(f) for f in {split_host(p)[0] for p in paths})
-    except OSError:
-        return None
-
-
-def _size(path: Path) -> int:
-    """Bytes of a file, or of every file under a folder (an unpacked nsys-jax archive)."""
-    if path.is_dir():
-        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    return path.stat().st_size
-
-
 def _limit(timeout: float | None) -> tuple[float, float]:
     """(seconds this call may wait, the budget the error names): inside a shared budget, what is left
     of it (at least half a second, so a call made just in time is not refused unheard)."""
@@ -207,11 +167,8 @@ def _limit(timeout: float | None) -> tuple[float, float]:
     return max(0.5, ends - time.monotonic()), seconds
 
 
-def read_bytes(path: str) -> bytes:
-    """The whole host file, read where it lies (one host at a time, on the worker)."""
-    if not is_url(path):
-        refuse_xprof_cache(path)
-        return read_input(path, MAX_PROFILE_BYTES, "an XSpace profile (.xplane.pb)")
+def fetch_bytes(path: str) -> bytes:
+    """A remote host file's bytes, read where it lies (one host at a time, on the worker)."""
     fs, root = _filesystem(path)
 
     def fetch() -> bytes:
@@ -226,17 +183,10 @@ def read_bytes(path: str) -> bytes:
 
 
 def identity(path: str) -> str:
-    """A key that changes when the file does: its path, size and modification time (or etag)."""
+    """A key that changes when the file does: for a local host, what its reader says changes with its
+    content (path, size, modification time); for a remote one, its size and version (or etag)."""
     if not is_url(path):
-        # One process of a combined nsys-jax archive is keyed by the archive and the process.
-        local, member = split_host(path)
-        # An unpacked archive changes in its files, not in its folder's entry.
-        trace = local / NSYS_TRACE
-        try:
-            st = trace.stat() if local.is_dir() and trace.exists() else local.stat()
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
-        facts = f"{local.resolve()}|{member}|{st.st_size}|{st.st_mtime_ns}"
+        facts = reader_of_host(path).change_key(path)
     else:
         fs, root = _filesystem(path)
         info = remote(lambda: fs.info(root), path, "cannot read")

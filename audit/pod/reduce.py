@@ -17,7 +17,8 @@ from ..costmodel.units import seconds
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import COLLECTIVES
-from ..parsers.xplane import SUFFIX
+from ..parsers.input_files import is_url
+from ..parsers.readers import host_label, total_bytes
 from ..reports.model.report import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
@@ -55,6 +56,7 @@ class HostFacts:
     device_stats: dict[str, Any] = field(default_factory=dict[str, Any])  # this host's device planes' stats
     trace_scope: str = STEP  # what the trace-viewer export holds of this host (pod.trace_window)
     trace_left_out: dict[int, int] = field(default_factory=dict[int, int])  # device -> events beyond its cap
+    reader: str = "xplane"  # the reader of its format (parsers.readers)
 
 
 @dataclass
@@ -124,14 +126,14 @@ def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettin
     settings = settings or PodSettings()
     found = files.list_host_files(path, run)
     if not found.paths:
-        raise InputError(f"no {SUFFIX} files in this run", path=path)
+        raise InputError("no profile files in this run", path=path)
     cache = default_cache_dir(found.paths) if settings.cache is None else (settings.cache or None)
-    if cache and files.is_url(cache):
+    if cache and is_url(cache):
         raise InputError("--cache must be a local directory", path=cache)
     # An in-memory filesystem lives in this process only: its hosts are read here.
     in_process = files.protocol(found.paths[0]) == "memory" and not cluster.scheduler_address(settings.scheduler)
     client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers,
-                                                        files.total_bytes(found.paths))
+                                                        total_bytes(found.paths))
     try:
         results = _map(found.paths, cache, client, settings.progress, settings.hlo)
         return _combine(found, results, settings.skip_bad_hosts)
@@ -197,7 +199,7 @@ def _combine(found: files.HostFiles, results: Iterable[tuple[int, HostResult]], 
     return Pod(
         paths=[h.path for h in hosts], run=found.run,
         hosts=[HostFacts(h.host, h.path, h.platform, h.step_source, h.versions, h.device_names, h.programs,
-                         h.warnings, h.device_stats, h.trace_scope, h.trace_left_out) for h in hosts],
+                         h.warnings, h.device_stats, h.trace_scope, h.trace_left_out, h.reader) for h in hosts],
         ops=_concat([h.ops for h in hosts], hosts), steps=_concat([h.steps for h in hosts], hosts),
         idle_ps=_concat([h.idle for h in hosts], hosts),
         strips=[(h.host, h.strip_step, h.strip) for h in hosts],
@@ -232,7 +234,7 @@ def _distinct_names(hosts: list[HostSummary]) -> None:
     counts = Counter(h.host for h in hosts)
     for h in hosts:
         if counts[h.host] > 1:
-            label = f"{h.host}:{h.path.rsplit('/', 1)[-1].removesuffix(SUFFIX)}"
+            label = f"{h.host}:{host_label(h.path)}"
             h.warnings.append(f"several files name host {h.host!r}; this one is called {label!r}")
             h.host = label
 
@@ -240,14 +242,14 @@ def _distinct_names(hosts: list[HostSummary]) -> None:
 def _modules(hosts: list[HostSummary], protos: dict[str, bytes],
              warnings: list[str]) -> tuple[dict[int, Module], list[str]]:
     """Decode each program's most common module once; hosts running another one are named."""
-    from ..parsers.profile import decode_modules
+    from ..parsers.hlo_files import decode_programs
 
     by_program: dict[int, Counter[str]] = {}
     for h in hosts:
         for pid, fp in h.programs.items():
             by_program.setdefault(pid, Counter())[fp] += 1
     chosen = {pid: counts.most_common(1)[0][0] for pid, counts in by_program.items()}
-    modules = decode_modules({pid: protos[fp] for pid, fp in chosen.items() if fp in protos},
+    modules = decode_programs({pid: protos[fp] for pid, fp in chosen.items() if fp in protos},
                              hosts[0].path, warnings)
     differing = [h.host for h in hosts if any(chosen.get(pid) != fp for pid, fp in h.programs.items())]
     mismatch: list[str] = []

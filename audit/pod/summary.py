@@ -23,11 +23,12 @@ from ..analyses.programs import program_steps
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
 from ..errors import AuditError
+from ..parsers.input_files import is_url
 from ..parsers.user_cache import summaries_dir
 from . import files
 from .trace_window import STEP, empty_trace, trace_window
 
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 TIMELINE_EVENTS = 2000
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
 
@@ -58,6 +59,7 @@ class HostSummary:
     hlo: dict[str, bytes] = field(default_factory=dict)  # fingerprint -> HloProto bytes
     trace_scope: str = STEP  # step: one representative step; capture: the capture window (many programs)
     trace_left_out: dict[int, int] = field(default_factory=dict)  # device -> events beyond the trace's cap
+    reader: str = "xplane"  # the format's reader (parsers.readers)
 
 
 @dataclass
@@ -92,15 +94,13 @@ def summarise_host(path: str, cache_dir: str | None = None, hlo_dir: str | None 
 
 
 def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
-    from ..parsers.nsys import read_nsys_host
-    from ..parsers.profile import read_host
+    from ..parsers.readers import FALLBACK, reader_of_host
 
-    nsys = None if files.is_url(path) else read_nsys_host(path, hlo_dir)
-    if nsys is not None:
-        host, protos = nsys
-    else:
-        # Not bound to a name here: the decoded space holds the file's bytes (its lines are views of them).
-        host, protos = read_host(path, data=files.read_bytes(path), decode_hlo=False)
+    # A URL is read as the one format remote storage is listed in; its bytes are not bound to a
+    # name here, so the reader drops them once decoded.
+    remote = is_url(path)
+    reader = FALLBACK if remote else reader_of_host(path)
+    host, protos = reader.read_host(path, files.fetch_bytes(path) if remote else None, hlo_dir)
     events = host.events
     programs, hlo = {}, {}
     for pid, proto in protos.items():
@@ -115,7 +115,7 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
         overlapped=overlapped_collectives(events, set(starts)), programs=programs,
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
         device_stats=host.device_stats, device_names={int(k): v for k, v in host.device_names.items()},
-        versions=host.versions, warnings=host.warnings, hlo=hlo)
+        versions=host.versions, warnings=host.warnings, hlo=hlo, reader=reader.name)
 
 
 def fingerprint(proto: bytes) -> str:
@@ -221,7 +221,7 @@ def write_cached(cache_dir: str, key: str, summary: HostSummary) -> None:
             write_bytes(root / f"{key}.{name}.parquet", buf.getvalue())
         facts = {k: getattr(summary, k) for k in ("host", "path", "platform", "strip_step", "overlapped",
                                                   "step_source", "device_stats", "versions", "warnings",
-                                                  "trace_scope")}
+                                                  "trace_scope", "reader")}
         facts.update(programs={str(k): v for k, v in summary.programs.items()},
                      module_names={str(k): v for k, v in summary.module_names.items()},
                      device_names={str(k): v for k, v in summary.device_names.items()},
