@@ -99,6 +99,8 @@ def priced_on_this_cpu(path: str | Path) -> bool:
     glance at names only, for starting work ahead; `open_input` is what reads and checks it."""
     from .xplane import SUFFIX, find_profile_files, plane_names
 
+    if is_url(str(path)) or is_special(path):  # never read ahead: a FIFO would block until written
+        return False
     p = Path(path)
     if p.is_file() and not p.name.lower().endswith((SUFFIX, ".zip", ".sqlite", ".json")):
         return True
