@@ -20,8 +20,8 @@ from ..parsers.readers import list_hosts, reader_of_host, remote_suffix
 
 
 @dataclass
-class HostFiles:
-    """The host files of one run; `paths` are local paths or fsspec URLs."""
+class PodHosts:
+    """The host files of one run, wherever they lie: `paths` are local paths or fsspec URLs."""
 
     run: str
     paths: list[str]
@@ -29,16 +29,16 @@ class HostFiles:
     local: bool = True
 
 
-def list_host_files(path: str | Path, run: str | None = None) -> HostFiles:
+def list_host_files(path: str | Path, run: str | None = None) -> PodHosts:
     """Resolve a profile (local or a URL) to the host files of one run, by the reader of its format."""
     if is_url(path):
         with shared_budget():
             return _list_remote(str(path), run)
     _, found = list_hosts(Path(path), run)
-    return HostFiles(run=found.run, paths=found.paths, warnings=found.warnings)
+    return PodHosts(run=found.run, paths=found.paths, warnings=found.warnings)
 
 
-def _list_remote(path: str, run: str | None) -> HostFiles:
+def _list_remote(path: str, run: str | None) -> PodHosts:
     """Remote storage is listed by file name: the files of the one format that names its files."""
     suffix = remote_suffix()
     fs, root = _filesystem(path)
@@ -46,7 +46,7 @@ def _list_remote(path: str, run: str | None) -> HostFiles:
     if root.endswith(suffix):
         if not remote(lambda: fs.exists(root), path, "cannot reach"):
             raise InputError("no such file", path=path)
-        return HostFiles(run=root.rstrip("/").rsplit("/", 2)[-2] if "/" in root else "",
+        return PodHosts(run=root.rstrip("/").rsplit("/", 2)[-2] if "/" in root else "",
                          paths=[f"{scheme}://{root}"], local=False)
     listed = sorted(p for p in remote(lambda: fs.find(root), path, "cannot list") if p.endswith(suffix))
     if not listed:
@@ -63,7 +63,7 @@ def _list_remote(path: str, run: str | None) -> HostFiles:
             warnings.append(f"{path} holds {len(runs)} runs; reading the latest, {chosen!r} "
                             f"(pick another with --run NAME; others: {', '.join(runs[:-1])})")
     paths = [f"{scheme}://{p}" for p in listed if p.rsplit("/", 2)[-2] == chosen]
-    return HostFiles(run=chosen, paths=paths, warnings=warnings, local=False)
+    return PodHosts(run=chosen, paths=paths, warnings=warnings, local=False)
 
 
 def protocol(url: str) -> str:

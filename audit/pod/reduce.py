@@ -169,7 +169,7 @@ def _map(paths: list[str], cache: str | None, client: Client | None, progress: b
         bar.done()
 
 
-def _combine(found: files.HostFiles, results: Iterable[tuple[int, HostResult]], skip_bad: bool) -> Pod:
+def _combine(found: files.PodHosts, results: Iterable[tuple[int, HostResult]], skip_bad: bool) -> Pod:
     summaries: list[tuple[int, HostSummary]] = []
     failures: list[HostFailure] = []
     protos: dict[str, bytes] = {}
