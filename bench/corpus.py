@@ -200,6 +200,8 @@ def _names(names: list[str]) -> str:
 
 
 def _cell(text: str) -> str:
+    """A table cell: paths as the table's reader finds them from the project root, pipes escaped."""
+    text = text.replace(f"{ROOT.parent}/", "../").replace(f"{ROOT}/", "")
     return text.replace("|", "\\|")
 
 
