@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install check demo test test-quick browser bench fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py parsers/_xline.c costmodel/_recency.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,tpu]'
@@ -48,10 +48,14 @@ test: $(STAMP) browser check
 test-quick: $(STAMP)
 	$(BIN)/pytest -q -m "not slow and not browser"
 
-# The big profile is made first when bench/data/big has none (a fresh clone), then both tools run.
+# The speed benchmarks from a fresh clone (their inputs made first where missing), written into
+# bench/RESULTS.md between its speed markers with the machine's load (bench/record_speed.py):
+# audit beside XProf on the big profile (first run after a bare install, warm, then with two
+# CPU-bound processes beside both), the 50 MB HLO programs beside XLA's parser, and the NVIDIA
+# path against the time to read its inputs. Tens of minutes; run it on a quiet machine.
 bench: $(STAMP)
 	@ls bench/data/big/plugins/profile/*/*.xplane.pb >/dev/null 2>&1 || $(BIN)/python bench/make_big_profile.py
-	$(BIN)/python bench/run_inspect_vs_xprof.py --unprepared
+	$(BIN)/python bench/record_speed.py
 
 # The fuzz tests with many more examples (hypothesis profile "fuzz"), then a hostile-input campaign
 # through the CLI with a fresh seed (bench/hostile_campaign.py): minutes, not part of `make test`.

@@ -1,11 +1,11 @@
 """`python -m audit.prepare`: do at install time what the first analysis would otherwise pay for.
 
-`make install` runs it. It byte-compiles audit's modules, compiles the trace decoder (numba keeps the machine code beside
-its module, in the install) and calibrates this machine's CPU into the install's own folder
+`make install` runs it. It byte-compiles audit's modules, compiles the trace decoder where pip could not build its C
+version (numba keeps the machine code beside its module, in the install) and calibrates this machine's CPU into the install's own folder
 (`<sys.prefix>/share/audit/calibration`), so the first `audit inspect` after an install, even
 with a fresh home directory as on a CI runner, runs as fast as the next. Safe to run again; a
 later `audit hardware show cpu --recalibrate` measures anew into the user's cache. A step that
-cannot be done here (no numba, calibration timing out on an overloaded machine) is left to the
+cannot be done here (no decoder build, calibration timing out on an overloaded machine) is left to the
 first run, with a line saying so; the install still succeeds.
 """
 
@@ -18,23 +18,25 @@ import time
 from .costmodel.units import seconds
 
 
-def compile_decoder() -> bool:
-    """Compile the XLine decoder for the argument types real planes use; False where numba is missing."""
+def compile_decoder() -> str:
+    """Make the XLine decoder ready: nothing to do for its C build (pip compiled it at install);
+    the numba build is compiled now for the argument types real planes use. Which build, or ""."""
     import numpy as np
 
     from .parsers import xline_decode
     from .parsers.xplane_schema import XLine
 
-    if not xline_decode.available():
-        return False
+    build = xline_decode.build()
+    if not build:
+        return ""
     line = XLine()
     line.timestamp_ns = 1
     event = line.events.add()
     event.metadata_id, event.offset_ps, event.duration_ps = 1, 2, 3
     stat = event.stats.add()
     stat.metadata_id, stat.int64_value = 1, 4
-    decoded = xline_decode.decode_line(line.SerializeToString(), np.full(2, 0, np.int64), 1)
-    return bool(decoded.duration_ps[0] == 3)
+    decoded = xline_decode.decode_line(line.SerializeToString(), np.full(2, 0, np.int64), 1, build)
+    return build if decoded.duration_ps[0] == 3 else ""
 
 
 def compile_bytecode() -> bool:
@@ -53,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     compile_bytecode()
     start = time.perf_counter()
-    compiled = compile_decoder()
-    print(f"audit: trace decoder {'compiled' if compiled else 'not compiled (numba missing)'} "
-          f"in {seconds(time.perf_counter() - start)}", file=sys.stderr)
+    build = compile_decoder()
+    said = {"c": "built in C at install", "numba": "compiled (numba)", "": "not compiled (no C build, no numba)"}
+    print(f"audit: trace decoder {said[build]} in {seconds(time.perf_counter() - start)}", file=sys.stderr)
     if args.no_calibrate:
         return 0
     from .orchestration.calibrate import calibrate_install

@@ -1,17 +1,18 @@
 """`audit inspect` versus XProf's `hlo_stats` conversion on the same profile, side by side.
 
-    python bench/run_inspect_vs_xprof.py [PROFILE.xplane.pb] [--repeats 3]
+    python bench/run_inspect_vs_xprof.py [PROFILE.xplane.pb] [--repeats 3] [--unprepared]
 
 Each tool runs in its own fresh process, `--repeats` times; the best wall time, the best CPU
-time (user + system, the process tree) and the peak memory are printed with their ratios. Every process gets a fresh, empty home directory
-(no user cache: no CPU calibration, no profile summaries), as on a CI runner, and `audit
-inspect` is also timed on its first run there, against its warm runs (first-run target: at
-most 1.3x warm; what `make install` prepared ahead, `python -m audit.prepare`, is kept). The
-load average is printed before and after, since the machine may be shared. Memory is the peak summed PSS of the whole
-process tree, sampled every 50 ms from /proc/PID/smaps_rollup of the process and all its
-descendants: `audit inspect` forks workers, so the largest single process (`ru_maxrss`)
-would miss them, and summed RSS would count the pages they share with the parent many
-times. Without a path the newest profile under bench/data/big is used, made first with
+time (user + system, the process tree) and the peak memory are printed with their ratios.
+Every process gets a fresh, empty home directory (no user cache: no CPU calibration, no
+profile summaries), as on a CI runner, and `audit inspect` is also timed on its first run
+there, against its warm runs; `--unprepared` adds a first run with the install's own
+calibration hidden too, as after a bare `pip install` (first-run target: at most 1.5x warm).
+The load average is printed before and after, since the machine may be shared. Memory is the
+peak summed PSS of the whole process tree, sampled every 50 ms from /proc/PID/smaps_rollup of
+the process and all its descendants (bench/measure.py): the largest single process (`ru_maxrss`)
+would miss a tool's workers, and summed RSS would count the pages they share many times.
+Without a path the newest profile under bench/data/big is used, made first with
 bench/make_big_profile.py when there is none (as from a fresh clone).
 """
 
@@ -21,85 +22,21 @@ import argparse
 import importlib.util
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from importlib.metadata import version
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from make_big_profile import count_events  # noqa: E402
+from measure import fresh_home, load_average, measure  # noqa: E402
 # use_saved_result=False: XProf otherwise answers from the op_stats cache it writes beside
 # the profile (ALL_HOSTS.op_stats_v2.pb) on its first run, which would time a cache read.
 XPROF = ("import sys; from xprof.convert import raw_to_tool_data as r; "
          "out = r.xspace_to_tool_data([sys.argv[1]], 'hlo_stats', {'use_saved_result': False}); "
          "print(len(str(out[0])) if isinstance(out, tuple) else len(str(out)))")
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    return [int(k) for k in kids]
-
-
-def tree_pss_mb(root: int) -> float:
-    """Summed proportional set size (MB) of a process and all its descendants.
-
-    PSS splits each shared page among the processes mapping it, so copy-on-write pages a
-    forked worker shares with its parent count once, not once per process as RSS would.
-    """
-    total, todo, seen = 0, [root], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-                    break
-        except OSError:  # the process ended between listing and reading
-            pass
-        todo += _children(pid)
-    return total / 1024
-
-
-def measure(cmd: list[str], interval: float = 0.05,
-            env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system) and peak summed PSS (MB) of one child process
-    and all of its descendants. CPU time is what a shared machine moves least: a busy neighbour
-    stretches a tool's wall time, not the work it does."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak = 0.0
-    while proc.poll() is None:
-        peak = max(peak, tree_pss_mb(proc.pid))
-        time.sleep(interval)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read().decode()[-2000:]}")
-    return wall, cpu, peak
-
-
-def fresh_home(root: Path) -> dict[str, str]:
-    """An environment whose home and cache directories are new and empty."""
-    home = root / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "AUDIT_CACHE", "AUDIT_CACHE_DIR")}
-    return {**env, "HOME": str(home)}
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def newest_big_profile() -> Path:
@@ -117,14 +54,48 @@ def main() -> int:
     parser.add_argument("profile", nargs="?", type=Path)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--unprepared", action="store_true",
-                        help="Also time a first run without what the install prepared (the decoder compiles "
-                             "and the CPU is calibrated during the run), as after a bare `pip install`.")
+                        help="Also time a first run without the calibration the install prepared (the CPU is "
+                             "calibrated during the run), as after a bare `pip install`.")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="Run N CPU-bound processes (a Python busy loop each) beside both tools throughout.")
     args = parser.parse_args()
     if importlib.util.find_spec("xprof") is None:
         raise SystemExit("XProf is not installed: pip install -e '.[xprof]' (or `make install`, which installs it "
                          "with the test extra), then run this again.")
     path = args.profile or newest_big_profile()
     load_before = load_average()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        results, first, bare = _compare(path, args.repeats, args.unprepared)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    (aw, ac, am), (xw, xc, xm) = results.values()
+    print(f"profile: {path.name}, {path.stat().st_size / 1e6:.1f} MB, {count_events(path)} events")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
+          f"{platform.python_version()}; jax {version('jax')}; xprof {version('xprof')}; "
+          f"roofline-audit {version('roofline-audit')}; {args.busy} CPU-bound processes beside both tools")
+    print(f"load average (1, 5, 15 min): {load_before} before, {load_average()} after")
+    print(f"{'tool':<45} {'wall s':>8} {'CPU s':>8} {'peak PSS MB':>12}")
+    if bare is not None:
+        print(f"{'audit inspect, first run, install unprepared':<45} {bare[0]:>8.2f} {bare[1]:>8.2f} {bare[2]:>12.0f}")
+    print(f"{'audit inspect, first run in a fresh home':<45} {first[0]:>8.2f} {first[1]:>8.2f} {first[2]:>12.0f}")
+    for name, (w, c, m) in results.items():
+        print(f"{name:<45} {w:>8.2f} {c:>8.2f} {m:>12.0f}")
+    if bare is not None:
+        print(f"{'ratio audit first run, unprepared / warm':<45} {bare[0] / aw:>8.2f} {bare[1] / ac:>8.2f}")
+    print(f"{'ratio audit first run / warm':<45} {first[0] / aw:>8.2f} {first[1] / ac:>8.2f}")
+    print(f"{'ratio xprof / audit':<45} {xw / aw:>8.2f} {xc / ac:>8.2f} {xm / am:>12.2f}")
+    return 0
+
+
+Timing = tuple[float, float, float]
+
+
+def _compare(path: Path, repeats: int, unprepared: bool) -> tuple[dict[str, Timing], Timing, Timing | None]:
+    """Best (wall, CPU) and peak memory of each tool, warm; audit's first run in a fresh home; and
+    with `unprepared`, its first run with no calibration found anywhere."""
     with tempfile.TemporaryDirectory() as tmp:
         env = fresh_home(Path(tmp))
         tools = {
@@ -134,36 +105,20 @@ def main() -> int:
         }
         audit_cmd = tools["audit inspect (table + cost model + JSON)"]
         bare = None
-        if args.unprepared:  # empty decoder and calibration caches in their own folders
+        if unprepared:  # the calibration cache in a folder of its own, empty: the install's is not looked at
             bare_root = Path(tmp) / "bare"
             bare_root.mkdir()
-            bare_env = {**fresh_home(bare_root), "NUMBA_CACHE_DIR": str(bare_root / "numba"),
-                        "AUDIT_CACHE_DIR": str(bare_root / "calibration")}
-            bare = measure(audit_cmd, env=bare_env)
+            bare = measure(audit_cmd, env={**fresh_home(bare_root), "AUDIT_CACHE_DIR": str(bare_root / "calibration")})
         first = measure(audit_cmd, env=env)
         results = {}
         for name, cmd in tools.items():
             runs = []
-            for _ in range(args.repeats):
+            for _ in range(repeats):
                 for cache in path.parent.glob("ALL_HOSTS.op_stats*.pb"):
                     cache.unlink()
                 runs.append(measure(cmd, env=env))
             results[name] = (min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs))
-    (aw, ac, am), (xw, xc, xm) = results.values()
-    print(f"profile: {path.name}, {path.stat().st_size / 1e6:.1f} MB, {count_events(path)} events")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
-          f"{platform.python_version()}; jax {version('jax')}; xprof {version('xprof')}; "
-          f"roofline-audit {version('roofline-audit')}")
-    print(f"load average (1, 5, 15 min): {load_before} before, {load_average()} after")
-    print(f"{'tool':<45} {'wall s':>8} {'CPU s':>8} {'peak PSS MB':>12}")
-    if bare is not None:
-        print(f"{'audit inspect, first run, install unprepared':<45} {bare[0]:>8.2f} {bare[1]:>8.2f} {bare[2]:>12.0f}")
-    print(f"{'audit inspect, first run in a fresh home':<45} {first[0]:>8.2f} {first[1]:>8.2f} {first[2]:>12.0f}")
-    for name, (w, c, m) in results.items():
-        print(f"{name:<45} {w:>8.2f} {c:>8.2f} {m:>12.0f}")
-    print(f"{'ratio audit first run / warm':<45} {first[0] / aw:>8.2f} {first[1] / ac:>8.2f}")
-    print(f"{'ratio xprof / audit':<45} {xw / aw:>8.2f} {xc / ac:>8.2f} {xm / am:>12.2f}")
-    return 0
+    return results, first, bare
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ Origin = Literal["model", "trace", "xla", "unknown"]
 """Where an op's FLOPs or bytes came from: the cost model, the trace, XLA's cost analysis, or nowhere."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveInfo:
     """A collective as the program states it, and where it runs on the topology.
 
@@ -36,7 +36,7 @@ class CollectiveInfo:
     fused: str = ""  # the fused computation that carries it ("" for a collective op of its own)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttentionProblem:
     """A fused attention call as its config states it: Q.K^T then softmax then P.V, per batch and head.
 
@@ -70,7 +70,7 @@ class AttentionProblem:
         return self.kernel != "forward"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpCost:
     """Per-execution cost of one HLO op on one device.
 
@@ -133,7 +133,7 @@ class OpCost:
         return self.flops / self.bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expectation:
     """How long one execution of an op should take on a chip, and what bounds it."""
 

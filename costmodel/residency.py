@@ -43,10 +43,15 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
     if not hw.caches:
         return out
     footprint = _footprint(module)
+    placed: dict[tuple[OpCost, tuple[tuple[str, float], ...]], OpCost] = {}  # many ops share both
     for name in execution_plan(module):
         comp = module.computations[name]
         for op, resident in _walk(module, comp, costs, footprint, hw.caches, comp.name == module.entry).items():
-            out[op] = replace(out[op], resident=resident)
+            key = (out[op], resident)
+            found = placed.get(key)
+            if found is None:
+                found = placed[key] = replace(out[op], resident=resident)
+            out[op] = found
     return out
 
 
@@ -88,24 +93,28 @@ class _Recency:
     def __init__(self, touches: int):
         self.tree = [0.0] * (touches + 2)
         self.time = 0
+        self.total = 0.0  # every touch's bytes: the prefix sum up to `time`
         self.last: dict[str, int] = {}
         self.size: dict[str, float] = {}
 
     def _add(self, at: int, value: float) -> None:
-        while at < len(self.tree):
-            self.tree[at] += value
+        tree, end = self.tree, len(self.tree)
+        self.total += value
+        while at < end:
+            tree[at] += value
             at += at & -at
 
     def _prefix(self, at: int) -> float:
-        total = 0.0
+        tree, total = self.tree, 0.0
         while at > 0:
-            total += self.tree[at]
-            at -= at & -at
+            total += tree[at]
+            at &= at - 1
         return total
 
     def touch(self, buffer: str, size: float) -> None:
-        if buffer in self.last:
-            self._add(self.last[buffer], -self.size[buffer])
+        last = self.last.get(buffer)
+        if last is not None:
+            self._add(last, -self.size[buffer])
         self.time += 1
         self.last[buffer], self.size[buffer] = self.time, size
         self._add(self.time, size)
@@ -122,9 +131,19 @@ class _Recency:
 
     def since(self, buffer: str) -> float | None:
         """Distinct bytes touched after `buffer` was; None when it was never touched."""
-        if buffer not in self.last:
-            return None
-        return self._prefix(self.time) - self._prefix(self.last[buffer])
+        last = self.last.get(buffer)
+        return None if last is None else self.total - self._prefix(last)
+
+
+def recency_for(touches: int) -> _Recency:
+    """The C build of `_Recency` (costmodel/_recency.c, built by pip at install) where there is one:
+    a big program's walk makes millions of touches, a few dozen tree steps each."""
+    try:
+        from ._recency import Recency  # type: ignore[import-not-found]
+    except ImportError:  # installed without a C compiler
+        return _Recency(touches)
+    compiled: _Recency = Recency(touches)
+    return compiled
 
 
 def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footprint: Mapping[str, float],
@@ -132,7 +151,7 @@ def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footpr
     order = module.sequence(comp.name)
     size = {i.name: float(nbytes(i.shape)) for i in order}
     aliases: dict[str, frozenset[str]] = {}
-    recency = _Recency(2 * sum(len(i.operands) + 2 for i in order))
+    recency = recency_for(2 * sum(len(i.operands) + 2 for i in order))
     params = {i.name: int(i.attr("parameter_number") or -1) for i in order if i.opcode == "parameter"}
     root = comp.root_instruction
     donated = {}  # parameter name -> the root operand whose buffer the next run reads as it

@@ -21,9 +21,8 @@ from .ranges import MAX_DEVICE_ORDINAL
 
 _SKIP, _OP, _STEP, _LAUNCH = 0, 1, 2, 3
 _OP_STATS = ("hlo_op", "program_id", "run_id", "device_ordinal")
-# From this many events on the plane, lines are decoded by the compiled reader (numba; compiled
-# once per install, then cached); the Python scan reads smaller planes, and every plane where
-# numba does not import.
+# From this many events on the plane, lines are decoded by the compiled reader (xline_decode: C,
+# else numba); the Python scan reads smaller planes, and every plane where neither runs.
 COMPILED_MIN_EVENTS = 300_000
 
 
@@ -180,14 +179,15 @@ def _scan_arrays(plane: Any, lines: range) -> tuple[dict[str, Any], list[tuple[i
     return arrays, annotations, launches
 
 
-def _scan_compiled(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
-    """The same scan, each line decoded by one compiled pass over its bytes (events_cpu_fast)."""
+def _scan_compiled(plane: Any, using: str = "") -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
+    """The same scan, each line decoded by one compiled pass over its bytes (events_cpu_fast);
+    `using` names the decoder's build (default: the first that runs here)."""
     from .events_cpu_fast import scan_lines
 
     ps = PlaneStats(plane)
     wanted = {ps.ids[n]: i for i, n in enumerate(_OP_STATS) if n in ps.ids}
     return scan_lines(plane, range(len(plane.lines)), _classify,
-                      lambda stats: _read_slow(stats, wanted, ps.names, ["", 0, NO_RUN, 0]))
+                      lambda stats: _read_slow(stats, wanted, ps.names, ["", 0, NO_RUN, 0]), using)
 
 
 def _scan_all(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:

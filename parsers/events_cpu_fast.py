@@ -26,12 +26,12 @@ _MAX_STAT_ID = 1 << 24  # stat metadata ids are small and dense; the decoder ind
 _OP, _STEP, _LAUNCH = 1, 2, 3  # events_cpu's kinds (0 skips)
 
 
-def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any,
+def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any, using: str = "",
                ) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
     """Column arrays of the op rows, step annotations and host launch times, as `events_cpu._scan_arrays`.
 
     `classify(name, stats)` and `read_meta(metadata_stats)` are `events_cpu`'s own rules, so the
-    two scans cannot drift apart.
+    two scans cannot drift apart. `using` names the decoder's build (`xline_decode.BUILDS`).
     """
     ps = PlaneStats(plane)
     wanted = {sid: SLOTS.index(name) for sid, name in ps.names.items() if name in SLOTS}
@@ -42,18 +42,19 @@ def scan_lines(plane: Any, lines: range, classify: Any, read_meta: Any,
     for sid, slot in wanted.items():
         slot_of[sid] = slot
     state = _State(plane, ps, classify, read_meta)
-    for line_index, data, decoded in _decoded(plane, lines, slot_of):
+    for line_index, data, decoded in _decoded(plane, lines, slot_of, using):
         state.add_line(line_index, decoded, data)
     return state.arrays(), state.steps, state.launches
 
 
-def _decoded(plane: Any, lines: range, slot_of: np.ndarray) -> Iterator[tuple[int, bytes, xd.DecodedLine]]:
+def _decoded(plane: Any, lines: range, slot_of: np.ndarray,
+             using: str) -> Iterator[tuple[int, Any, xd.DecodedLine]]:
     """Each line's bytes and events, in order, two at a time on threads (the decoder releases the GIL)."""
-    encoded = plane.lines.encoded()  # each item read is a copy of the line's bytes: read it once
+    encoded = plane.lines.encoded()
 
-    def submit(i: int) -> tuple[int, bytes, Any]:
+    def submit(i: int) -> tuple[int, bytes | memoryview, Any]:
         data = encoded[i]
-        return i, data, pool.submit(xd.decode_line, data, slot_of, len(SLOTS))
+        return i, data, pool.submit(xd.decode_line, data, slot_of, len(SLOTS), using)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = [submit(i) for i in lines[:2]]
@@ -87,7 +88,7 @@ class _State:
         self.steps: list[tuple[int, int, int]] = []
         self.launches: dict[int, int] = {}
 
-    def add_line(self, line_index: int, d: xd.DecodedLine, data: bytes) -> None:
+    def add_line(self, line_index: int, d: xd.DecodedLine, data: bytes | memoryview) -> None:
         if d.metadata_id.size == 0:
             return
         inverse, uniq = pd.factorize(d.metadata_id)  # ids in order of first appearance
@@ -112,13 +113,13 @@ class _State:
         self.kinds[mid] = self.classify(md.name, merged)
         self.meta[mid] = self.read_meta(md.stats)
 
-    def _value(self, d: xd.DecodedLine, j: int, s: int, data: bytes) -> Any:
+    def _value(self, d: xd.DecodedLine, j: int, s: int, data: bytes | memoryview) -> Any:
         """A stat's value as `PlaneStats.value` reads it (ref -> its name, ints as ints)."""
         k, v = int(d.kind[j, s]), int(d.value[j, s])
         if k == xd.REF:
             return self.ps.names.get(v, "") if v else 0
         if k == xd.STRING and d.length[j, s]:
-            return data[v:v + int(d.length[j, s])].decode("utf-8", "replace")
+            return str(data[v:v + int(d.length[j, s])], "utf-8", "replace")
         if k == xd.UINT64:
             return v % (1 << 64)
         if k == xd.INT64:
@@ -127,7 +128,7 @@ class _State:
             return float(np.int64(v).view(np.float64))
         return 0
 
-    def _step_or_launch(self, kind: int, d: xd.DecodedLine, j: int, start: int, data: bytes) -> None:
+    def _step_or_launch(self, kind: int, d: xd.DecodedLine, j: int, start: int, data: bytes | memoryview) -> None:
         if kind == _STEP:
             step = self._value(d, j, 4, data) if d.kind[j, 4] != xd.ABSENT else len(self.steps)
             self.steps.append((int_or(step, len(self.steps)), start, start + int(d.duration_ps[j])))
@@ -145,7 +146,7 @@ class _State:
         meta = np.array([int(self.meta[int(m)][s]) % (1 << 64) for m in uniq], np.uint64).view(np.int64)[which]
         return np.where(kinds != xd.ABSENT, own, meta)
 
-    def _ops(self, line_index: int, d: xd.DecodedLine, rows: np.ndarray, start: np.ndarray, data: bytes) -> None:
+    def _ops(self, line_index: int, d: xd.DecodedLine, rows: np.ndarray, start: np.ndarray, data: bytes | memoryview) -> None:
         mids = d.metadata_id[rows]
         which, uniq = pd.factorize(mids)
         self.parts["program"].append(self._ints(d, rows, which, uniq, 1))
@@ -156,7 +157,7 @@ class _State:
         self.parts["dur"].append(d.duration_ps[rows])
         self.parts["line"].append(np.full(rows.size, line_index, np.int64))
 
-    def _codes(self, d: xd.DecodedLine, rows: np.ndarray, mids: np.ndarray, data: bytes) -> np.ndarray:
+    def _codes(self, d: xd.DecodedLine, rows: np.ndarray, mids: np.ndarray, data: bytes | memoryview) -> np.ndarray:
         """Op codes in order of first appearance: the event's hlo_op, else its metadata's, else the event name."""
         kinds, values = d.kind[rows, 0], d.value[rows, 0]
         # One key per distinct (metadata id, hlo_op ref); a string hlo_op (rare) gets a key of its own.
@@ -175,7 +176,7 @@ class _State:
                              for k in range(len(found))), np.int64, len(found))
         return codes[inverse]
 
-    def _op_name(self, d: xd.DecodedLine, j: int, mid: int, data: bytes) -> str:
+    def _op_name(self, d: xd.DecodedLine, j: int, mid: int, data: bytes | memoryview) -> str:
         """The hlo_op of event `j` as `events_cpu._read_slow` reads it, else the event's own name."""
         kind, value = int(d.kind[j, 0]), int(d.value[j, 0])
         if kind == xd.ABSENT:
@@ -183,7 +184,7 @@ class _State:
         elif kind == xd.REF:
             op = self.ps.names.get(value, "")
         elif kind == xd.STRING:
-            op = data[value:value + int(d.length[j, 0])].decode("utf-8", "replace")
+            op = str(data[value:value + int(d.length[j, 0])], "utf-8", "replace")
         else:
             op = ""
         return str(op or self.plane.event_metadata[mid].name)

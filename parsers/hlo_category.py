@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .hlo_model import Instruction, Module
+from .hlo_model import Instruction, Module, Shape
 from .hlo_opcodes import ELEMENTWISE
 
 _FUSION_CATEGORY = {
@@ -34,12 +34,28 @@ def fingerprint(module: Module, instr: Instruction) -> str:
     custom-call target, and the opcodes of a fused computation; never from HLO names,
     which change between compiles (`fusion.12` becomes `fusion.13`).
     """
-    parts = [instr.opcode, instr.fusion_kind, instr.metadata.op_name, str(instr.shape),
-             instr.custom_call_target]
     found = [module.find(name) for name in instr.operands]
-    parts.append(",".join(str(f[1].shape) for f in found if f is not None))
+    operand_shapes = tuple(f[1].shape for f in found if f is not None)
+    # An unrolled program's copies share their reader's shape and metadata objects, so those are
+    # told apart by identity (each kept in the memo, so that no other object takes its id).
+    memo = module.__dict__.setdefault("_fingerprints", {})
+    key = (instr.opcode, instr.fusion_kind, id(instr.metadata), id(instr.shape), instr.custom_call_target,
+           instr.called, tuple(map(id, operand_shapes)))
+    known = memo.get(key)
+    if known is None:
+        known = memo[key] = (_fingerprint(module, instr, operand_shapes), instr.metadata, instr.shape, operand_shapes)
+    return str(known[0])
+
+
+def _fingerprint(module: Module, instr: Instruction, operand_shapes: tuple[Shape, ...]) -> str:
+    parts = [instr.opcode, instr.fusion_kind, instr.metadata.op_name, str(instr.shape),
+             instr.custom_call_target, ",".join(str(s) for s in operand_shapes)]
+    fused = module.__dict__.setdefault("_fused_opcodes", {})  # one string per computation, not per caller
     for called in instr.called:
-        comp = module.computations.get(called)
-        if comp is not None and comp.is_fusion:
-            parts.append(" ".join(i.opcode for i in comp.instructions))
+        text = fused.get(called)
+        if text is None:
+            comp = module.computations.get(called)
+            text = fused[called] = " ".join(i.opcode for i in comp.instructions) if comp and comp.is_fusion else ""
+        if text:
+            parts.append(text)
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]

@@ -21,9 +21,12 @@ def check_module(module: Module, origin: str = "") -> None:
     """**Raises:** `InputError` naming the instruction, for a call cycle, a nesting deeper than
     `MAX_NESTING`, an impossible shape or layout, a parameter without a number, or a
     backend_config nested deeper than `MAX_CONFIG_DEPTH`."""
+    checked: set[int] = set()  # shape objects, by identity: the readers share one per distinct shape
     for comp in module.computations.values():
         for instr in comp.instructions:
-            _check_shape(instr.shape, instr, comp.name, origin)
+            if id(instr.shape) not in checked:
+                _check_shape(instr.shape, instr, comp.name, origin)
+                checked.add(id(instr.shape))
             _check_fields(instr, comp.name, origin)
     _check_acyclic(module, origin)
 

@@ -9,6 +9,7 @@ from ..errors import InputError
 from .hlo_model import Module
 from .hlo_proto import read_hlo_proto_bytes
 from .hlo_text import parse_hlo_text
+from .hlo_xla import read_with_xla
 from .input_files import MAX_HLO_BYTES, read_input
 
 _BINARY_SUFFIXES = (".hlo.pb", ".pb")
@@ -79,7 +80,8 @@ def load_hlo_file(path: str | Path) -> Module:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"HLO text is not UTF-8 (byte {exc.start})", path=p) from None
-        return parse_hlo_text(text, origin=str(p))
+        del data  # a big text is held once while it is read
+        return read_with_xla(text, origin=str(p)) or parse_hlo_text(text, origin=str(p))
     if name.endswith(_BINARY_SUFFIXES):
         return read_hlo_proto_bytes(data, origin=str(p))
     if name.endswith(_TEXT_SUFFIXES):

@@ -8,12 +8,13 @@ tiles and memory space so the cost model can account for TPU tile padding.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterator
 
 from .dtypes import DTYPE_BITS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shape:
     """An array shape (or a tuple of shapes).
 
@@ -60,12 +61,17 @@ class Shape:
         return sum((leaf.elements * leaf.bits + 7) // 8 for leaf in self.leaves())
 
     def __str__(self) -> str:
-        if self.is_tuple:
-            return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
-        return f"{self.dtype}[{','.join(str(d) for d in self.dims)}]"
+        return _shape_text(self)
 
 
-@dataclass(frozen=True)
+@lru_cache(maxsize=1 << 14)  # a program has few distinct shapes; each is printed for every op that has it
+def _shape_text(shape: Shape) -> str:
+    if shape.is_tuple:
+        return "(" + ", ".join(str(s) for s in shape.tuple_shapes) + ")"
+    return f"{shape.dtype}[{','.join(str(d) for d in shape.dims)}]"
+
+
+@dataclass(frozen=True, slots=True)
 class DotDims:
     lhs_batch: tuple[int, ...] = ()
     rhs_batch: tuple[int, ...] = ()
@@ -73,7 +79,7 @@ class DotDims:
     rhs_contracting: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConvDims:
     """Convolution dimension numbers and window, as in `dim_labels=b01f_01io->b01f`."""
 
@@ -94,7 +100,7 @@ class ConvDims:
     batch_group_count: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Metadata:
     op_type: str = ""
     op_name: str = ""
@@ -108,7 +114,7 @@ class Metadata:
         return f"{self.source_file}:{self.source_line}" if self.source_line else self.source_file
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Instruction:
     """One HLO instruction. Operands and called computations are referenced by name."""
 

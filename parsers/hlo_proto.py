@@ -7,6 +7,7 @@ Values are rendered the way HLO text prints them, so both readers give the same 
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from math import prod
 
 from typing import Any, Iterable
@@ -22,7 +23,7 @@ from .hlo_checks import check_module
 from .hlo_model import Computation, ConvDims, DotDims, Instruction, Metadata, Module, Shape
 from .hlo_syntax import make_layout
 from .protobuild import DynamicMessage
-from .hlo_text import FrameTables, backend_config_attributes, resolve_sources
+from .hlo_text import FrameTables, backend_config_attributes, frame_source
 from .replica_groups import Groups, check_groups, iota_groups, mesh_groups
 
 _LAST_TILE_DIM_NAMES = {0: "replicated", 1: "maximal", 3: "other", 4: "manual", 5: "unknown",
@@ -30,9 +31,24 @@ _LAST_TILE_DIM_NAMES = {0: "replicated", 1: "maximal", 3: "other", 4: "manual", 
 
 
 def _shape(proto: DynamicMessage) -> Shape:
+    """The shape a ShapeProto states; one Shape per distinct encoding (a program repeats a few shapes)."""
+    key = proto.SerializeToString()
+    found = _SHAPES.get(key)
+    if found is None:
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        found = _SHAPES[key] = _read_shape(proto)
+    return found
+
+
+_SHAPES: dict[bytes, Shape] = {}
+_MAX_SHAPES = 1 << 14
+
+
+def _read_shape(proto: DynamicMessage) -> Shape:
     dtype = schema.PRIMITIVE_TYPES.get(proto.element_type, f"type{proto.element_type}")
     if dtype == "tuple":
-        return Shape(dtype="tuple", tuple_shapes=tuple(_shape(s) for s in proto.tuple_shapes))
+        return Shape(dtype="tuple", tuple_shapes=tuple(_read_shape(s) for s in proto.tuple_shapes))
     dims = tuple(proto.dimensions)
     layout = proto.layout
     # A combined tile dimension (printed `*`) is stored as INT64_MIN; both readers say -1.
@@ -268,17 +284,19 @@ def _attributes(p: DynamicMessage, called: tuple[str, ...], config: str) -> list
     return out + backend_config_attributes(config)
 
 
-def _named_instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str], comp: str,
-                       origin: str) -> Instruction:
-    """`_instruction`, with an error in its fields naming where it sits."""
+def _named_instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
+                       name: str, comp: str, origin: str) -> Instruction:
+    """`_instruction`, with an error in its fields naming where it sits (`name`: the message's own,
+    which the reader clears before it reads)."""
     try:
-        return _instruction(p, names, comps)
+        return _instruction(p, names, comps, tables)
     except InputError as exc:
-        raise InputError(f"HLO instruction {p.name!r} in computation {comp!r}: {exc.message}",
+        raise InputError(f"HLO instruction {name!r} in computation {comp!r}: {exc.message}",
                          path=origin or None) from None
 
 
-def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]) -> Instruction:
+def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str],
+                 tables: FrameTables | None = None) -> Instruction:
     called = tuple(comps[c] for c in p.called_computation_ids if c in comps)
     config = p.backend_config.decode("utf-8", errors="replace")
     dot = None
@@ -287,9 +305,14 @@ def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]
         dot = DotDims(tuple(d.lhs_batch_dimensions), tuple(d.rhs_batch_dimensions),
                       tuple(d.lhs_contracting_dimensions), tuple(d.rhs_contracting_dimensions))
     m = p.metadata
+    source_file, source_line = m.source_file, m.source_line
+    if not source_file and m.stack_frame_id and tables:  # the source its stack frame names
+        found, line = frame_source(m.stack_frame_id, tables)
+        if found:
+            source_file, source_line = found, line
     return Instruction(
         name=p.name, opcode=p.opcode, shape=_shape(p.shape),
-        operands=tuple(names.get(i, f"#{i}") for i in p.operand_ids), called=called, id=p.id,
+        operands=tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids), called=called, id=p.id,
         fusion_kind=p.fusion_kind, dot=dot,
         # cuDNN convolution custom calls carry dimension numbers too.
         conv=_conv(p) if p.opcode == "convolution" or p.HasField("convolution_dimension_numbers") else None,
@@ -301,9 +324,35 @@ def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]
         source_target_pairs=tuple((s.source, s.target) for s in p.source_target_pairs),
         custom_call_target=p.custom_call_target, backend_config=config,
         sharding=render_sharding(p.sharding) if p.HasField("sharding") else "",
-        metadata=Metadata(op_type=m.op_type, op_name=m.op_name, source_file=m.source_file,
-                          source_line=m.source_line),
+        metadata=Metadata(op_type=m.op_type, op_name=m.op_name, source_file=source_file, source_line=source_line),
         attributes=tuple(_attributes(p, called, config)))
+
+
+# What tells apart an unrolled program's copies of one instruction: read once, stamped per copy.
+_PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids")
+_MAX_READ = 1 << 16
+_TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:]  # the fields after `id`
+
+
+def _instructions(c: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
+                  read: dict[bytes, tuple[Any, ...]], origin: str = "") -> list[Instruction]:
+    """The computation's instructions; each distinct one but for its name, id and operands is read
+    once (`read`, shared by the module's computations), the messages losing those fields."""
+    out = []
+    for p in c.instructions:
+        name, iid = p.name, p.id
+        operands = tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids)
+        for field in _PER_COPY:
+            p.ClearField(field)
+        key = p.SerializeToString()
+        fields = read.get(key)
+        if fields is None:
+            if len(read) >= _MAX_READ:
+                read.clear()
+            one = _named_instruction(p, names, comps, tables, name, c.name, origin)
+            fields = read[key] = (one.opcode, one.shape, one.called) + tuple(getattr(one, f) for f in _TAIL)
+        out.append(Instruction(name, fields[0], fields[1], operands, fields[2], iid, *fields[3:]))
+    return out
 
 
 def _frame_tables(index: DynamicMessage) -> FrameTables:
@@ -324,18 +373,18 @@ def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
     fused = {cid for c in proto.computations for i in c.instructions if i.opcode == "fusion"
              for cid in i.called_computation_ids}
     computations: dict[str, Computation] = {}
+    tables = _frame_tables(proto.stack_frame_index)
+    schedule = _schedule(proto)  # before the instructions' ids are cleared
+    read: dict[bytes, tuple[Any, ...]] = {}
     for c in proto.computations:
         names = {i.id: i.name for i in c.instructions}
-        instructions = [_named_instruction(i, names, comp_names, c.name, origin) for i in c.instructions]
         computations[c.name] = Computation(
-            name=c.name, instructions=instructions, id=c.id, root=names.get(c.root_id, ""),
-            is_fusion=c.is_fusion_computation or c.id in fused)
+            name=c.name, instructions=_instructions(c, names, comp_names, tables, read, origin), id=c.id,
+            root=names.get(c.root_id, ""), is_fusion=c.is_fusion_computation or c.id in fused)
     entry = proto.entry_computation_name or comp_names.get(proto.entry_computation_id, "")
     if entry not in computations:
         raise InputError(f"HLO module {proto.name!r} has no entry computation {entry!r}",
                          path=origin or None)
-    computations = resolve_sources(computations, _frame_tables(proto.stack_frame_index))
-    schedule = _schedule(proto)
     module = Module(name=proto.name, computations=computations, entry=entry, id=proto.id,
                     source="proto", is_scheduled=bool(schedule), schedule=schedule,
                     aliased_outputs=_aliased_outputs(proto))

@@ -17,7 +17,18 @@ _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
 
 
 def strip_comments(text: str) -> str:
-    return _COMMENT.sub("", text)
+    return _COMMENT.sub("", text) if "/*" in text else text
+
+
+_OPAQUE = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/')  # strings and comments: their brackets don't count
+
+
+def bracket_depth(line: str) -> int:
+    """Brackets opened minus brackets closed on a line, outside strings and comments."""
+    if '"' in line or "/*" in line:
+        line = _OPAQUE.sub("", line)
+    return (line.count("(") + line.count("[") + line.count("{")
+            - line.count(")") - line.count("]") - line.count("}"))
 
 
 def find_close(text: str, start: int) -> int:
@@ -33,8 +44,13 @@ def find_close(text: str, start: int) -> int:
     raise ValueError(f"unbalanced bracket from column {start + 1}")
 
 
+_NESTING = re.compile(r'["(\[{/]')  # what can hide a comma from the top level
+
+
 def split_top(text: str) -> list[str]:
     """Split at commas that are not inside brackets, strings or comments."""
+    if not _NESTING.search(text):  # plain operand lists: every comma is at the top
+        return [p.strip() for p in text.split(",") if p.strip()]
     parts, depth, last = [], 0, 0
     for m in TOKEN.finditer(text):
         t = m.group()
@@ -49,6 +65,24 @@ def split_top(text: str) -> list[str]:
             last = m.end()
     parts.append(text[last:])
     return [p.strip() for p in parts if p.strip()]
+
+
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_BRACED = r'\{(?:[^{}"]|' + _STRING + r'|\{(?:[^{}"]|' + _STRING + r')*\})*\}'  # two levels of braces
+_ATTRIBUTE = re.compile(r'\s*([\w.\-]+=(?:[^,{}"()\[\]/]++|' + _STRING + '|' + _BRACED + r')*+)(?:,|$)')
+
+
+def split_attributes(text: str) -> list[str]:
+    """`split_top` for an instruction's `key=value, ...` list: one regex match per attribute where
+    every value is plain, quoted or braced at most two deep (what XLA prints), else `split_top`."""
+    out, pos, end = [], 0, len(text)
+    while pos < end:
+        m = _ATTRIBUTE.match(text, pos)
+        if m is None or m.end() == pos:
+            return split_top(text)
+        out.append(m.group(1).rstrip())
+        pos = m.end()
+    return out if text.rstrip()[-1:] != "," else split_top(text)
 
 
 def make_layout(rank: int, minor_to_major: tuple[int, ...], tiles: tuple[tuple[int, ...], ...],

@@ -14,7 +14,8 @@ from typing import TypedDict
 from ..errors import InputError
 from .hlo_model import ConvDims, Computation, DotDims, Instruction, Metadata, Module, Shape
 from .hlo_checks import check_module
-from .hlo_syntax import TOKEN, int_list, unquote, find_close, parse_shape, split_top, strip_comments
+from .hlo_syntax import (bracket_depth, int_list, unquote, find_close, parse_shape, split_attributes, split_top,
+                         strip_comments)
 from .replica_groups import parse_replica_groups, parse_source_target_pairs
 
 _HEADER = re.compile(r"^HloModule\b\s*([^\s,]*)")
@@ -41,6 +42,9 @@ class FrameTables(TypedDict):
     StackFrames: dict[int, dict[str, int]]
 
 
+_NO_METADATA = Metadata()
+
+
 def empty_frame_tables() -> FrameTables:
     return FrameTables(FileNames={}, FunctionNames={}, FileLocations={}, StackFrames={})
 
@@ -56,14 +60,19 @@ def backend_config_attributes(config: str) -> list[tuple[str, str]]:
     return [("known_trip_count", trip.group(1))] if trip else []
 
 
-def _metadata(value: str) -> tuple[Metadata, list[tuple[str, str]]]:
+def _metadata(value: str, tables: FrameTables | None = None) -> tuple[Metadata, list[tuple[str, str]]]:
+    """The metadata, its source read from the stack frame it names where `tables` hold it."""
     fields = {k: unquote(v) for k, v in _META.findall(value)}
-    meta = Metadata(op_type=fields.get("op_type", ""), op_name=fields.get("op_name", ""),
-                    source_file=fields.get("source_file", ""),
-                    source_line=int(fields.get("source_line", 0) or 0))
     frame = fields.get("stack_frame_id")
     if frame and not frame.removeprefix("-").isdigit():
         raise ValueError(f"metadata stack_frame_id {frame[:30]!r} is not a frame number")
+    source_file, source_line = fields.get("source_file", ""), int(fields.get("source_line", 0) or 0)
+    if not source_file and frame and tables and tables["StackFrames"] and frame.isdigit():
+        found, line = frame_source(int(frame), tables)
+        if found:
+            source_file, source_line = found, line
+    meta = Metadata(op_type=fields.get("op_type", ""), op_name=fields.get("op_name", ""),
+                    source_file=source_file, source_line=source_line)
     return meta, ([("stack_frame_id", frame)] if frame and frame != "0" else [])
 
 
@@ -132,12 +141,25 @@ def _attribute_pairs(attrs: list[str]) -> list[tuple[str, str]]:
 
 
 def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str, ...],
-                      attrs: list[str], extra: list[tuple[str, str]]) -> Instruction:
-    """Turn printed attributes into model fields; keep the rest as raw text attributes."""
+                      attrs: list[str], extra: list[tuple[str, str]],
+                      tables: FrameTables | None = None,
+                      read: dict[str, tuple[Metadata, list[tuple[str, str]]]] | None = None) -> Instruction:
+    """Turn printed attributes into model fields; keep the rest as raw text attributes. `tables`:
+    the module's stack frames, when read before its computations (as XLA prints them); `read`:
+    metadata already read with them, by its text (unrolled code repeats it op after op)."""
     pairs = _attribute_pairs(attrs)
     raw = dict(pairs)
     attributes = list(extra) + [(k, v) for k, v in pairs if k not in _FIELD_KEYS]
-    meta, frame = _metadata(raw["metadata"]) if "metadata" in raw else (Metadata(), [])
+    text = raw.get("metadata")
+    frame: list[tuple[str, str]]
+    if text is None:
+        meta, frame = _NO_METADATA, []
+    elif read is not None and text in read:
+        meta, frame = read[text]
+    else:
+        meta, frame = _metadata(text, tables)
+        if read is not None:
+            read[text] = (meta, frame)
     config = unquote(raw.get("backend_config", ""))
     attributes += frame + backend_config_attributes(config)
     dot = None
@@ -161,7 +183,8 @@ def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str,
         attributes=tuple(attributes))
 
 
-def _frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
+def frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
+    """(file, line) of a stack frame of the module's tables; ("", 0) where they do not say."""
     frame = tables["StackFrames"].get(frame_id)
     # A row without a location (or naming one that is not listed) gives no source, as an unknown id does.
     location = tables["FileLocations"].get(frame.get("file_location_id", 0)) if frame else None
@@ -172,22 +195,25 @@ def _frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:
 
 def resolve_sources(computations: dict[str, Computation],
                     tables: FrameTables) -> dict[str, Computation]:
-    """Fill metadata source file/line from the module's stack frames where only an id was given."""
+    """Fill metadata source file/line from the module's stack frames where only an id was given
+    (and the reader could not already: tables printed after the computations)."""
     if not tables.get("StackFrames"):
         return computations
     out = {}
     for name, comp in computations.items():
         instructions = []
+        changed = False
         for instr in comp.instructions:
-            frame = instr.attr("stack_frame_id")
-            if frame and not instr.metadata.source_file:
-                file, line = _frame_source(int(frame), tables)
+            frame = instr.attr("stack_frame_id") if not instr.metadata.source_file else ""
+            if frame:
+                file, line = frame_source(int(frame), tables)
                 if file:
                     instr = replace(instr, metadata=replace(instr.metadata, source_file=file,
                                                             source_line=line))
+                    changed = True
             instructions.append(instr)
-        out[name] = Computation(name=name, instructions=instructions, id=comp.id, root=comp.root,
-                                is_fusion=comp.is_fusion)
+        out[name] = comp if not changed else Computation(name=name, instructions=instructions, id=comp.id,
+                                                         root=comp.root, is_fusion=comp.is_fusion)
     return out
 
 
@@ -207,7 +233,7 @@ def _parse_instruction(line: str) -> tuple[bool, str, Shape, str, str, list[str]
     close = find_close(line, op.end() - 1)
     operands = line[op.end():close]
     rest = line[close + 1:].lstrip()
-    attrs = split_top(rest[1:]) if rest.startswith(",") else []
+    attrs = split_attributes(rest[1:]) if rest.startswith(",") else []
     return bool(head.group(1)), head.group(2), shape, op.group(1), operands, attrs
 
 
@@ -238,15 +264,6 @@ def _table_row(table: str, rest: str, tables: FrameTables, key: int) -> None:
         tables["StackFrames"][key] = fields
 
 
-def _depth(line: str) -> int:
-    depth = 0
-    for m in TOKEN.finditer(line):
-        t = m.group()
-        if len(t) == 1 and t != ",":
-            depth += 1 if t in "([{" else -1
-    return depth
-
-
 def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
     """Non-empty lines, with an instruction whose brackets stay open joined to the lines closing them.
 
@@ -259,7 +276,7 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
     for no, raw in enumerate(lines, 1):
         line = raw.rstrip()
         if pending is not None:
-            start, text, depth = pending[0], pending[1] + "\n" + line, pending[2] + _depth(line)
+            start, text, depth = pending[0], pending[1] + "\n" + line, pending[2] + bracket_depth(line)
             if depth <= 0:
                 out.append((start, text))
                 pending = None
@@ -270,7 +287,7 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
         if not stripped:
             continue
         if in_body and _INSTRUCTION.match(line):
-            depth = _depth(line)
+            depth = bracket_depth(line)
             if depth > 0:
                 pending = (no, line, depth)
                 continue
@@ -290,6 +307,7 @@ class _Reader:
         self.computations: dict[str, Computation] = {}
         self.entry = ""
         self.tables = empty_frame_tables()
+        self.metadata: dict[str, tuple[Metadata, list[tuple[str, str]]]] = {}
         self.table = ""
         self.current: tuple[str, list[Instruction], str] | None = None  # name, instructions, root
 
@@ -301,6 +319,7 @@ class _Reader:
             self.table = stripped
         elif self.table and (row := _TABLE_ROW.match(stripped)):
             _table_row(self.table, row.group(2), self.tables, int(row.group(1)))
+            self.metadata.clear()  # read against the tables as they were
         elif match := _COMPUTATION.match(line):
             self.table = ""
             self.current = (match.group(2), [], "")
@@ -320,7 +339,7 @@ class _Reader:
         try:
             is_root, iname, shape, opcode, operand_text, attrs = _parse_instruction(stripped)
             operands, extra = _operand_names(opcode, operand_text)
-            instr = build_instruction(iname, opcode, shape, operands, attrs, extra)
+            instr = build_instruction(iname, opcode, shape, operands, attrs, extra, self.tables, self.metadata)
         except InputError as exc:
             raise _error(self.origin, no, exc.message) from None
         except (ValueError, IndexError) as exc:

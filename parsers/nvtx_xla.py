@@ -67,13 +67,16 @@ def read_xla_ranges(ranges: pd.DataFrame, host: str) -> XlaExecution:
     gives empty events, and the caller says what is missing.
     """
     names = ranges["name"].astype(str)
-    module_match = names.str.extract(MODULE)
+    # Each distinct name is matched once: a step repeats every thunk's name of the step before.
+    codes, distinct = pd.factorize(names)
+    unique = pd.Series(distinct, dtype=object)
+    module_match = unique.str.extract(MODULE).take(codes).set_axis(names.index)
     is_module = module_match[0].notna().to_numpy()
     program = pd.to_numeric(module_match[1], errors="coerce").to_numpy(float)
     beyond = np.flatnonzero(program >= 2**63)
     if beyond.size:
         raise InputError(f"XLA module range {names.iloc[int(beyond[0])][:100]!r}: the program id is beyond 64 bits")
-    op = names.str.extract(THUNK)[0]
+    op = unique.str.extract(THUNK)[0].take(codes).set_axis(names.index)
     is_thunk = op.notna().to_numpy()
     frame = pd.DataFrame({
         "range_id": ranges["range_id"].to_numpy(np.int64), "parent_id": ranges["parent_id"].to_numpy(np.int64),

@@ -62,7 +62,7 @@ def read_host(path: str | Path, data: bytes | None = None,
     HostProfile, with each program's HloProto bytes; `decode_hlo=False` leaves `modules`
     empty, for callers that decode each distinct module once across many hosts."""
     space = read_xspace(path) if data is None else decode_xspace(data, path)
-    del data  # decoding copied what it keeps: a 10-million-event file's bytes are not held twice
+    del data  # the space holds the bytes it needs (its lines are views of them), and no more than once
     planes = {plane.name: plane for plane in space.planes}
     host = space.hostnames[0] if space.hostnames else Path(path).name.removesuffix(SUFFIX)
     warnings = [f"profiler reported: {w}" for w in (*space.errors, *space.warnings)]

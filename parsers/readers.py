@@ -64,3 +64,23 @@ def host_label(host: str) -> str:
     """A host file's name without the ending of its format."""
     name = host.rsplit("/", 1)[-1]
     return name.removesuffix(reader_of_host(host).suffix) if reader_of_host(host).suffix else name
+
+
+def total_bytes(hosts: list[str]) -> int | None:
+    """What the host files hold together (an archive of several hosts counted once); None for URLs."""
+    from .input_files import is_url
+    from .nsys_jax import split_host
+
+    if any(is_url(h) for h in hosts):
+        return None
+    try:
+        return sum(_size(f) for f in {split_host(h)[0] for h in hosts})
+    except OSError:
+        return None
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file, or of every file under a folder (an unpacked nsys-jax archive)."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size

@@ -13,12 +13,15 @@ its value. Field numbers are those of `xplane_schema` (upstream `xplane.proto`):
 
 Every integer comes back as its raw 64 bits in an int64 (`.view(np.uint64)` for unsigned
 fields). A string value comes back as its position and length in the line's bytes.
-`available()` is False where numba cannot be imported; callers then read messages. numba is
-imported (and the decoder compiled) only when a plane is big enough to need it.
+
+Two builds of the same pass: C (`_xline.c`, compiled by pip at install, nothing to compile at
+run time) and, where the install had no C compiler, numba (compiled on first use, then cached
+beside this module). `available()` is False where neither runs; callers then read messages.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,22 +29,48 @@ import numpy as np
 
 # Value kinds of a stat, in `kind[event, slot]`.
 ABSENT, INT64, UINT64, DOUBLE, STRING, BYTES, REF = 0, 1, 2, 3, 4, 5, 6
+BUILDS = ("c", "numba")
 _compiled: dict[str, Any] = {}
 
 
+def build() -> str:
+    """The build that decodes here: "c", else "numba", else "" (neither runs). $AUDIT_DECODER
+    picks one ("c", "numba") or none ("python": every plane is read through protobuf messages)."""
+    chosen = os.environ.get("AUDIT_DECODER", "")
+    if chosen in BUILDS:
+        return chosen if _load(chosen) else ""
+    if chosen == "python":
+        return ""
+    return next((name for name in BUILDS if _load(name)), "")
+
+
 def available() -> bool:
-    """Whether the compiled decoder can run here (numba imports); compiles it on first use (once per
-    install: numba caches the machine code)."""
-    if not _compiled:
+    """Whether a compiled decoder can run here (the C extension, else numba)."""
+    return bool(build())
+
+
+def _load(name: str) -> bool:
+    """Load one build (compiling the numba one on first use, once per install: numba caches it)."""
+    if name in _compiled:
+        return _compiled[name] is not None
+    if name == "c":
         try:
-            from numba import njit
-        except ImportError:  # pragma: no cover - numba is a dependency; this guards odd platforms
+            from . import _xline  # type: ignore[attr-defined]
+        except ImportError:  # installed without a C compiler
+            _compiled[name] = None
             return False
-        # Later functions call earlier ones by their global names, so each is rebound as it is wrapped.
-        for name in ("_varint", "_skip", "_stat", "_event"):
-            globals()[name] = njit(cache=True, nogil=True, inline="always")(globals()[name])
-        for name in ("_count_events", "_decode"):
-            globals()[name] = _compiled[name] = njit(cache=True, nogil=True)(globals()[name])
+        _compiled[name] = (_xline.count_events, _xline.decode)
+        return True
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - numba is a dependency; this guards odd platforms
+        _compiled[name] = None
+        return False
+    # Later functions call earlier ones by their global names, so each is rebound as it is wrapped.
+    for fn in ("_varint", "_skip", "_stat", "_event"):
+        globals()[fn] = njit(cache=True, nogil=True, inline="always")(globals()[fn])
+    count, decode = (njit(cache=True, nogil=True)(globals()[fn]) for fn in ("_count_events", "_decode"))
+    _compiled[name] = (count, lambda buf, *arrays: decode(np.frombuffer(buf, dtype=np.uint8), *arrays))
     return True
 
 
@@ -58,15 +87,17 @@ class DecodedLine:
     length: np.ndarray  # int32[n, s]: byte length of a string or bytes value
 
 
-def decode_line(data: bytes, slot_of: np.ndarray, slots: int) -> DecodedLine:
+def decode_line(data: bytes | memoryview, slot_of: np.ndarray, slots: int, using: str = "") -> DecodedLine:
     """The events of one encoded XLine; `slot_of[stat_metadata_id]` is the slot, or -1 to skip.
+    `using` names a build ("c", "numba"); by default the first that runs here.
 
     **Raises:** `ValueError` for bytes that are not a well-formed XLine.
     """
-    if not available():
-        raise RuntimeError("the compiled XLine decoder needs numba")
-    buf = np.frombuffer(data, dtype=np.uint8)
-    n = _compiled["_count_events"](buf)
+    name = using or build()
+    if not name or not _load(name):
+        raise RuntimeError(f"the {name or 'compiled'} XLine decoder cannot run here")
+    count, decode = _compiled[name]
+    n = count(data if name == "c" else np.frombuffer(data, dtype=np.uint8))
     if n < 0:
         raise ValueError("truncated or corrupt XLine")
     mid = np.zeros(n, np.int64)
@@ -75,7 +106,7 @@ def decode_line(data: bytes, slot_of: np.ndarray, slots: int) -> DecodedLine:
     kind = np.zeros((n, slots), np.uint8)
     value = np.empty((n, slots), np.int64)  # read only where `kind` says a value is there
     length = np.empty((n, slots), np.int32)
-    ts = _compiled["_decode"](buf, slot_of, mid, off, dur, kind, value, length)
+    ts = decode(data, np.ascontiguousarray(slot_of, np.int64), mid, off, dur, kind, value, length)
     if ts < 0:
         raise ValueError("truncated or corrupt XLine")
     return DecodedLine(int(ts), mid, off, dur, kind, value, length)

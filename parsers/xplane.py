@@ -6,6 +6,7 @@ Layout written by `jax.profiler.trace(logdir)`:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from typing import Any
 
 from .input_files import MAX_PROFILE_BYTES, read_input
 from .profile_model import HostFiles
-from .xplane_lazy import Space
-from .xplane_schema import XSpaceLazy
+from .xplane_lazy import Space, split_xspace
+from .xplane_schema import XSpace
 
 SUFFIX = ".xplane.pb"
 # Files XProf writes beside the profiles it has opened: its own derived data, not profiles.
@@ -90,6 +91,61 @@ def refuse_xprof_cache(path: str | Path) -> None:
         raise InputError(f"an XProf cache file, not a profile; point audit at the {SUFFIX} beside it", path=path)
 
 
+def plane_names(path: str | Path) -> list[str] | None:
+    """The plane names of an `.xplane.pb`, read from the first bytes of each plane while the rest
+    (its lines, most of the file) is skipped unread; None when the file is not laid out as an
+    XSpace. A glance, for deciding what to prepare: `read_xspace` is what checks a file."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            names: list[str] = []
+            pos = 0
+            while pos < size and len(names) < _MAX_PLANES:
+                f.seek(pos)
+                head = f.read(20)
+                tag, at = _varint(head, 0)
+                length, at = _varint(head, at) if tag & 7 == 2 else (-1, at)
+                if length < 0 or at > len(head):
+                    return None
+                if tag >> 3 == 1:  # a plane: its id and name come first
+                    f.seek(pos + at)
+                    names.append(_plane_name(f.read(min(length, _NAME_BYTES))))
+                pos += at + length
+            return names if pos == size else None
+    except OSError:
+        return None
+
+
+_MAX_PLANES = 100_000
+_NAME_BYTES = 4096
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """(value, next position) of the varint at `at`; a position past the data when it is cut short."""
+    value = shift = 0
+    while at < len(data) and shift < 64:
+        byte = data[at]
+        value |= (byte & 127) << shift
+        at += 1
+        if byte < 128:
+            return value, at
+        shift += 7
+    return -1, len(data) + 1
+
+
+def _plane_name(head: bytes) -> str:
+    at = 0
+    while at < len(head):
+        tag, at = _varint(head, at)
+        if tag == 0x12:  # field 2, the name
+            length, at = _varint(head, at)
+            return head[at:at + length].decode("utf-8", "replace") if length >= 0 else ""
+        if tag & 7 != 0:
+            return ""
+        _, at = _varint(head, at)
+    return ""
+
+
 def read_xspace(path: str | Path) -> Space:
     """Decode one `.xplane.pb`, or raise InputError saying in one line why it is not an XSpace."""
     p = Path(path)
@@ -104,15 +160,18 @@ def decode_xspace(data: bytes, origin: str | Path = "") -> Space:
     kind = _foreign_kind(data)
     if kind:
         raise InputError(f"this is {kind}, not an XSpace profile (.xplane.pb)", path=origin)
-    space = XSpaceLazy()
+    space = XSpace()
     try:
-        space.ParseFromString(data)
-    except DecodeError:
+        rest, planes, lines = split_xspace(data)
+        space.ParseFromString(rest)
+        for plane in planes:
+            space.planes.add().ParseFromString(plane)
+    except (DecodeError, ValueError):
         raise InputError("truncated or corrupt, or not an XSpace profile at all (protobuf decode failed)",
                          path=origin) from None
     if not _looks_like_xspace(space):
         raise InputError("a protobuf message but not an XSpace profile (no profiler planes)", path=origin)
-    return Space(space, str(origin))
+    return Space(space, str(origin), lines)
 
 
 def _foreign_kind(data: bytes) -> str:

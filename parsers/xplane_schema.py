@@ -75,14 +75,7 @@ _MESSAGES: dict[str, list[FieldSpec]] = {
     ],
 }
 
-# The same planes with each line left as its encoded bytes: lines are then decoded one at
-# a time, where and when they are read, so a big profile never holds every event decoded.
-_LAZY: dict[str, list[FieldSpec]] = {
-    "XSpaceLazy": [("planes", 1, "XPlaneLazy", "repeated"), *_MESSAGES["XSpace"][1:]],
-    "XPlaneLazy": [f if f[0] != "lines" else ("lines", 3, "bytes", "repeated") for f in _MESSAGES["XPlane"]],
-}
-
-_CLASSES = build_messages("audit_xplane.proto", "tensorflow.profiler", {**_MESSAGES, **_LAZY})
+_CLASSES = build_messages("audit_xplane.proto", "tensorflow.profiler", _MESSAGES)
 
 XSpace = _CLASSES["XSpace"]
 XPlane = _CLASSES["XPlane"]
@@ -92,4 +85,3 @@ XStat = _CLASSES["XStat"]
 XEventMetadata = _CLASSES["XEventMetadata"]
 XStatMetadata = _CLASSES["XStatMetadata"]
 CoreDetails = _CLASSES["CoreDetails"]
-XSpaceLazy = _CLASSES["XSpaceLazy"]

@@ -8,8 +8,24 @@ import math
 from typing import Any
 
 
+_PLAIN = (str, int, bool, type(None))
+
+
 def clean(value: Any) -> Any:
     """`value` as plain JSON types: NaN and inf become null, numpy scalars and dataclasses plain values."""
+    kind = type(value)
+    if kind in _PLAIN:  # exact types first: a report holds hundreds of thousands of plain values
+        return value
+    if kind is float:
+        return value if value - value == 0.0 else None  # NaN and infinities are not finite differences
+    if kind is dict:
+        return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [clean(v) for v in value]
+    return _clean_other(value)
+
+
+def _clean_other(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, dict):

@@ -169,3 +169,56 @@ def test_a_failed_measurement_is_one_clear_error(tmp_path, monkeypatch):
         calibrate.cpu_hardware()
     assert str(info.value).startswith("CPU calibration failed:") and "--hardware" in str(info.value)
     assert not (tmp_path / calibration.CACHE_FILE).exists()
+
+
+def test_a_probe_started_ahead_compiles_then_times_only_when_asked(tmp_path, monkeypatch):
+    # GIVEN nothing cached: an analysis starts the probes ahead of needing them
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(calibrate, "_waiting", None)
+    assert calibrate.start_ahead()
+    waiting = calibrate._waiting
+    assert waiting is not None and not calibrate.start_ahead()  # one at a time
+    # THEN it prepares its kernels and says so, and times nothing until asked
+    assert waiting.stdout is not None and waiting.stdout.readline().strip() == "ready"
+    assert waiting.poll() is None
+    # WHEN the analysis needs the figures THEN that process measures (no second one starts)
+    monkeypatch.setattr(calibrate, "_probe_process", lambda wait: pytest.fail("started a second probe"))
+    hw = calibrate.cpu_hardware()
+    assert hw.source == "calibrated" and hw.peak("f32").value > 1e9 and calibrate._waiting is None
+    assert waiting.returncode == 0
+    # AND a probe nobody asks exits untimed when its input ends (the analysis found another chip)
+    untimed = subprocess.run([sys.executable, "-m", "audit.child.calibrate", "--wait"], input="",
+                             capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
+                                                                               "JAX_PLATFORMS": "cpu"})
+    assert untimed.returncode == 0 and untimed.stdout.split() == ["ready"]
+
+
+def test_a_cached_calibration_starts_no_probe(cache_dir, monkeypatch):
+    monkeypatch.setattr(calibrate, "_waiting", None)
+    monkeypatch.setattr(calibrate, "_probe_process", lambda wait: pytest.fail("started a probe despite the cache"))
+    assert not calibrate.start_ahead()
+
+
+def test_only_an_input_judged_on_this_cpu_starts_the_probe_ahead(tmp_path, monkeypatch, fixture_path):
+    from audit.orchestration import ahead
+    from audit.parsers.xplane_schema import XSpace
+
+    started: list[int] = []
+    monkeypatch.setattr(calibrate, "start_ahead", lambda: started.append(1) or True)
+    cpu = XSpace(hostnames=["h"])
+    for name in ("/host:metadata", "/host:CPU", "Task Environment"):
+        plane = cpu.planes.add(name=name)
+        plane.lines.add(name="t").events.add(metadata_id=1, duration_ps=5)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "h.xplane.pb").write_bytes(cpu.SerializeToString())
+    assert ahead.calibrate_ahead(tmp_path / "run") and started == [1]  # a CPU profile's run directory
+    assert ahead.calibrate_ahead(tmp_path / "run" / "h.xplane.pb") and len(started) == 2
+    # A GPU profile, an nsys archive and a missing path start nothing; an HLO dump does.
+    assert not ahead.calibrate_ahead(fixture_path("gpu-mi300x/gemm.xplane.pb"))
+    assert not ahead.calibrate_ahead(fixture_path("gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc0.zip"))
+    assert not ahead.calibrate_ahead(tmp_path / "missing.xplane.pb")
+    assert ahead.calibrate_ahead(fixture_path("tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"))
+    assert len(started) == 3

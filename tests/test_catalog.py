@@ -175,3 +175,18 @@ def test_any_topology_text_parses_or_raises_usage_error(text):
 @given(st.lists(st.integers(min_value=1, max_value=100), min_size=1, max_size=3))
 def test_topology_round_trips(dims):
     assert parse_topology("x".join(map(str, dims))) == tuple(dims)
+
+
+def test_a_cpu_analysis_reads_no_catalog_file() -> None:
+    # The catalog's 20 TOML files cost a third of a second of start-up that a CPU profile or a CPU
+    # HLO dump never uses: they are read when a chip is first looked up, not on import.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hlo = Path(__file__).parent / "data" / "hlo" / "diff_base.hlo"
+    code = ("import sys; from audit.library import inspect; inspect(sys.argv[1]); "
+            "from audit.costmodel.chips import catalog; print(catalog._catalog.cache_info().currsize); "
+            "catalog.CATALOG; print(catalog._catalog.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code, str(hlo)], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["0", "1"]

@@ -191,16 +191,19 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
         assert module.find(op) is not None, op
 
 
+@pytest.mark.parametrize("build", ["c", "numba"])
 @pytest.mark.parametrize("kind", ["steps", "launches"])
-def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str,
+def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str, build: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN the reference reading of a real trace, event by event through protobuf messages
-    from audit.parsers import events_cpu
+    from audit.parsers import events_cpu, xline_decode
 
     monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 1 << 62)
     reference = load_profile(traces[kind]).hosts[0]
-    # WHEN its lines are decoded by one compiled pass over their bytes instead
+    # WHEN its lines are decoded by one compiled pass over their bytes instead, by each build
+    assert xline_decode._load(build), f"the {build} build of the decoder does not load"
     monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 0)
+    monkeypatch.setattr(xline_decode, "build", lambda: build)
     compiled = load_profile(traces[kind]).hosts[0]
     # THEN the op table (ops, devices, programs, runs, times, self times) and the steps are identical
 
@@ -211,7 +214,8 @@ def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Pa
     assert reference.step_source == compiled.step_source
 
 
-def test_compiled_decoder_reads_every_xline_field_as_protobuf_does() -> None:
+@pytest.mark.parametrize("build", ["c", "numba"])
+def test_compiled_decoder_reads_every_xline_field_as_protobuf_does(build: str) -> None:
     # GIVEN a line with every kind of stat value, negative and 64-bit values, and fields it skips
     import numpy as np
 
@@ -229,7 +233,7 @@ def test_compiled_decoder_reads_every_xline_field_as_protobuf_does() -> None:
     slot_of = np.full(10, -1, np.int64)
     slot_of[2] = 0
     # WHEN the compiled decoder reads its bytes
-    d = xd.decode_line(line.SerializeToString(), slot_of, 1)
+    d = xd.decode_line(line.SerializeToString(), slot_of, 1, build)
     # THEN every event and its slot's value come back as protobuf reads them
     assert d.timestamp_ns == 123456789 and list(d.metadata_id) == [1000, 1001, 1002, 1003, 1004, 1005, 1]
     assert list(d.offset_ps[:6]) == [(1 << 40) + i for i in range(6)] and d.offset_ps[6] == 0
@@ -242,7 +246,7 @@ def test_compiled_decoder_reads_every_xline_field_as_protobuf_does() -> None:
     assert data[d.value[4, 0]:d.value[4, 0] + d.length[4, 0]] == b"\x00\xff"
     # AND bytes cut short are an error, not a silently shorter line
     with pytest.raises(ValueError):
-        xd.decode_line(data[:-3], slot_of, 1)
+        xd.decode_line(data[:-3], slot_of, 1, build)
 
 
 def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
@@ -273,7 +277,8 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
     assert any("device_ordinal" in w for w in host.warnings)
 
 
-def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path]) -> None:
+@pytest.mark.parametrize("build", ["c", "numba"])
+def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path], build: str) -> None:
     # GIVEN a real trace whose busiest /host:CPU line lost its last bytes
     from audit.errors import InputError
     from audit.parsers import events_cpu
@@ -286,7 +291,7 @@ def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path]) -> None:
     encoded[busiest] = encoded[busiest][:-3]
     # WHEN the compiled reader scans it THEN it says which line of which file, as the Python scan does
     with pytest.raises(InputError, match=f"line {busiest} of a plane is truncated") as err:
-        events_cpu._scan_compiled(plane)
+        events_cpu._scan_compiled(plane, build)
     assert str(path) in str(err.value)
 
 

@@ -365,3 +365,19 @@ def test_whether_an_async_collective_overlapped_is_unknown_not_no(four):
     assert "Overlapped unknown" in render(four, "terminal") and "| unknown |" in render(four, "markdown")
     flagged = [o for o in four["ops"] if o["flagged"]]
     assert flagged and not any(o["suggestion"].startswith("Overlap this collective") for o in flagged)
+
+
+def test_ranges_read_the_same_whatever_their_frame_index(one):
+    """Each distinct range name is matched once and spread back to its rows: rows keep their own names
+    and ops whatever labels the frame's index carries (a reader may drop rows before)."""
+    import pandas as pd
+
+    from audit.parsers.nsys_jax import Archive, _ranges
+    from audit.parsers.nvtx_xla import read_xla_ranges
+
+    ranges = _ranges(Archive(archive(0)), "").assign(device=0).drop(columns=["tid"])
+    plain = read_xla_ranges(ranges, "h").events
+    shuffled = ranges.set_axis(pd.Index(range(len(ranges)))[::-1] * 3 + 7)  # labels far from positions
+    again = read_xla_ranges(shuffled, "h").events
+    assert len(plain) > 1000
+    pd.testing.assert_frame_equal(plain.reset_index(drop=True), again.reset_index(drop=True))

@@ -107,6 +107,29 @@ def test_cache_is_reused_and_invalidated_when_a_host_file_changes(pod, tmp_path,
     assert _op_table(changed) != _op_table(first)
 
 
+def test_a_local_cluster_gives_the_table_read_in_this_process(pod, capsys):
+    # Eight small host files are read here (a cluster would take longer to start than to read them);
+    # --workers asks for a local cluster, whose workers must give the same table.
+    from audit.parsers.readers import total_bytes
+    from audit.pod import cluster
+
+    size = total_bytes([str(p) for p in pod.glob("*.xplane.pb")])
+    assert size is not None and cluster.in_process(HOSTS, None, size)
+    here = _inspect(capsys, pod, "--cache", "")
+    on_workers = _inspect(capsys, pod, "--cache", "", "--workers", "2")
+    assert _op_table(on_workers) == _op_table(here) and on_workers["summary"]["hosts"] == HOSTS
+
+
+@pytest.mark.parametrize(("hosts", "workers", "size", "here"), [
+    (1, None, None, True), (8, None, 1 << 20, True), (8, None, 200 << 20, False), (100, None, 1 << 20, False),
+    (8, None, None, False), (8, 2, 1 << 20, False), (8, 1, 1 << 20, False)])
+def test_a_cluster_starts_only_for_enough_to_read(hosts, workers, size, here, monkeypatch):
+    from audit.pod import cluster
+
+    monkeypatch.setattr(cluster.os, "cpu_count", lambda: 2)
+    assert cluster.in_process(hosts, workers, size) is here
+
+
 def test_a_cache_entry_from_another_build_is_a_miss_not_a_crash(pod, tmp_path, capsys):
     # Another build that shares the cache version wrote a fact this one does not know: the entry is
     # read again from the host file (it was an internal error, exit 4).

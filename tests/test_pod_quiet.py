@@ -23,7 +23,8 @@ def test_two_hosts_with_port_8787_taken_print_nothing_but_progress(tmp_path):
         with contextlib.suppress(OSError):  # already taken by someone else: the same situation
             holder.bind(("0.0.0.0", 8787))
             holder.listen()
-        done = subprocess.run([sys.executable, "-m", "audit", "inspect", str(tmp_path), "--quiet",
+        # --workers 2: two small hosts would be read in this process, with no cluster to start
+        done = subprocess.run([sys.executable, "-m", "audit", "inspect", str(tmp_path), "--quiet", "--workers", "2",
                                "--cache", "", "--json", str(tmp_path / "r.json")],
                               capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

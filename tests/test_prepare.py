@@ -1,5 +1,5 @@
 """What `make install` prepares ahead (`python -m audit.prepare`) is what a first run then finds:
-the compiled decoder, and the CPU calibration kept with the install for a fresh home directory."""
+the compiled decoder (where pip could not build its C version), and the CPU calibration kept with the install for a fresh home directory."""
 
 from __future__ import annotations
 
@@ -22,12 +22,22 @@ _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_by
            "memory_bytes": 8e9, "last_level_cache_bytes": None, "cache_levels": []}
 
 
-@pytest.mark.slow  # compiles the decoder from scratch (about 10 s)
-def test_prepare_compiles_the_decoder_once_for_later_processes(tmp_path: Path) -> None:
+def test_prepare_has_nothing_to_compile_where_pip_built_the_c_decoder(tmp_path: Path) -> None:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env.pop("AUDIT_DECODER", None)
+    done = subprocess.run([sys.executable, "-m", "audit.prepare", "--no-calibrate"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and "built in C at install" in done.stderr, done.stderr
+    assert not (tmp_path / "numba").exists()  # numba was not even imported
+
+
+@pytest.mark.slow  # compiles the numba decoder from scratch (about 10 s)
+def test_prepare_compiles_the_numba_decoder_once_for_later_processes(tmp_path: Path) -> None:
+    # An install without the C build (no compiler) falls back on numba: prepare compiles it once.
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "AUDIT_DECODER": "numba"}
     cmd = [sys.executable, "-m", "audit.prepare", "--no-calibrate"]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert first.returncode == 0 and "compiled" in first.stderr, first.stderr
+    assert first.returncode == 0 and "compiled (numba)" in first.stderr, first.stderr
     cached = sorted(p.name for p in (tmp_path / "numba").rglob("*.nbc"))
     assert any("_decode" in n for n in cached) and any("_count_events" in n for n in cached)
     # A later process loads the machine code instead of compiling: nothing new is written.

@@ -159,6 +159,33 @@ def test_recency_is_the_lru_stack_distance(touches):
     assert recency.since("z") is None
 
 
+_STEPS = st.lists(st.tuples(st.sampled_from(("touch", "touch", "touch", "forget", "rename")),
+                            st.sampled_from("abcdefgh"), st.sampled_from("abcdefgh"), st.integers(0, 1 << 40)),
+                  min_size=1, max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_STEPS)
+def test_the_compiled_recency_gives_the_pythons_distances_to_the_bit(steps):
+    # The walk takes the C build where pip built one; its distances must be the Python build's.
+    from audit.costmodel.residency import _Recency, recency_for
+
+    compiled, python = recency_for(len(steps)), _Recency(len(steps))
+    assert type(compiled) is not _Recency, "the C build of the recency walk is missing"
+    for action, a, b, size in steps:
+        if action == "touch":
+            compiled.touch(a, float(size))
+            python.touch(a, float(size))
+        elif action == "forget":
+            compiled.forget(a)
+            python.forget(a)
+        elif a != b:
+            compiled.rename(a, b)
+            python.rename(a, b)
+        for buffer in "abcdefghz":
+            assert compiled.since(buffer) == python.since(buffer)
+
+
 def test_history_puts_every_op_between_the_working_set_roof_and_main_memory():
     # On a real program: never faster than the fastest level its working set fits (the roof with no
     # history), never slower than all its bytes at HBM.

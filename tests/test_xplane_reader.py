@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import shared_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -147,3 +148,41 @@ def test_files_naming_the_same_host_stay_apart(tmp_path: Path) -> None:
     assert [h.host for h in profile.hosts] == ["vm:worker0", "vm:worker1"]
     assert set(profile.events()["host"].astype(str)) == {"vm:worker0", "vm:worker1"}
     assert any("several files name host 'vm'" in w for w in profile.warnings)
+
+
+@pytest.mark.parametrize("capture", ["gpu-mi300x/gemm.xplane.pb", "gpu-mi300x/conv3d-legacy.xplane.pb",
+                                     "not-jax/tensorflow-gpu-multiworker.xplane.pb"])
+def test_plane_names_at_a_glance_are_the_decoded_planes(capture: str, fixture_path) -> None:
+    from audit.parsers.xplane import plane_names, read_xspace
+
+    path = fixture_path(capture)
+    assert plane_names(path) == [p.name for p in read_xspace(path).planes]
+
+
+def test_plane_names_of_something_else_is_none(tmp_path) -> None:
+    from audit.parsers.xplane import plane_names
+
+    text = tmp_path / "m.hlo"
+    text.write_text("HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n")
+    cut = tmp_path / "cut.xplane.pb"
+    cut.write_bytes(b"\x0a\xff\x7f/host:CPU")  # a plane longer than the file
+    assert plane_names(text) is None and plane_names(cut) is None and plane_names(tmp_path / "none") is None
+
+
+def test_lines_are_views_of_the_files_bytes_and_read_as_protobuf_reads_them(fixture_path) -> None:
+    # GIVEN a real multi-GPU trace's bytes
+    from audit.parsers.xplane import decode_xspace
+
+    data = fixture_path("gpu-mi300x/conv3d-8gpu.xplane.pb").read_bytes()
+    whole = XSpace()
+    whole.ParseFromString(data)
+    # WHEN it is decoded with its lines left encoded
+    space = decode_xspace(data, "trace")
+    # THEN every plane's metadata and every line match protobuf's full decode, and each encoded line is
+    # a view of the file's own bytes (a big profile is held once, not copied plane by plane)
+    assert [p.name for p in space.planes] == [p.name for p in whole.planes]
+    for lazy, full in zip(space.planes, whole.planes):
+        assert dict(lazy.event_metadata) == dict(full.event_metadata) and list(lazy.stats) == list(full.stats)
+        encoded = lazy.lines.encoded()
+        assert all(isinstance(b, memoryview) and b.obj is data for b in encoded)
+        assert list(lazy.lines) == list(full.lines)

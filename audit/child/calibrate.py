@@ -1,19 +1,19 @@
-"""`python -m audit.child.calibrate`: this machine's CPU measured with JAX, printed as one JSON record.
+"""`python -m audit.child.calibrate [--wait]`: this machine's CPU measured with JAX, printed as one
+JSON record (run by `audit.orchestration.calibrate.measure`; the catalog reads the record back,
+`audit.costmodel.chips.calibration`).
 
-A CPU has no datasheet the tool could trust (core counts, clocks, vector units and
-memory channels vary too much), so its ceilings are what this process can achieve:
-a jitted f32 matmul for FLOP/s, a jitted elementwise add over a large array for
-DRAM bytes/s, the same kind of op looped over arrays that fit each cache level
-(sizes from the OS, /sys/devices/system/cpu/cpu0/cache) for that level's bytes/s,
-and a chain of tiny dots for the fixed cost of one op. Every figure is the best of
-several repetitions: a roof is the fastest the machine goes, and other processes
-only ever slow a repetition down. Simulated JAX
-devices (`--xla_force_host_platform_device_count`) share the same cores, so these
-are per-process numbers: each device gets at most this much, usually less.
+A CPU has no datasheet the tool could trust, so its ceilings are what this process achieves: a
+jitted matmul for FLOP/s, an elementwise add over a large array for DRAM bytes/s, the same kind
+of op looped over arrays that fit each cache level (sizes from /sys) for that level's bytes/s,
+and a chain of tiny dots for the fixed cost of one op. Simulated JAX devices share the same
+cores, so these are per-process numbers.
 
-It runs in a fresh CPU-only process (`audit.orchestration.calibrate.measure`), so no accelerator
-backend starts and the caller's JAX state is left alone; the catalog reads the record back
-(`audit.costmodel.chips.calibration`).
+Each kernel is compiled and run once first (`prepare`: seconds of XLA compile), then timed
+(`run`: well under a second on a quiet machine). Every figure is the best of several
+repetitions, since other processes only ever slow a repetition down. With `--wait` the
+process prepares, prints `ready`, and times only when a line `go` arrives on stdin (end of
+input: it exits untimed), so an analysis can start it beside its own reading and have it
+time the machine while the analysis itself waits. The record is the last line printed, JSON.
 """
 
 from __future__ import annotations
@@ -21,34 +21,123 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..costmodel.chips.calibration import cpu_model, usable_cores
 
-_MATMUL_N = (512, 1024, 2048)
+_MATMUL_N = (512, 1024)  # larger sizes block better, smaller ones find quiet moments more often
+_REPEATS = 5
 _COPY_ELEMENTS = 1 << 24  # 64 MiB of f32: far beyond any last-level cache
 _CHAIN = 32  # tiny dependent dots, to expose the per-op cost
-_REPEATS = 5
 _LAUNCHES = 200  # independent launches of each tiny program; their minimum is robust to a busy machine
-_CACHE_BYTES_MOVED = 2e8  # per timed loop: long enough to time, ~2 ms at cache speed
-_CACHE_REPEATS = 7
+_CACHE_BYTES_MOVED = 1e8  # per timed loop: long enough to time, ~1 ms at cache speed
+_CACHE_REPEATS = 5
 _CACHE_FILL = (8, 4)  # working sets of 1/8 and 1/4 of a level (two arrays of that size in flight)
 _SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
-def measure_in_process() -> dict[str, Any]:
-    """Time the three kernels on this process's first CPU device."""
+@dataclass
+class Kernel:
+    """A compiled, warmed kernel: `call()` runs it once to completion; `units` per call (FLOPs, bytes)."""
+
+    call: Callable[[], Any]
+    units: float
+    repeats: int
+    label: str
+
+    def rate(self) -> float:
+        best = math.inf
+        for _ in range(self.repeats):
+            start = time.perf_counter()
+            self.call()
+            best = min(best, time.perf_counter() - start)
+        return self.units / best
+
+
+def prepare(device: Any) -> dict[str, Any]:
+    """Every kernel compiled and run once on `device`: matmuls by dtype, the DRAM copy, a loop per
+    cache level and fill, the two chains that time the per-op cost."""
+    import jax
+    import jax.numpy as jnp
+
+    def ready(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+        fn(*args).block_until_ready()  # compile and warm up outside the timing
+        return lambda: fn(*args).block_until_ready()
+
+    matmul = jax.jit(lambda a, b: a @ b)
+    matmuls: dict[str, list[Kernel]] = {}
+    for dtype in ("float32", "bfloat16"):
+        for n in _MATMUL_N:
+            a = jax.device_put(jnp.ones((n, n), dtype), device)
+            matmuls.setdefault(dtype, []).append(
+                Kernel(ready(matmul, a, a), 2.0 * n**3, _REPEATS * _MATMUL_N[-1] // n, f"{n}"))
+    caches = [(level, [_cache_loop(device, level["capacity_bytes"], fill) for fill in _CACHE_FILL])
+              for level in cache_levels()]
+    chain = {length: _chain(length) for length in (_CHAIN, 1)}
+    x = jax.device_put(jnp.eye(8, dtype=jnp.float32), device)
+    return {"matmul": matmuls, "copy": _copy(device), "caches": caches,
+            "chain": {length: ready(fn, x) for length, fn in chain.items()}}
+
+
+def _copy(device: Any) -> Kernel:
+    import jax
+    import jax.numpy as jnp
+
+    # In place (the input donated): a fresh 64 MiB output per call would time the OS handing out and
+    # zeroing new pages (about 1 GB/s on a busy machine), not DRAM.
+    add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    held = [add(jax.device_put(jnp.zeros((_COPY_ELEMENTS,), jnp.float32), device))]
+    held[0].block_until_ready()
+
+    def call() -> None:
+        held[0] = add(held[0])
+        held[0].block_until_ready()
+
+    return Kernel(call, 8.0 * _COPY_ELEMENTS, 2 * _REPEATS, f"f32[{_COPY_ELEMENTS}]")
+
+
+def _cache_loop(device: Any, capacity: float, fill: int) -> Kernel:
+    """y = a*y + b looped in one jitted while loop over arrays that fill `1/fill` of a level (one op
+    call would time the dispatch, not the cache)."""
+    import jax
+    import jax.numpy as jnp
+
+    elements = max(int(capacity / fill / 4 / 2), 256)  # two f32 arrays (in, out) in flight
+    trips = max(4, int(_CACHE_BYTES_MOVED / (8 * elements)))
+    loop = jax.jit(lambda y: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
+    y = jax.device_put(jnp.ones((elements,), jnp.float32), device)
+    loop(y).block_until_ready()
+    return Kernel(lambda: loop(y).block_until_ready(), 8.0 * elements * trips, _CACHE_REPEATS, f"f32[{elements}]")
+
+
+def _chain(length: int) -> Callable[[Any], Any]:
     import jax
 
-    device = jax.devices("cpu")[0]
-    flops, n = _matmul_flops(device)
-    bf16_flops, bf16_n = _matmul_flops(device, "bfloat16")
-    bandwidth = _copy_bandwidth(device)
-    overhead = _op_overhead(device)
-    caches = [dict(level, **_cache_bandwidth(device, level["capacity_bytes"])) for level in cache_levels()]
+    def run(x: Any) -> Any:
+        for _ in range(length):
+            x = x @ x
+        return x
+    return jax.jit(run)
+
+
+def run(kernels: dict[str, Any]) -> dict[str, Any]:
+    """Time the prepared kernels: the calibration record (see `calibrate.hardware_from_record`)."""
+    import jax
+
+    rates = {dtype: max(((k.rate(), k) for k in ks), key=lambda rk: rk[0]) for dtype, ks in kernels["matmul"].items()}
+    copy = kernels["copy"]
+    bandwidth = copy.rate()
+    overhead = _op_overhead(kernels["chain"])
+    caches = []
+    for level, loops in kernels["caches"]:
+        rate, best = max(((k.rate(), k) for k in loops), key=lambda rk: rk[0])
+        caches.append(dict(level, bytes_per_s=rate, method=(
+            f"best of {_CACHE_REPEATS}: jitted loop of y = a*y + b over {best.label} (1/8 or 1/4 of the level), "
+            "(read + write) bytes / time")))
     # A smaller level is at least as fast as a larger one behind it (the loop's own overhead
     # weighs most on the smallest arrays), and every cache at least as fast as DRAM.
     floor = bandwidth
@@ -57,18 +146,20 @@ def measure_in_process() -> dict[str, Any]:
             level["bytes_per_s"] = floor
             level["method"] += "; raised to the next larger level's figure, which it cannot be slower than"
         floor = level["bytes_per_s"]
+    (f32, f32_k), (bf16, bf16_k) = rates["float32"], rates["bfloat16"]
+    sizes = f"N in {list(_MATMUL_N)}"
     return {
-        "matmul_flops_per_s": flops,
-        "matmul_bf16_flops_per_s": bf16_flops,
+        "matmul_flops_per_s": f32,
+        "matmul_bf16_flops_per_s": bf16,
         "copy_bytes_per_s": bandwidth,
         "op_overhead_s": overhead,
         "methods": {
-            "matmul": f"best of {_REPEATS * _MATMUL_N[-1] // n}, N in {list(_MATMUL_N)}: jitted "
-                      f"f32[{n},{n}] @ f32[{n},{n}], 2*N^3 FLOPs / time",
-            "matmul_bf16": f"best of {_REPEATS * _MATMUL_N[-1] // bf16_n}, N in {list(_MATMUL_N)}: jitted "
-                           f"bf16[{bf16_n},{bf16_n}] @ bf16[{bf16_n},{bf16_n}], 2*N^3 FLOPs / time",
-            "copy": f"best of {2 * _REPEATS}: jitted x + 1 over f32[{_COPY_ELEMENTS}] in place (donated), "
-                    f"(read + write) {8 * _COPY_ELEMENTS} bytes / time",
+            "matmul": f"best of {f32_k.repeats}, {sizes}: jitted f32[{f32_k.label},{f32_k.label}] @ "
+                      f"f32[{f32_k.label},{f32_k.label}], 2*N^3 FLOPs / time",
+            "matmul_bf16": f"best of {bf16_k.repeats}, {sizes}: jitted bf16[{bf16_k.label},{bf16_k.label}] @ "
+                           f"bf16[{bf16_k.label},{bf16_k.label}], 2*N^3 FLOPs / time",
+            "copy": f"best of {copy.repeats}: jitted x + 1 over {copy.label} in place (donated), "
+                    f"(read + write) {int(copy.units)} bytes / time",
             "op_overhead": f"({_CHAIN} dependent f32[8,8] dots - 1 dot) / {_CHAIN - 1}, each the minimum over "
                            f"{_LAUNCHES} independent launches taken in turn",
         },
@@ -76,52 +167,25 @@ def measure_in_process() -> dict[str, Any]:
         "cores": usable_cores(),
         "jax_version": jax.__version__,
         "memory_bytes": _memory_bytes(),
-        "last_level_cache_bytes": _last_level_cache_bytes(),
+        "last_level_cache_bytes": max((c["capacity_bytes"] for c in caches), default=None),
         "cache_levels": caches,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
-def _best_time(fn: Callable[[], Any], repeats: int = _REPEATS) -> float:
-    fn().block_until_ready()  # compile and warm up outside the timing
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn().block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def _matmul_flops(device: Any, dtype: str = "float32") -> tuple[float, int]:
-    import jax
-    import jax.numpy as jnp
-
-    matmul = jax.jit(lambda a, b: a @ b)
-    best, size = 0.0, 0
-    for n in _MATMUL_N:  # larger sizes block better, smaller ones find quiet moments more often
-        a = jax.device_put(jnp.ones((n, n), dtype), device)
-        rate = 2.0 * n**3 / _best_time(partial(matmul, a, a), _REPEATS * _MATMUL_N[-1] // n)
-        if rate > best:
-            best, size = rate, n
-    return best, size
-
-
-def _copy_bandwidth(device: Any) -> float:
-    import jax
-    import jax.numpy as jnp
-
-    # In place (the input donated): a fresh 64 MiB output per call would time the OS handing out and
-    # zeroing new pages (about 1 GB/s on a busy machine), not DRAM.
-    add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
-    x = add(jax.device_put(jnp.zeros((_COPY_ELEMENTS,), jnp.float32), device))
-    x.block_until_ready()
-    best = math.inf
-    for _ in range(2 * _REPEATS):
-        start = time.perf_counter()
-        x = add(x)
-        x.block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return 8.0 * _COPY_ELEMENTS / best
+def _op_overhead(chain: dict[int, Callable[[], Any]]) -> float:
+    """Seconds each op of a program pays beyond its work: the difference between a chain of
+    `_CHAIN` dependent tiny dots and one such dot, each the minimum over `_LAUNCHES` independent
+    launches taken in turn (a busy machine only ever adds time to a launch, so the minimum of many
+    is the unloaded time of each, and the two minima see the same machine)."""
+    best = {length: math.inf for length in chain}
+    for _ in range(_LAUNCHES):
+        for length, call in chain.items():
+            start = time.perf_counter()
+            call()
+            best[length] = min(best[length], time.perf_counter() - start)
+    # A difference the clock cannot resolve charges nothing rather than a made-up floor.
+    return max((best[_CHAIN] - best[1]) / (_CHAIN - 1), 0.0)
 
 
 def cache_levels() -> list[dict[str, Any]]:
@@ -148,60 +212,6 @@ def _size_bytes(text: str) -> int | None:
     return int(digits) * scale if digits.isdigit() else None
 
 
-def _cache_bandwidth(device: Any, capacity: float) -> dict[str, Any]:
-    """Bytes/s of an elementwise op whose arrays stay in a cache of `capacity` bytes: y = a*y + b
-    looped in one jitted while loop (one op call would time the dispatch, not the cache); the
-    best over working sets of 1/8 and 1/4 of the level, each the best of several loops."""
-    import jax
-    import jax.numpy as jnp
-
-    best, how = 0.0, ""
-    for fill in _CACHE_FILL:
-        elements = max(int(capacity / fill / 4 / 2), 256)  # two f32 arrays (in, out) in flight
-        trips = max(4, int(_CACHE_BYTES_MOVED / (8 * elements)))
-        loop = jax.jit(lambda y, trips=trips: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
-        y = jax.device_put(jnp.ones((elements,), jnp.float32), device)
-        rate = 8.0 * elements * trips / _best_time(partial(loop, y), _CACHE_REPEATS)
-        if rate > best:
-            best, how = rate, f"f32[{elements}]"
-    method = (f"best of {_CACHE_REPEATS}: jitted loop of y = a*y + b over {how} (1/8 or 1/4 of the level), "
-              f"(read + write) bytes / time")
-    return {"bytes_per_s": best, "method": method}
-
-
-def _op_overhead(device: Any) -> float:
-    """Seconds each op of a program pays beyond its work: the difference between a chain of
-    `_CHAIN` dependent tiny dots and one such dot, each the minimum over `_LAUNCHES` independent
-    launches taken in turn (a busy machine only ever adds time to a launch, so the minimum of many
-    is the unloaded time of each, and the two minima see the same machine)."""
-    import jax
-    import jax.numpy as jnp
-
-    def chain(length: int) -> Callable[[Any], Any]:
-        def run(x: Any) -> Any:
-            for _ in range(length):
-                x = x @ x
-            return x
-        return jax.jit(run)
-
-    x = jax.device_put(jnp.eye(8, dtype=jnp.float32), device)
-    long, short = chain(_CHAIN), chain(1)
-    long(x).block_until_ready()
-    short(x).block_until_ready()
-    best_long = best_short = math.inf
-    for _ in range(_LAUNCHES):
-        for fn, which in ((long, 0), (short, 1)):
-            start = time.perf_counter()
-            fn(x).block_until_ready()
-            took = time.perf_counter() - start
-            if which == 0:
-                best_long = min(best_long, took)
-            else:
-                best_short = min(best_short, took)
-    # A difference the clock cannot resolve charges nothing rather than a made-up floor.
-    return max((best_long - best_short) / (_CHAIN - 1), 0.0)
-
-
 def _memory_bytes() -> float | None:
     try:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -209,10 +219,17 @@ def _memory_bytes() -> float | None:
         return None
 
 
-def _last_level_cache_bytes() -> float | None:
-    sizes = [level["capacity_bytes"] for level in cache_levels()]
-    return max(sizes) if sizes else None
+def main(argv: list[str]) -> int:
+    import jax
+
+    kernels = prepare(jax.devices("cpu")[0])
+    if "--wait" in argv:
+        print("ready", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            return 0
+    print(json.dumps(run(kernels)), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure_in_process()))
+    sys.exit(main(sys.argv[1:]))

@@ -47,12 +47,17 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
 
     **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.
     """
+    if hardware is None:  # first, so its compile runs while the analysis loads and reads (a URL starts nothing)
+        from ..orchestration.ahead import calibrate_ahead
+
+        calibrate_ahead(path)
     from ..orchestration.pipeline import analyse_profile
     from ..parsers.input_files import is_url
     from ..pod.reduce import PodSettings
 
     if not is_url(str(path)) and not Path(path).exists():
         raise InputError("no such file or directory", path=path)
+
     settings = PodSettings(cache=cache, scheduler=scheduler, workers=workers, skip_bad_hosts=skip_bad_hosts,
                            progress=progress, hlo=hlo)
     model = analyse_profile(path, run=run, hardware=hardware, source={"command": command},

@@ -15,6 +15,7 @@ is `interference`, not `flagged`.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -32,6 +33,7 @@ from .beside import EventWindow, Overlaps
 from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
+from .predicted import PredictedRecords
 from .suggest import suggest
 from .verdict import flag_reasons, judge
 from .waits import collective_wait
@@ -78,8 +80,19 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = D
     by_key = _per_device_lists(per_device) if per_device is not None else {}
     windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
     ridge = _ridge(hw)
-    records = [_record(r, hw, thresholds, total_self, by_key, windows, overlapped or {}, ridge,
-                       bool(by_key), measured_on or hw.kind) for r in rows]
+    reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime] = {}
+    overlapped = overlapped or {}
+
+    def one(r: Joined) -> OpRecord:
+        return _record(r, hw, thresholds, total_self, by_key, windows, overlapped, ridge, bool(by_key),
+                       measured_on or hw.kind, reaches)
+
+    if by_key:
+        records = [one(r) for r in rows]
+    else:  # an op in a walk's window is judged on its own (its overlap is its own)
+        predicted = PredictedRecords(one)
+        records = [one(r) if (r.program_id, r.name) in windows else predicted.judged(r, overlapped.get(r.name))
+                   for r in rows]
     records.sort(key=lambda o: -(o.self_s if o.self_s is not None else (o.expected_s or 0.0)))
     if not by_key:
         return records
@@ -92,13 +105,15 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = D
 def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float | None,
             by_key: Mapping[tuple[int, str], tuple[DeviceTime, ...]], windows: Mapping[tuple[int, str], Window],
             overlapped: Mapping[str, bool], ridge: float | None, measured_report: bool,
-            measured_on: str) -> OpRecord:
+            measured_on: str, reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime]) -> OpRecord:
     occ = r.occurrences
     cost, exp = r.cost, r.expectation
     container = r.opcode in CONTAINER_OPCODES
     flops, bytes_, transcendentals, comm, prov = _quantities(r)
     expected = _times(exp.expected_s, occ) if exp else None
-    reach = r.achievable or achievable_time(cost, exp, hw)
+    reach = r.achievable or reaches.get((cost, exp))  # priced once per distinct cost and expectation
+    if reach is None:
+        reach = reaches[(cost, exp)] = achievable_time(cost, exp, hw)
     achievable = _times(reach.seconds, occ)
     share = safe_ratio(r.self_s, total_self)
     flagged, roofline_fraction = False, safe_ratio(expected, r.measured_s)
@@ -154,7 +169,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         launches_work=launches_work(cost),
         peak_flops_per_s=exp.peak_flops_per_s if exp is not None and flops else None,
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
-        verdict=verdict, flagged=flagged, roofline_fraction=roofline_fraction, reasons=tuple(dict.fromkeys(x for x in reasons if x)),
+        verdict=verdict, flagged=flagged, roofline_fraction=roofline_fraction, reasons=_distinct(tuple(reasons)),
         suggestion="", share=share,
         wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container or bound_only
                   else max(r.self_s - achievable, 0.0)),
@@ -172,6 +187,12 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         achievable_s=achievable, achievable_fraction=achievable_fraction, achievable_source=reach.source,
     )
     return replace(record, suggestion=suggest(record, ridge, hw.kind)) if flagged else record
+
+
+@lru_cache(maxsize=4096)  # most ops repeat the reasons of many others
+def _distinct(reasons: tuple[str, ...]) -> tuple[str, ...]:
+    """The reasons without blanks and repeats, in order."""
+    return tuple(dict.fromkeys(x for x in reasons if x))
 
 
 def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[str]:

@@ -130,10 +130,19 @@ def cost_modules(modules: dict[int, Module], devices: int | None,
 
 def expect_all(costs: dict[int, dict[str, OpCost]], hw: Hardware,
                coords: dict[int, tuple[int, ...]] | None = None) -> dict[tuple[int, str], Expectation]:
-    """Every op's expected time on `hw`."""
+    """Every op's expected time on `hw`, priced once per distinct cost (an unrolled program repeats a
+    few dozen costs over hundreds of thousands of ops)."""
     from ..costmodel.roofline import expect
 
-    return {(pid, name): expect(cost, hw, coords=coords) for pid, ops in costs.items() for name, cost in ops.items()}
+    priced: dict[OpCost, Expectation] = {}
+
+    def once(cost: OpCost) -> Expectation:
+        found = priced.get(cost)
+        if found is None:
+            found = priced[cost] = expect(cost, hw, coords=coords)
+        return found
+
+    return {(pid, name): once(cost) for pid, ops in costs.items() for name, cost in ops.items()}
 
 
 def traced_chip_mismatch(hw: Hardware, platform: str, device_stats: dict[str, Any]) -> str | None:

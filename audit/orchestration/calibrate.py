@@ -9,6 +9,7 @@ record exists.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -22,7 +23,9 @@ from ..costmodel.chips.hardware import Hardware
 from ..errors import AuditError
 from ..parsers import user_cache
 
+_PROBES = "audit.child.calibrate"
 _TIMEOUT_S = 120
+_waiting: subprocess.Popen[str] | None = None  # a measurement started ahead (start_ahead), not yet timed
 
 
 def cpu_hardware(refresh: bool = False) -> Hardware:
@@ -49,26 +52,64 @@ def calibrate_install() -> Path:
     return directory / calibration.CACHE_FILE
 
 
-def measure() -> dict[str, Any]:
-    """Measure in a fresh CPU-only Python process (`audit.child.calibrate`), so no accelerator backend
-    starts and this process's JAX state is left alone; a few seconds in all."""
+def start_ahead() -> bool:
+    """Start measuring this machine now, when nothing is cached for it: the probe process compiles
+    its kernels (seconds of XLA compile, beside the caller's own reading of a profile) and times
+    them only when `measure` asks, so the timing does not share the cores with the caller's work.
+    Whether one was started; one never asked for is stopped when this process exits."""
+    global _waiting
+    if _waiting is not None or calibration.cached_record(calibration.machine_key()) is not None:
+        return False
+    _waiting = _probe_process(wait=True)
+    atexit.register(_stop_waiting)
+    return True
+
+
+def _probe_process(wait: bool) -> subprocess.Popen[str]:
+    # A fresh CPU-only process: no accelerator backend starts and this process's JAX state is left alone.
     env = dict(os.environ, JAX_PLATFORMS="cpu")
+    errors = tempfile.TemporaryFile("w+")  # read on failure; a pipe nobody reads could fill and block it
+    return subprocess.Popen([sys.executable, "-m", _PROBES] + (["--wait"] if wait else []), env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+
+
+def _stop_waiting() -> None:
+    global _waiting
+    if _waiting is not None:
+        _waiting.kill()
+        _waiting.wait()
+        _waiting = None
+
+
+def measure() -> dict[str, Any]:
+    """Measure this machine (a few seconds; under one beyond the compile for a measurement started
+    ahead with `start_ahead`), in a process of its own (`audit.child.calibrate`)."""
+    global _waiting
+    proc, _waiting = (_waiting, None) if _waiting is not None else (_probe_process(wait=False), None)
     try:
-        done = subprocess.run([sys.executable, "-m", "audit.child.calibrate"], env=env, capture_output=True,
-                              text=True, timeout=_TIMEOUT_S)
+        out, _ = proc.communicate("go\n", timeout=_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         raise AuditError(f"CPU calibration took over {_TIMEOUT_S} s",
                          hint="the machine is overloaded; retry, or name catalog hardware with --hardware") from None
-    lines = done.stdout.strip().splitlines()
+    lines = out.strip().splitlines()
     try:
-        record = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+        record = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
     except ValueError:
         record = None
     if not isinstance(record, dict) or not calibration.valid_record(record):
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise AuditError(f"CPU calibration failed: {last}",
+        raise AuditError(f"CPU calibration failed: {_last_error_line(proc)}",
                          hint="name catalog hardware with --hardware to skip calibration")
     return record
+
+
+def _last_error_line(proc: subprocess.Popen[str]) -> str:
+    errors = proc.stderr
+    if errors is None:
+        return "no output"
+    errors.seek(0)
+    return (errors.read().strip().splitlines() or ["no output"])[-1]
 
 
 def _store(key: str, record: dict[str, Any], directory: Path | None = None) -> None:

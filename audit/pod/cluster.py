@@ -31,13 +31,30 @@ def scheduler_address(option: str | None) -> str | None:
     return address
 
 
+# A local cluster's start-up (worker processes that each import the tool: seconds of CPU) pays only
+# when there is enough to read in parallel: this many hosts, or host files this big together.
+CLUSTER_MIN_HOSTS = 16
+CLUSTER_MIN_BYTES = 64 << 20
+
+
 def local_workers(hosts: int, workers: int | None) -> int:
     """One single-threaded worker per core (a host file is decoded by one Python thread), capped."""
     return max(1, min(workers or os.cpu_count() or 1, hosts))
 
 
-def client_for(hosts: int, scheduler: str | None = None, workers: int | None = None) -> Client | None:
-    """A Dask client, or None when one host is read in this process (no cluster start-up)."""
+def in_process(hosts: int, workers: int | None, input_bytes: int | None) -> bool:
+    """Whether a local run reads its hosts here: one host, one core, or (unless `--workers` asks for a
+    cluster) a few small host files of known size, which a cluster would take longer to start than to read."""
+    if hosts < 2 or (local_workers(hosts, workers) == 1 and workers is None):
+        return True
+    return workers is None and input_bytes is not None and hosts < CLUSTER_MIN_HOSTS \
+        and input_bytes < CLUSTER_MIN_BYTES
+
+
+def client_for(hosts: int, scheduler: str | None = None, workers: int | None = None,
+               input_bytes: int | None = None) -> Client | None:
+    """A Dask client, or None when the hosts are read in this process (see `in_process`);
+    `input_bytes`: what the host files hold together, where known (local files)."""
     address = scheduler_address(scheduler)
     if address:
         from distributed import Client
@@ -48,11 +65,9 @@ def client_for(hosts: int, scheduler: str | None = None, workers: int | None = N
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise InputError(f"cannot reach the Dask scheduler: {reason}", path=address,
                              hint=f"check --scheduler / {SCHEDULER_ENV}") from None
-    if hosts < 2:
+    if in_process(hosts, workers, input_bytes):
         return None
     n = local_workers(hosts, workers)
-    if n == 1 and workers is None:
-        return None
     client = _local.get(n)
     if client is None:
         client = _start_local(n)

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.input_files import is_url
-from ..parsers.readers import host_label
+from ..parsers.readers import host_label, total_bytes
 from ..reports.model.report import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
@@ -132,7 +132,8 @@ def reduce_profile(path: str | Path, run: str | None = None, settings: PodSettin
         raise InputError("--cache must be a local directory", path=cache)
     # An in-memory filesystem lives in this process only: its hosts are read here.
     in_process = files.protocol(found.paths[0]) == "memory" and not cluster.scheduler_address(settings.scheduler)
-    client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers)
+    client = None if in_process else cluster.client_for(len(found.paths), settings.scheduler, settings.workers,
+                                                        total_bytes(found.paths))
     try:
         results = _map(found.paths, cache, client, settings.progress, settings.hlo)
         return _combine(found, results, settings.skip_bad_hosts)

@@ -25,7 +25,7 @@ from .hardware import Achievable, Hardware, Interconnect, MemoryLevel, Quantity
 
 CACHE_SCHEMA = "audit.cpu-calibration/v1"
 CACHE_FILE = "cpu-calibration.json"
-METHODS_VERSION = 2  # of the measurement: a record an older method wrote is measured again
+METHODS_VERSION = 3  # of the measurement: a record an older method wrote is measured again
 
 
 def cache_dir() -> Path:

@@ -47,16 +47,19 @@ class CostContext:
     `memo` holds what is known of each computation of the module, shared by every context made
     `within` this one: a computation called from several places (a fused computation two fusions
     call, a reducer) is costed once, not once per path to it (which grows exponentially with
-    the nesting of such sharing).
+    the nesting of such sharing). `fusions` keeps the cost of each fused computation for the
+    operand and result shapes it was priced at: an unrolled program calls one deduplicated
+    computation from thousands of fusions.
     """
 
     module: Module
     computation: Computation
     num_devices: int | None = None
     memo: dict[tuple[str, str], Any] = field(default_factory=dict, compare=False, repr=False)
+    fusions: dict[tuple[Any, ...], "OpCost"] = field(default_factory=dict, compare=False, repr=False)
 
     def within(self, computation: Computation) -> "CostContext":
-        return CostContext(self.module, computation, self.num_devices, self.memo)
+        return CostContext(self.module, computation, self.num_devices, self.memo, self.fusions)
 
     def instruction(self, name: str) -> Instruction:
         found = self.computation.get(name)

@@ -22,14 +22,22 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
     carry = carried(instr, comp, ctx)
     if carry is not None and carry.whole is not None:
         return carry.whole
+    shapes = ctx.operand_shapes(instr)
+    key = (comp.name, instr.shape, *shapes)  # a fusion without a collective costs what its shapes do
+    known = ctx.fusions.get(key) if carry is None else None
+    if known is not None:
+        return known
     flops, trans = computation_flops(comp, ctx)
     if flops is None or trans is None:
         return unknown_cost(f"fusion {instr.name} contains an unmodeled op", first_dtype(instr.shape))
     read, written = fusion_bytes(instr, comp, ctx, passed_through(comp) if carry is not None else frozenset())
-    notes = on_chip_note(ctx.operand_shapes(instr) + [instr.shape])
+    notes = on_chip_note(shapes + [instr.shape])
     out = cost(flops, read, written, transcendentals=trans, dtype=_dominant_dtype(comp, instr), notes=notes)
     out = _as_matmul(out, comp, ctx)
-    return carry.onto(out) if carry is not None else out
+    if carry is not None:
+        return carry.onto(out)
+    ctx.fusions[key] = out
+    return out
 
 
 def _as_matmul(out: OpCost, comp: Computation, ctx: CostContext) -> OpCost:

@@ -12,6 +12,8 @@ elements), as in XLA's `Tile` semantics.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...parsers.hlo_model import Shape
 
 # Memory space 0 is device HBM (or host/GPU global memory); 5 is host memory (XLA's
@@ -61,6 +63,7 @@ def leaf_bytes(shape: Shape) -> int:
     return (padded_elements(shape) * shape.bits + 7) // 8
 
 
+@lru_cache(maxsize=1 << 16)  # a program has few distinct shapes, priced once per instruction that has them
 def shape_bytes(shape: Shape, *, hbm_only: bool = True) -> int:
     """Bytes of all array leaves of a shape; with `hbm_only`, leaves in on-chip memory spaces
     (TPU `S(1)` VMEM and the like) are left out because they cost no HBM bandwidth."""

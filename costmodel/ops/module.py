@@ -156,16 +156,20 @@ def cost_module(module: Module, *, num_partitions: int | None = None) -> dict[st
     devices = num_partitions or device_count(module)
     costs: dict[str, OpCost] = {}
     memo: dict[tuple[str, str], Any] = {}
+    fusions: dict[tuple[Any, ...], OpCost] = {}  # shared by every computation's context
     for name, (trips, wrapper) in execution_plan(module).items():
         comp = module.computations[name]
-        ctx = CostContext(module, comp, devices, memo)
+        ctx = CostContext(module, comp, devices, memo, fusions)
         for instr in comp.instructions:
             if wrapper:
                 c = zero_cost(f"costed on {wrapper}, the async-start that wraps it")
             else:
                 c = cost_instruction(instr, ctx)
-            notes = c.notes if trips is not None else c.notes + (_UNKNOWN_TRIPS,)
-            costs[instr.name] = replace(c, trip_count=trips, notes=notes)
+            if trips is None:
+                c = replace(c, trip_count=None, notes=c.notes + (_UNKNOWN_TRIPS,))
+            elif c.trip_count != trips:
+                c = replace(c, trip_count=trips)
+            costs[instr.name] = c
     return costs
 
 

@@ -11,6 +11,7 @@ over that device's occurrences in the analysed steps.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, Mapping
 
@@ -29,7 +30,7 @@ JUDGED: tuple[Verdict, ...] = ("ok", "flagged", "interference")
 TimeOrigin = Literal["measured", "predicted"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Provenance:
     """Where an op's FLOPs, bytes and time came from."""
 
@@ -41,7 +42,7 @@ class Provenance:
         return {"flops": self.flops, "bytes": self.bytes, "time": self.time}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceTime:
     """One device's share of an op [trace]."""
 
@@ -61,7 +62,7 @@ class DeviceTime:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Spread:
     """How an op's time spreads over devices [trace]: the straggler view."""
 
@@ -76,7 +77,7 @@ class Spread:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Overlap:
     """An asynchronous (or synchronous) op in the schedule walk [model], per device over its occurrences."""
 
@@ -91,7 +92,7 @@ class Overlap:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpRecord:
     """One (program, HLO op) of the per-op table, with its verdict."""
 
@@ -167,8 +168,7 @@ class OpRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The `ops[]` entry of `audit.report/v1`."""
-        out: dict[str, Any] = {JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
-                               if f.name not in _NESTED}
+        out: dict[str, Any] = dict(zip(_PLAIN_KEYS, _plain_values(self)))
         out["reasons"] = list(self.reasons)
         out["provenance"] = self.provenance.to_json()
         if self.collective is not None:
@@ -225,6 +225,10 @@ JSON_NAMES = {"roofline_fraction": "efficiency", "achievable_fraction": "achieva
 # Fields serialised by hand in to_json (nested records, or tuples that JSON writes as lists).
 _NESTED = frozenset({"reasons", "provenance", "collective", "placement", "overlapped", "overlap", "per_device",
                      "spread", "identical"})
+# The fields to_json copies as they are, read in one call (a report may hold 200,000 records).
+_PLAIN_FIELDS = tuple(f.name for f in fields(OpRecord) if f.name not in _NESTED)
+_PLAIN_KEYS = tuple(JSON_NAMES.get(name, name) for name in _PLAIN_FIELDS)
+_plain_values = attrgetter(*_PLAIN_FIELDS)
 _DEFAULTS: dict[str, Any] = {
     "key": "", "program_id": 0, "module": "", "name": "", "opcode": "", "category": "", "framework_op": "",
     "source": "", "shape": "", "fingerprint": "", "custom_call_target": "", "container": False, "devices": 0,
@@ -233,7 +237,7 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveRow:
     """One collective of the program: what it moves, where it runs, predicted against measured.
 

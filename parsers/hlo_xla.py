@@ -1,0 +1,79 @@
+"""Big HLO text read by XLA's own parser (the installed jaxlib), then by the proto reader.
+
+XLA's parser is C++: it turns a 50 MB text into a module proto in about 4 s of CPU, where
+reading it line by line in Python takes about 16 s. It is a private jaxlib API
+(`xla_client.hlo.hlo_module_from_text`), so it is used only on the jax versions it was checked
+on (`CHECKED_JAX`), only for texts big enough to be worth JAX's import, and never on its own
+word: text it refuses, or a proto the proto reader refuses, is read by our text parser, whose
+errors are the ones a user sees. So is text whose instruction names repeat (written by hand:
+XLA's dumps name each instruction once), which XLA's parser would rename. Small texts always go
+to our parser.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from importlib.metadata import PackageNotFoundError, version
+
+from ..errors import InputError
+from .hlo_model import Module
+from .hlo_proto import read_hlo_proto_bytes
+
+# jax versions (major, minor) on which the equivalence tests ran against this API.
+CHECKED_JAX = ((0, 10),)
+_INSTRUCTION_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s", re.MULTILINE)
+# Below this size our parser is as quick as importing JAX and converting.
+MIN_BYTES = 4 << 20
+
+
+def jax_checked() -> bool:
+    """Whether the installed jax is one the XLA parser's path was checked on."""
+    try:
+        parts = version("jax").split(".")
+        return (int(parts[0]), int(parts[1])) in CHECKED_JAX
+    except (PackageNotFoundError, ValueError, IndexError):
+        return False
+
+
+def text_to_proto(text: str) -> bytes | None:
+    """The serialized HloModuleProto XLA's parser makes of `text`; None when it refuses the text
+    or the API is not there."""
+    try:
+        from jax._src.lib import xla_client
+        module = xla_client.hlo.hlo_module_from_text(text)
+        data = bytes(module.as_serialized_hlo_module_proto())
+    except Exception:  # any refusal (a syntax error, a moved API): our parser reads it and says why
+        return None
+    del module
+    _release_freed_memory()
+    return data
+
+
+def _names_unique(text: str) -> bool:
+    names = _INSTRUCTION_NAME.findall(text)
+    return len(names) == len(set(names))
+
+
+def _release_freed_memory() -> None:
+    """Give the C++ heap XLA freed back to the system: its module and proto of a 50 MB text take
+    800 MB, which glibc would otherwise keep under the model the proto reader then builds."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def read_with_xla(text: str, origin: str = "") -> Module | None:
+    """The module XLA's parser and the proto reader make of `text`, or None (read it with ours)."""
+    if len(text) < MIN_BYTES or not jax_checked() or not _names_unique(text):
+        return None
+    data = text_to_proto(text)
+    if data is None:
+        return None
+    try:
+        module = read_hlo_proto_bytes(data, origin=origin)
+    except InputError:
+        return None
+    module.source = "text"
+    return module

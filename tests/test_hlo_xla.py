@@ -1,0 +1,86 @@
+"""Big HLO text read by XLA's own parser and the proto reader: the same costs as our text parser,
+and our parser's own errors for text XLA refuses or we refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audit.costmodel.ops.module import cost_module
+from audit.errors import InputError
+from audit.parsers import hlo_xla
+from audit.parsers.hlo_files import load_hlo_file
+from audit.parsers.hlo_proto import read_hlo_proto_bytes
+from audit.parsers.hlo_text import parse_hlo_text
+
+from conftest import shared_fixture
+
+DATA = Path(__file__).parent / "data"
+TPU_DUMP = "tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"
+# Compiler dumps (JAX 0.11 on an H100; Transformer Engine attention) and the hand-checked texts
+# whose instruction names are unique, as XLA prints them.
+REAL_TEXTS = [*sorted((DATA / "captures").rglob("*after_optimizations.txt")),
+              *sorted((DATA / "te_attention").glob("*.hlo.txt")),
+              *(DATA / "hlo" / f"{name}.hlo" for name in ("diff_base", "diff_head", "dot_precision", "fft",
+                                                           "host_offload", "topk"))]
+
+
+@pytest.fixture
+def xla_for_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hlo_xla, "MIN_BYTES", 0)
+
+
+def test_the_installed_jax_is_one_the_xla_path_was_checked_on() -> None:
+    # A jax outside CHECKED_JAX reads every text with our parser (slow, correct); this fails on an
+    # upgrade so that the equivalence below is checked again and the range widened.
+    assert hlo_xla.jax_checked()
+
+
+@pytest.mark.parametrize("path", [shared_fixture(TPU_DUMP), *REAL_TEXTS], ids=lambda p: p.name)
+def test_xla_parser_and_ours_give_the_same_costs(path: Path) -> None:
+    text = path.read_text()
+    ours = parse_hlo_text(text, origin=str(path))
+    data = hlo_xla.text_to_proto(text)
+    if data is None:  # syntax newer than the installed XLA's parser: ours reads it, as load_hlo_file does
+        assert "captures" in path.parts
+        return
+    xla = read_hlo_proto_bytes(data, origin=str(path))
+    assert xla.entry == ours.entry and set(xla.computations) == set(ours.computations)
+    assert cost_module(xla) == cost_module(ours)
+
+
+def test_a_big_text_is_read_by_xla(xla_for_any_size: None) -> None:
+    path = shared_fixture(TPU_DUMP)
+    # Only the proto carries instruction ids; our text parser leaves them 0.
+    assert any(i.id for _, i in load_hlo_file(path).instructions())
+    assert all(i.id == 0 for _, i in parse_hlo_text(path.read_text()).instructions())
+
+
+def test_text_with_repeated_names_is_read_by_ours(xla_for_any_size: None) -> None:
+    # Each loop computation names its parameter `p`: XLA's parser would rename one `p.1`.
+    module = load_hlo_file(DATA / "hlo" / "caveats.hlo")
+    assert all(i.id == 0 for _, i in module.instructions())
+    assert module.computations["cond"].instructions[0].name == "p"
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(InputError) as caught:
+        cost_module(load_hlo_file(path))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["mutual-recursion.hlo.txt", "self-fusion.hlo.txt", "rank-huge.hlo.txt",
+                                  "trip-count-text.hlo.txt"])
+def test_bad_text_gives_the_same_error(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = DATA / "hostile" / name
+    ours = _error(path)
+    monkeypatch.setattr(hlo_xla, "MIN_BYTES", 0)
+    assert _error(path) == ours
+
+
+def test_without_the_private_api_our_parser_reads_it(xla_for_any_size: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jax._src.lib import xla_client
+
+    monkeypatch.delattr(xla_client.hlo, "hlo_module_from_text")
+    assert all(i.id == 0 for _, i in load_hlo_file(shared_fixture(TPU_DUMP)).instructions())

@@ -1,0 +1,128 @@
+"""The compiled XLine decoders (C, numba) read what protobuf reads, and refuse what it cannot be."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audit.parsers import xline_decode as xd
+from audit.parsers.xplane_schema import XLine
+
+BUILDS = ["c", "numba"]
+_I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_U64 = st.integers(1, (1 << 64) - 1)
+# Non-zero values: the profiler writes XStat's value as a oneof, so even a zero is on the wire; this
+# schema's plain proto3 fields leave zeros out, and a stat with no value reads as ABSENT.
+_VALUES = st.one_of(
+    st.fixed_dictionaries({"int64_value": _I64.filter(bool)}), st.fixed_dictionaries({"uint64_value": _U64}),
+    st.fixed_dictionaries({"double_value": st.floats(allow_nan=False).filter(bool)}),
+    st.fixed_dictionaries({"str_value": st.text(min_size=1, max_size=12)}),
+    st.fixed_dictionaries({"bytes_value": st.binary(min_size=1, max_size=12)}),
+    st.fixed_dictionaries({"ref_value": _U64}))
+_STATS = st.lists(st.tuples(st.integers(0, 6), _VALUES), max_size=4)
+_EVENTS = st.lists(st.tuples(_I64, _I64, _I64, _STATS), max_size=8)
+_SLOTS = 3  # stat metadata ids 1, 2, 3 are read into slots 0, 1, 2; 0, 4, 5, 6 are skipped
+
+
+def _slot_of() -> np.ndarray:
+    slot_of = np.full(6, -1, np.int64)
+    slot_of[1:4] = np.arange(_SLOTS)
+    return slot_of
+
+
+def _expected(stats: list[tuple[int, dict[str, object]]], slot: int) -> dict[str, object] | None:
+    """The slot's value as protobuf reads it: the last stat of that metadata id wins."""
+    found = [value for sid, value in stats if sid == slot + 1]
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("build", BUILDS)
+@settings(max_examples=60, deadline=None)
+@given(ts=_I64.filter(lambda t: t >= 0), events=_EVENTS)
+def test_every_build_reads_the_fields_protobuf_wrote(build: str, ts: int, events: list) -> None:
+    # GIVEN any line protobuf writes: any ids, offsets, durations and stat values
+    line = XLine(timestamp_ns=ts, name="thread")
+    for mid, off, dur, stats in events:
+        ev = line.events.add(metadata_id=mid, offset_ps=off, duration_ps=dur)
+        for sid, value in stats:
+            ev.stats.add(metadata_id=sid, **value)  # type: ignore[arg-type]
+    data = line.SerializeToString()
+    # WHEN a compiled build decodes its bytes
+    d = xd.decode_line(data, _slot_of(), _SLOTS, build)
+    # THEN each event and each slot holds protobuf's value, in 64 raw bits
+    assert d.timestamp_ns == ts
+    assert list(d.metadata_id) == [e[0] for e in events]
+    assert list(d.offset_ps) == [e[1] for e in events] and list(d.duration_ps) == [e[2] for e in events]
+    for i, (_, _, _, stats) in enumerate(events):
+        for slot in range(_SLOTS):
+            want = _expected(stats, slot)
+            kind, raw = int(d.kind[i, slot]), int(d.value[i, slot])
+            if want is None:
+                assert kind == xd.ABSENT
+                continue
+            (field, value), = want.items()
+            if field in ("str_value", "bytes_value"):
+                text = value.encode() if isinstance(value, str) else value
+                assert data[raw:raw + int(d.length[i, slot])] == text
+                assert kind == (xd.STRING if field == "str_value" else xd.BYTES)
+            elif field == "double_value":
+                assert kind == xd.DOUBLE and np.int64(raw).view(np.float64) == value
+            else:
+                assert raw % (1 << 64) == value % (1 << 64)  # type: ignore[operator]
+                assert kind == {"int64_value": xd.INT64, "uint64_value": xd.UINT64, "ref_value": xd.REF}[field]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200), cut=st.integers(0, 400), flip=st.integers(0, 255))
+def test_the_c_build_refuses_damaged_bytes_without_reading_past_them(data: bytes, cut: int, flip: int) -> None:
+    # GIVEN random bytes, and a real line cut short or with one byte changed
+    line = XLine(timestamp_ns=5)
+    for i in range(4):
+        ev = line.events.add(metadata_id=i, offset_ps=i * 10, duration_ps=3)
+        ev.stats.add(metadata_id=1, str_value="fusion.1")
+        ev.stats.add(metadata_id=2, int64_value=-i)
+    good = line.SerializeToString()
+    damaged = [data, good[:cut], good[:cut % len(good)] + bytes([flip]) + good[cut % len(good) + 1:]]
+    for raw in damaged:
+        # WHEN the C build decodes them THEN it returns events or raises ValueError (never crashes), and
+        # every string it returns lies inside the bytes
+        try:
+            d = xd.decode_line(raw, _slot_of(), _SLOTS, "c")
+        except ValueError:
+            continue
+        strings = (d.kind == xd.STRING) | (d.kind == xd.BYTES)
+        ends = d.value[strings] + d.length[strings]
+        assert ((d.value[strings] >= 0) & (ends <= len(raw))).all()
+
+
+def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
+    from audit.parsers import _xline  # type: ignore[attr-defined]
+
+    line = XLine(timestamp_ns=1)
+    line.events.add(metadata_id=1, offset_ps=2, duration_ps=3)
+    data = line.SerializeToString()
+    mid, off, dur = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    kind, value, length = np.zeros(2, np.uint8), np.zeros(2, np.int64), np.zeros(1, np.int32)  # length too short
+    with pytest.raises(ValueError, match="disagree"):
+        _xline.decode(data, _slot_of(), mid, off, dur, kind, value, length)
+    with pytest.raises(TypeError, match="8-byte items"):
+        _xline.decode(data, _slot_of().astype(np.int32), mid, off, dur, kind, value, length)
+    # Too few events in the arrays for the line: malformed for this call, never written past
+    assert _xline.decode(data, _slot_of(), mid[:0], off[:0], dur[:0], kind[:0], value[:0], length[:0]) == -1
+
+
+@pytest.mark.parametrize(("chosen", "expected"), [("", "c"), ("c", "c"), ("numba", "numba"), ("python", "")])
+def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
+    env = {**os.environ, "AUDIT_DECODER": chosen}
+    code = "from audit.parsers import xline_decode as x; import sys; print(repr(x.build()), 'numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    build, numba_imported = out.split()
+    assert build == repr(expected)
+    # The C build costs no numba import (about half a second of start-up)
+    assert numba_imported == str(expected == "numba")
