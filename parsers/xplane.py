@@ -17,7 +17,7 @@ from typing import Any
 
 from .input_files import MAX_PROFILE_BYTES, read_input
 from .profile_model import HostFiles
-from .xplane_lazy import Space, split_xspace
+from .xplane_lazy import Space, split_xspace, varint
 from .xplane_schema import XSpace
 
 SUFFIX = ".xplane.pb"
@@ -122,15 +122,10 @@ _NAME_BYTES = 4096
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
     """(value, next position) of the varint at `at`; a position past the data when it is cut short."""
-    value = shift = 0
-    while at < len(data) and shift < 64:
-        byte = data[at]
-        value |= (byte & 127) << shift
-        at += 1
-        if byte < 128:
-            return value, at
-        shift += 7
-    return -1, len(data) + 1
+    try:
+        return varint(memoryview(data), at, len(data))
+    except ValueError:
+        return -1, len(data) + 1
 
 
 def _plane_name(head: bytes) -> str:

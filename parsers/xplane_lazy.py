@@ -106,15 +106,15 @@ def _fields(view: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, in
     """(field, wire type, start, end, value start) of each field of the message in view[pos:end]."""
     while pos < end:
         start = pos
-        tag, pos = _varint(view, pos, end)
+        tag, pos = varint(view, pos, end)
         wire = tag & 7
         value = pos
         if wire == 0:
-            _, pos = _varint(view, pos, end)
+            _, pos = varint(view, pos, end)
         elif wire == 1:
             pos += 8
         elif wire == 2:
-            size, value = _varint(view, pos, end)
+            size, value = varint(view, pos, end)
             pos = value + size
         elif wire == 5:
             pos += 4
@@ -125,7 +125,8 @@ def _fields(view: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, in
         yield tag >> 3, wire, start, pos, value
 
 
-def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+def varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of the protobuf varint at `pos`. **Raises:** ValueError when cut short."""
     value = shift = 0
     while pos < end and shift < 64:
         byte = view[pos]

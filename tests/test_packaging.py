@@ -22,13 +22,18 @@ def test_the_licence_is_an_spdx_expression_and_the_build_needs_a_setuptools_that
     assert not setuptools.specifier.contains("76.9") and setuptools.specifier.contains("77.0")
 
 
-def test_building_the_metadata_warns_of_nothing(tmp_path):
-    """What pip runs first on `pip install .`, in a copy of the sources, with every warning shown."""
+def _copy_sources(tmp_path):
+    """What a source distribution holds, as pip sees it: the project file, the README and the packages."""
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, tmp_path / name)
     for folder in set(CONFIG["tool"]["setuptools"]["package-dir"].values()):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__", "*.so"),
                         dirs_exist_ok=True)
+
+
+def test_building_the_metadata_warns_of_nothing(tmp_path):
+    """What pip runs first on `pip install .`, in a copy of the sources, with every warning shown."""
+    _copy_sources(tmp_path)
     (tmp_path / "meta").mkdir()
     code = ("import sys; from setuptools import build_meta; "
             "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
@@ -46,11 +51,7 @@ def test_building_the_wheel_warns_of_nothing_and_ships_the_data(tmp_path):
     each one it would only guess at), and the report's assets and the chip files are in it."""
     import zipfile
 
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    for folder in set(CONFIG["tool"]["setuptools"]["package-dir"].values()):
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__", "*.so"),
-                        dirs_exist_ok=True)
+    _copy_sources(tmp_path)
     (tmp_path / "dist").mkdir()
     code = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
     proc = subprocess.run([sys.executable, "-W", "always", "-c", code, str(tmp_path / "dist")], cwd=tmp_path,
