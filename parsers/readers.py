@@ -62,8 +62,9 @@ def remote_suffix() -> str:
 
 def host_label(host: str) -> str:
     """A host file's name without the ending of its format."""
+    suffix = reader_of_host(host).suffix
     name = host.rsplit("/", 1)[-1]
-    return name.removesuffix(reader_of_host(host).suffix) if reader_of_host(host).suffix else name
+    return name.removesuffix(suffix) if suffix else name
 
 
 def total_bytes(hosts: list[str]) -> int | None:
