@@ -37,3 +37,22 @@ def render(report: dict, fmt: str) -> str:
     from audit.reports.sections import RenderOptions
 
     return ReportRenderer(ReportModel.from_json(report)).render(Format(fmt), RenderOptions())
+
+
+H100_CAPTURES = ROOT / "tests" / "data" / "captures" / "h100-jax0.11"
+
+
+@pytest.fixture(scope="session")
+def h100_step() -> dict:
+    """The JSON report of the real H100 training step captured op by op (JAX 0.11.2); not to be changed."""
+    from audit.orchestration.pipeline import analyse_profile
+
+    return analyse_profile(H100_CAPTURES / "train-step.xplane.pb").to_json()
+
+
+@pytest.fixture(scope="session")
+def h100_step_graphs() -> dict:
+    """The same step captured with CUDA graphs (one command_buffer_1 op per step); not to be changed."""
+    from audit.orchestration.pipeline import analyse_profile
+
+    return analyse_profile(H100_CAPTURES / "train-step-cmdbuf.xplane.pb").to_json()

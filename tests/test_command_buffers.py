@@ -15,25 +15,14 @@ from hypothesis import strategies as st
 
 from audit.child.capture import configure_environment
 from audit.optable.command_buffers import RECAPTURE, contents
-from audit.orchestration.pipeline import analyse_profile
 from audit.orchestration.analysis import cost_modules
 from audit.orchestration.runner import Capture, RunRequest, run_source
 from audit.parsers.hlo_text import parse_hlo_text
 from audit.parsers.profile import load_profile
-from conftest import ROOT, render
+from conftest import H100_CAPTURES, render
 
-CAPTURES = ROOT / "tests" / "data" / "captures" / "h100-jax0.11"
+CAPTURES = H100_CAPTURES
 FLAG = "--xla_gpu_enable_command_buffer="
-
-
-@pytest.fixture(scope="module")
-def graphs() -> dict:
-    return analyse_profile(CAPTURES / "train-step-cmdbuf.xplane.pb").to_json()
-
-
-@pytest.fixture(scope="module")
-def per_op() -> dict:
-    return analyse_profile(CAPTURES / "train-step.xplane.pb").to_json()
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +36,13 @@ def _buffer(report: dict) -> dict:
     return op
 
 
-def test_a_cuda_graph_is_priced_as_the_ops_it_runs(graphs, per_op):
-    op = _buffer(graphs)
+def test_a_cuda_graph_is_priced_as_the_ops_it_runs(h100_step_graphs, h100_step):
+    op = _buffer(h100_step_graphs)
     assert op["name"] == "command_buffer_1" and op["occurrences"] == 3 and op["verdict"] == "ok"
     # The same program captured one kernel per op: every op it runs has its own row there. The two
     # compiles differ only in the library autotuning chose for 16 GEMMs (cuBLAS in one, Triton in the
     # other), priced alike, so the graph's expected and achievable times are those rows' sums.
-    timed = [o for o in per_op["ops"] if o["measured_s"] is not None]
+    timed = [o for o in h100_step["ops"] if o["measured_s"] is not None]
     assert op["expected_s"] == pytest.approx(sum(o["expected_s"] for o in timed), rel=0.01)
     assert op["achievable_s"] == pytest.approx(sum(o["achievable_s"] for o in timed), rel=0.01)
     assert op["expected_s"] <= op["achievable_s"] <= op["measured_s"] * 1.05
@@ -61,27 +50,27 @@ def test_a_cuda_graph_is_priced_as_the_ops_it_runs(graphs, per_op):
     assert "419 kernels" in op["reasons"][0] and "349 ops (270 fusions, 79 custom-calls" in op["reasons"][0]
 
 
-def test_the_step_is_no_longer_a_report_of_dashes(graphs, per_op):
-    s, t = graphs["summary"], per_op["summary"]
+def test_the_step_is_no_longer_a_report_of_dashes(h100_step_graphs, h100_step):
+    s, t = h100_step_graphs["summary"], h100_step["summary"]
     assert s["expected_s"] == pytest.approx(t["expected_s"], rel=0.01)
     assert s["expected_step_s"] == pytest.approx(t["expected_step_s"], rel=0.01)
     assert s["roofline_fraction"] == pytest.approx(t["roofline_fraction"], abs=0.02)
-    assert s["unmodeled_ops"] == 0 and graphs["matching"]["matched_share"] == 1.0
-    head = render(graphs, "terminal").split("top 1 ops")[0]
+    assert s["unmodeled_ops"] == 0 and h100_step_graphs["matching"]["matched_share"] == 1.0
+    head = render(h100_step_graphs, "terminal").split("top 1 ops")[0]
     assert "—" not in head and "expected 187 ms" in head
 
 
-def test_the_report_says_at_the_top_how_to_time_each_op(graphs):
-    assert graphs["warnings"][0].startswith("1 command buffer(s) ran as CUDA graphs (command_buffer_1)")
-    assert RECAPTURE in graphs["warnings"][0] and FLAG in RECAPTURE
-    lines = render(graphs, "terminal").splitlines()
+def test_the_report_says_at_the_top_how_to_time_each_op(h100_step_graphs):
+    assert h100_step_graphs["warnings"][0].startswith("1 command buffer(s) ran as CUDA graphs (command_buffer_1)")
+    assert RECAPTURE in h100_step_graphs["warnings"][0] and FLAG in RECAPTURE
+    lines = render(h100_step_graphs, "terminal").splitlines()
     assert next(i for i, ln in enumerate(lines) if FLAG in ln) < next(i for i, ln in enumerate(lines) if "top 1" in ln)
 
 
-def test_one_buffer_runs_every_op_the_trace_does_not_time(step_program, per_op):
+def test_one_buffer_runs_every_op_the_trace_does_not_time(step_program, h100_step):
     module, costs = step_program
     ops = contents(module, costs, {"command_buffer_1"})["command_buffer_1"].ops
-    other = {o["name"] for o in per_op["ops"] if o["measured_s"] is not None}
+    other = {o["name"] for o in h100_step["ops"] if o["measured_s"] is not None}
     assert len(ops) == len(other) == 349
     # The GEMMs autotuning gave to cuBLAS in one compile and to Triton in the other; the rest by name.
     cublas = set(ops) - other

@@ -12,38 +12,28 @@ import pytest
 import audit
 from audit.analyses.diff_verdict import diff_reports
 from audit.cli import main
-from audit.orchestration.pipeline import analyse_hlo, analyse_profile
+from audit.orchestration.pipeline import analyse_hlo
 from audit.reports.model.read import parse_report
 from audit.reports.diff_model import DiffModel, OpenedBuffer
 from audit.reports.diff_sections import render_diff_terminal
-from conftest import ROOT
+from conftest import H100_CAPTURES
 
-CAPTURES = ROOT / "tests" / "data" / "captures" / "h100-jax0.11"
+CAPTURES = H100_CAPTURES
 DUMP = CAPTURES / "dump" / "module_0000.jit_train_step.sm_9.0a_gpu_after_optimizations.txt"
 
 
-@pytest.fixture(scope="module")
-def per_op() -> dict:
-    return analyse_profile(CAPTURES / "train-step.xplane.pb").to_json()
-
-
-@pytest.fixture(scope="module")
-def graphs() -> dict:
-    return analyse_profile(CAPTURES / "train-step-cmdbuf.xplane.pb").to_json()
-
-
-def test_the_report_lists_what_the_cuda_graph_ran_priced_as_its_op_is(graphs):
-    (buffer,) = [o for o in graphs["ops"] if o["opcode"] == "command-buffer"]
-    (part,) = graphs["command_buffers"]
+def test_the_report_lists_what_the_cuda_graph_ran_priced_as_its_op_is(h100_step_graphs):
+    (buffer,) = [o for o in h100_step_graphs["ops"] if o["opcode"] == "command-buffer"]
+    (part,) = h100_step_graphs["command_buffers"]
     assert part["key"] == buffer["key"] and len(part["ops"]) == 349
     for field in ("flops", "bytes", "expected_s"):
         assert sum(op[field] for op in part["ops"]) == pytest.approx(buffer[field], rel=1e-9)
     assert Counter(op["opcode"] for op in part["ops"]) == {"fusion": 270, "custom-call": 79}
-    assert parse_report(json.dumps(graphs).encode()) == graphs  # the schema accepts the part
+    assert parse_report(json.dumps(h100_step_graphs).encode()) == h100_step_graphs  # the schema accepts the part
 
 
-def test_cuda_graphs_on_and_off_compare_as_the_same_ops_and_the_kernels_autotuning_chose(per_op, graphs):
-    diff = diff_reports(per_op, graphs)
+def test_cuda_graphs_on_and_off_compare_as_the_same_ops_and_the_kernels_autotuning_chose(h100_step, h100_step_graphs):
+    diff = diff_reports(h100_step, h100_step_graphs)
     ct = diff.compile_time
     assert ct.command_buffers == [OpenedBuffer("head", "command_buffer_1", 349)]
     assert not any(ct.totals_per_step[q].changed for q in ("flops", "bytes", "comm_bytes"))
@@ -61,26 +51,26 @@ def test_cuda_graphs_on_and_off_compare_as_the_same_ops_and_the_kernels_autotuni
     assert "compared as the 349 ops it ran" in text and "FLOPs 0, bytes 0" in text and "+0 s" not in text
 
 
-def test_a_capture_and_the_hlo_dump_of_its_program_are_the_same_program(per_op, graphs):
+def test_a_capture_and_the_hlo_dump_of_its_program_are_the_same_program(h100_step, h100_step_graphs):
     dump = analyse_hlo(DUMP, hardware="h100").to_json()
-    diff = diff_reports(dump, per_op)
+    diff = diff_reports(dump, h100_step)
     assert not diff.compile_time.changed and diff.matched_ops == 349  # no parameter or bitcast reads as removed
     assert diff.measured.verdict == "not compared"
-    assert not diff_reports(graphs, graphs).compile_time.changed
+    assert not diff_reports(h100_step_graphs, h100_step_graphs).compile_time.changed
 
 
-def test_a_report_written_before_the_part_keeps_the_graph_as_one_op(graphs):
-    older = {k: v for k, v in graphs.items() if k != "command_buffers"}
-    diff = diff_reports(older, graphs)
+def test_a_report_written_before_the_part_keeps_the_graph_as_one_op(h100_step_graphs):
+    older = {k: v for k, v in h100_step_graphs.items() if k != "command_buffers"}
+    diff = diff_reports(older, h100_step_graphs)
     assert diff.compile_time.command_buffers == [OpenedBuffer("head", "command_buffer_1", 349)]
     assert [o.name for o in diff.compile_time.removed_ops] == ["command_buffer_1"]
     assert not diff_reports(older, older).compile_time.changed
 
 
-def test_the_diff_document_reads_back_as_it_was_written(per_op, graphs, tmp_path):
+def test_the_diff_document_reads_back_as_it_was_written(h100_step, h100_step_graphs, tmp_path):
     base, head = tmp_path / "base.json", tmp_path / "head.json"
-    base.write_text(json.dumps(per_op))
-    head.write_text(json.dumps(graphs))
+    base.write_text(json.dumps(h100_step))
+    head.write_text(json.dumps(h100_step_graphs))
     assert main(["diff", str(base), str(head), "--json", str(tmp_path / "d.json"), "--quiet"]) == 0
     doc = json.loads((tmp_path / "d.json").read_text())
     assert DiffModel.from_json(doc).to_json() == doc
