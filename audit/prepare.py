@@ -1,12 +1,13 @@
 """`python -m audit.prepare`: do at install time what the first analysis would otherwise pay for.
 
-`make install` runs it. It byte-compiles audit's modules, compiles the trace decoder where pip could not build its C
-version (numba keeps the machine code beside its module, in the install) and calibrates this machine's CPU into the install's own folder
+`make install` runs it. It byte-compiles audit's modules, warms each profile reader up (the trace
+decoder: nothing where pip built its C version, numba's machine code compiled into the install
+otherwise) and calibrates this machine's CPU into the install's own folder
 (`<sys.prefix>/share/audit/calibration`), so the first `audit inspect` after an install, even
 with a fresh home directory as on a CI runner, runs as fast as the next. Safe to run again; a
 later `audit hardware show cpu --recalibrate` measures anew into the user's cache. A step that
-cannot be done here (no decoder build, calibration timing out on an overloaded machine) is left to the
-first run, with a line saying so; the install still succeeds.
+cannot be done here (no decoder build, calibration timing out on an overloaded machine) is left to
+the first run, with a line saying so; the install still succeeds.
 """
 
 from __future__ import annotations
@@ -16,27 +17,6 @@ import sys
 import time
 
 from .costmodel.units import seconds
-
-
-def compile_decoder() -> str:
-    """Make the XLine decoder ready: nothing to do for its C build (pip compiled it at install);
-    the numba build is compiled now for the argument types real planes use. Which build, or ""."""
-    import numpy as np
-
-    from .parsers import xline_decode
-    from .parsers.xplane_schema import XLine
-
-    build = xline_decode.build()
-    if not build:
-        return ""
-    line = XLine()
-    line.timestamp_ns = 1
-    event = line.events.add()
-    event.metadata_id, event.offset_ps, event.duration_ps = 1, 2, 3
-    stat = event.stats.add()
-    stat.metadata_id, stat.int64_value = 1, 4
-    decoded = xline_decode.decode_line(line.SerializeToString(), np.full(2, 0, np.int64), 1, build)
-    return build if decoded.duration_ps[0] == 3 else ""
 
 
 def compile_bytecode() -> bool:
@@ -51,13 +31,13 @@ def compile_bytecode() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit.prepare", description=__doc__.splitlines()[0])
-    parser.add_argument("--no-calibrate", action="store_true", help="Only compile the decoder.")
+    parser.add_argument("--no-calibrate", action="store_true", help="Only warm the readers up.")
     args = parser.parse_args(argv)
     compile_bytecode()
-    start = time.perf_counter()
-    build = compile_decoder()
-    said = {"c": "built in C at install", "numba": "compiled (numba)", "": "not compiled (no C build, no numba)"}
-    print(f"audit: trace decoder {said[build]} in {seconds(time.perf_counter() - start)}", file=sys.stderr)
+    from .parsers.readers import warm_up_all
+
+    for said, took in warm_up_all():
+        print(f"audit: {said} in {seconds(took)}", file=sys.stderr)
     if args.no_calibrate:
         return 0
     from .orchestration.calibrate import calibrate_install

@@ -160,10 +160,16 @@ def _profile_start(env: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+def _warm_up() -> str:
+    from .xline_decode import warm_up
+
+    return warm_up()
+
+
 def _read_host(host: str, data: bytes | None, hlo_dir: str | None) -> HostRead:
     # Modules are decoded by the caller, once per distinct program across hosts.
     return read_host(host, data=data, decode_hlo=False)
 
 
 READER = ProfileReader(name="xplane", source_kind="xplane", claims=claims, owns_host=lambda host: True,
-                       list_hosts=list_hosts, read_host=_read_host, suffix=SUFFIX)
+                       list_hosts=list_hosts, read_host=_read_host, suffix=SUFFIX, warm_up=_warm_up)

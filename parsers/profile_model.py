@@ -142,6 +142,8 @@ class ProfileReader:
     - `separate_clocks`: each host's clock has its own origin, so steps of different hosts are not
       placed against each other.
     - `suffix`: the file ending that names the format, where one does (remote listings go by it).
+    - `warm_up`: what the reader compiles or loads once per install, done ahead by `python -m
+      audit.prepare` so a first run does not pay for it; returns what it did, in words.
     """
 
     name: str
@@ -153,3 +155,4 @@ class ProfileReader:
     change_key: Callable[[str], str] = file_key
     separate_clocks: bool = False
     suffix: str = ""
+    warm_up: Callable[[], str] | None = None

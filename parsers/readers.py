@@ -11,6 +11,8 @@ the report), and nothing above parsers/ names a format. A new format is one modu
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .profile_model import HostFiles, ProfileReader
@@ -85,3 +87,13 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     return path.stat().st_size
+
+
+def warm_up_all() -> Iterator[tuple[str, float]]:
+    """Each reader's install-time warm-up (`ProfileReader.warm_up`): what it did, and its seconds."""
+    for reader in READERS:
+        if reader.warm_up is not None:
+            start = time.perf_counter()
+            said = reader.warm_up()
+            yield said, time.perf_counter() - start
+

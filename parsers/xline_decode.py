@@ -238,3 +238,25 @@ def _stat(buf: Any, pos: int, end: int, i: int, slot_of: Any, kind: Any, value: 
         value[i, s] = v
         length[i, s] = size if (k == STRING or k == BYTES) else 0
     return True
+
+
+def warm_up() -> str:
+    """Make the decoder ready ahead of a first run: nothing to do for its C build (pip compiled it at
+    install); the numba build is compiled now for the argument types real planes use. What was done."""
+    from .xplane_schema import XLine
+
+    using = build()
+    if not using:
+        return "trace decoder not compiled (no C build, no numba)"
+    line = XLine()
+    line.timestamp_ns = 1
+    event = line.events.add()
+    event.metadata_id, event.offset_ps, event.duration_ps = 1, 2, 3
+    stat = event.stats.add()
+    stat.metadata_id, stat.int64_value = 1, 4
+    decoded = decode_line(line.SerializeToString(), np.full(2, 0, np.int64), 1, using)
+    if decoded.duration_ps[0] != 3:
+        return f"trace decoder ({using}) decoded a test line wrongly: not used ahead"
+    return {"c": "trace decoder built in C at install", "numba": "trace decoder compiled (numba)"}.get(
+        using, f"trace decoder ready ({using})")
+

@@ -127,14 +127,8 @@ def format_imports(files: list[Path]) -> list[str]:
             if _layer_of(n) == "parsers" and not n.startswith(FORMAT_FREE)]
 
 
-# `python -m audit.prepare` warms the XPlane decoder up at install time, by its name: the one place above
-# parsers/ that means a format, since what it prepares is that format's decoder.
-INSTALL_STEPS = ("audit/prepare.py",)
-
-
 def test_nothing_above_parsers_names_a_profile_format():
-    above = [p for top in ("audit", "costmodel", "reports") for p in sorted((ROOT / top).rglob("*.py"))
-             if str(p.relative_to(ROOT)) not in INSTALL_STEPS]
+    above = [p for top in ("audit", "costmodel", "reports") for p in sorted((ROOT / top).rglob("*.py"))]
     found = format_imports(above)
     assert not found, found
 
