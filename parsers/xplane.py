@@ -94,7 +94,10 @@ def refuse_xprof_cache(path: str | Path) -> None:
 def plane_names(path: str | Path) -> list[str] | None:
     """The plane names of an `.xplane.pb`, read from the first bytes of each plane while the rest
     (its lines, most of the file) is skipped unread; None when the file is not laid out as an
-    XSpace. A glance, for deciding what to prepare: `read_xspace` is what checks a file."""
+    XSpace, or not a regular file (opening a FIFO would wait for its writer). A glance, for deciding
+    what to prepare: `read_xspace` is what checks a file."""
+    if not Path(path).is_file():
+        return None
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
