@@ -5,6 +5,7 @@ Exit codes are `audit.errors.ExitCode`.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import pkgutil
@@ -66,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
     args = list(sys.argv[1:] if argv is None else argv)
     remember(args)
+    # A big program's analysis makes millions of small objects that form no cycles; at the collector's
+    # default pace (a pass every 700 allocations) looking for cycles takes a fifth of its time.
+    gc.set_threshold(100_000, 50, 100)
     debug = "--debug" in args
     try:
         rv = cli.main(args=args, prog_name="audit", standalone_mode=False)
