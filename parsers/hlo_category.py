@@ -34,7 +34,8 @@ def fingerprint(module: Module, instr: Instruction) -> str:
     custom-call target, and the opcodes of a fused computation; never from HLO names,
     which change between compiles (`fusion.12` becomes `fusion.13`).
     """
-    found = [module.find(name) for name in instr.operands]
+    index = module.named()
+    found = [index.get(name) or module.find(name) for name in instr.operands]  # find: `%t#1` elements
     operand_shapes = tuple(f[1].shape for f in found if f is not None)
     # An unrolled program's copies share their reader's shape and metadata objects, so those are
     # told apart by identity (each kept in the memo, so that no other object takes its id).

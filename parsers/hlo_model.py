@@ -239,12 +239,16 @@ class Module:
     def instruction_count(self) -> int:
         return sum(len(c.instructions) for c in self.computations.values())
 
-    def find(self, name: str) -> tuple[Computation, Instruction] | None:
-        """Look an instruction up by name in any computation (names are unique per module)."""
+    def named(self) -> dict[str, tuple[Computation, Instruction]]:
+        """Every instruction with its computation, by name (names are unique per module), indexed once."""
         index = self.__dict__.get("_index")
         if index is None:
-            index = {i.name: (c, i) for c, i in self.instructions()}
-            self.__dict__["_index"] = index
+            index = self.__dict__["_index"] = {i.name: (c, i) for c, i in self.instructions()}
+        return index
+
+    def find(self, name: str) -> tuple[Computation, Instruction] | None:
+        """Look an instruction up by name in any computation, `%t#1` tuple elements included."""
+        index = self.named()
         found = index.get(name)
         if found is None and "#" in name:
             base, _, position = name.rpartition("#")

@@ -14,26 +14,26 @@ TPU_DUMP = "tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt
 
 
 def test_records_copied_from_a_judged_twin_are_the_ones_judged_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    judged_alone: list[int] = []
+    from audit.optable import judge
+    from audit.optable.join import join_static
+
     path = shared_fixture(TPU_DUMP)
-    firsts: list[int] = []
-    remember = predicted.PredictedRecords.__init__
+    judged: list[str] = []
 
-    def counting(self: predicted.PredictedRecords, judge_one):  # type: ignore[no-untyped-def]
-        remember(self, lambda r: firsts.append(1) or judge_one(r))
+    def counting(module, pid, costs, expectations, devices, judge_one, alone):  # type: ignore[no-untyped-def]
+        return predicted.predicted_records(module, pid, costs, expectations, devices,
+                                           lambda r: judged.append(r.name) or judge_one(r), alone)
 
-    monkeypatch.setattr(predicted.PredictedRecords, "__init__", counting)
+    monkeypatch.setattr(judge, "predicted_records", counting)
     copied = analyse_hlo(path, hardware="v6e").to_json()["ops"]
-    assert len(firsts) < len(copied) / 2  # the Llama layers' ops are judged once
-    monkeypatch.setattr(predicted.PredictedRecords, "__init__", remember)
+    assert len(judged) < len(copied) / 2  # the Llama layers' ops are judged once
 
-    def every_row(self: predicted.PredictedRecords, r, beside):  # type: ignore[no-untyped-def]
-        judged_alone.append(1)
-        return self.judge_one(r)
+    def every_row_alone(module, pid, costs, expectations, devices, judge_one, alone):  # type: ignore[no-untyped-def]
+        return [judge_one(r) for r in join_static(module, pid, costs, expectations, devices)]
 
-    monkeypatch.setattr(predicted.PredictedRecords, "judged", every_row)
+    monkeypatch.setattr(judge, "predicted_records", every_row_alone)
     alone = analyse_hlo(path, hardware="v6e").to_json()["ops"]
-    assert judged_alone and copied == alone
+    assert len(alone) == len(copied) and copied == alone
 
 
 def test_a_layer_repeated_is_judged_once() -> None:
@@ -67,3 +67,24 @@ def test_fingerprints_remembered_for_shared_shapes_are_the_ones_computed_fresh()
     for (_, instr), known in zip(module.instructions(), remembered):
         shapes = tuple(f[1].shape for name in instr.operands if (f := module.find(name)) is not None)
         assert known == hlo_category._fingerprint(module, instr, shapes)
+
+
+def test_a_record_built_from_its_values_is_the_one_its_constructor_builds() -> None:
+    from dataclasses import fields
+
+    from audit.reports.model.record import OpRecord, record_of
+
+    original = _record_of(_row("f.0"))
+    values = [getattr(original, f.name) for f in fields(OpRecord)]
+    assert record_of(values) == OpRecord(*values) == original
+    with pytest.raises(ValueError):
+        record_of(values[:-1])  # a value short is refused, not a record with a field unset
+
+
+def _row(name):  # type: ignore[no-untyped-def]
+    from audit.optable.join import Joined
+
+    return Joined(key=f"0/{name}", program_id=0, module="m", name=name, instr_found=True, opcode="fusion",
+                  category="loop fusion", framework_op="jit(f)/tanh", source="f.py:3", shape="f32[8]",
+                  fingerprint="ab", devices=1, occurrences=1.0, measured_s=None, measured_s_max=None, self_s=None,
+                  cost=None, expectation=None)

@@ -9,7 +9,7 @@ device's occurrences; `measured_s_max` is the slowest device.
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, cast
+from typing import Any, Iterable, Protocol, cast
 
 import math
 from dataclasses import dataclass, replace
@@ -22,7 +22,7 @@ from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import expect
 from ..parsers.hlo_category import category, fingerprint
 from ..parsers.hlo_identity import identity
-from ..parsers.hlo_model import Module
+from ..parsers.hlo_model import Instruction, Module
 
 PS = 1e-12
 
@@ -169,23 +169,49 @@ def _with_trace_costs(row: Joined, hw: Hardware) -> Joined:
     return replace(row, cost=cost, expectation=expect(cost, hw))
 
 
+# The fields that tell one op from another doing the same work: a prediction judges each distinct
+# op once and stamps these onto the copies (optable.predicted).
+IDENTITY = ("key", "program_id", "module", "name", "category", "framework_op", "source", "shape",
+            "fingerprint", "position", "custom_call_target", "devices")
+
+
+class StaticIdentity:
+    """The `IDENTITY` fields of a module's ops, in that order; what copies of an op share (their
+    shape, metadata and kind, one object each in an unrolled program) is worked out once."""
+
+    def __init__(self, module: Module, pid: int, devices: int):
+        self.module, self.pid, self.devices = module, pid, devices
+        self.shared: dict[tuple[int, int, str, str], tuple[Any, ...]] = {}
+        module.position("")
+        self.positions: dict[str, float] = module.__dict__["_positions"]  # as `Module.position` keeps them
+
+    def __call__(self, name: str, instr: Instruction) -> tuple[Any, ...]:
+        meta, shape = instr.metadata, instr.shape
+        key = (id(shape), id(meta), instr.opcode, instr.fusion_kind)
+        part = self.shared.get(key)
+        if part is None:  # the objects are kept with their strings, so that no other takes their id
+            part = self.shared[key] = (category(instr), meta.op_name, meta.source, str(shape), meta, shape)
+        module = self.module
+        return (f"{self.pid}/{name}", self.pid, module.name, name, part[0], part[1], part[2], part[3],
+                fingerprint(module, instr), self.positions.get(name), instr.custom_call_target, self.devices)
+
+
+def static_row(ident: tuple[Any, ...], instr: Instruction, cost: OpCost,
+               expectation: Expectation | None) -> Joined:
+    """The joined row of an op with no measurement (`ident`: its `StaticIdentity`), one execution
+    per trip."""
+    return Joined(**dict(zip(IDENTITY, ident)), instr_found=True, opcode=instr.opcode,
+                  occurrences=float(cost.trip_count if cost.trip_count is not None else 1),
+                  measured_s=None, measured_s_max=None, self_s=None, cost=cost, expectation=expectation)
+
+
 def join_static(module: Module, pid: int, costs: dict[str, OpCost],
                 expectations: dict[tuple[int, str], Expectation], devices: int = 0) -> list[Joined]:
     """Rows for an HLO module with no measurement: every costed op, one execution each."""
+    ident = StaticIdentity(module, pid, devices)
     rows = []
     for name, cost in costs.items():
         found = module.find(name)
-        if found is None:
-            continue
-        instr = found[1]
-        trips = cost.trip_count if cost.trip_count is not None else 1
-        rows.append(Joined(
-            key=f"{pid}/{name}", program_id=pid, module=module.name, name=name, instr_found=True,
-            opcode=instr.opcode, category=category(instr), framework_op=instr.metadata.op_name,
-            source=instr.metadata.source, shape=str(instr.shape),
-            fingerprint=fingerprint(module, instr), devices=devices, occurrences=float(trips),
-            measured_s=None, measured_s_max=None, self_s=None, cost=cost,
-            expectation=expectations.get((pid, name)), position=module.position(name),
-            custom_call_target=instr.custom_call_target,
-        ))
+        if found is not None:
+            rows.append(static_row(ident(name, found[1]), found[1], cost, expectations.get((pid, name))))
     return rows

@@ -27,13 +27,14 @@ from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
 from ..costmodel.units import human
+from ..parsers.hlo_model import Module
 from ..options import DEFAULTS, Thresholds
 from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .beside import EventWindow, Overlaps
 from .identical import judge_identical
 from .join import PS, Joined
 from .overlap import fused_work, overlap_of
-from .predicted import PredictedRecords
+from .predicted import PredictedRecords, predicted_records
 from .suggest import suggest
 from .verdict import flag_reasons, judge
 from .waits import collective_wait
@@ -100,6 +101,28 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = D
                         {o.key for o in records if o.collective is not None or o.comm_bytes}) if window else None
     return judge_identical(records, {r.key: r.identity for r in rows}, min_efficiency=thresholds.min_efficiency,
                            overlaps=overlaps, simulated=(measured_on or hw.kind) == "cpu")
+
+
+def judge_predicted(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str, OpCost]],
+                    expectations: Mapping[tuple[int, str], Expectation], hw: Hardware,
+                    thresholds: Thresholds = DEFAULTS.thresholds, *, devices: int = 0,
+                    walks: Mapping[int, StepWalk | None] | None = None) -> list[OpRecord]:
+    """`judge_table` of programs compiled but not run, without a joined row per op: every costed
+    op's record, each distinct op judged once (optable.predicted), the largest expected time first."""
+    windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
+    ridge = _ridge(hw)
+    reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime] = {}
+
+    def one(r: Joined) -> OpRecord:
+        return _record(r, hw, thresholds, None, {}, windows, {}, ridge, False, hw.kind, reaches)
+
+    records: list[OpRecord] = []
+    for pid, module in modules.items():
+        # An op in a walk's window is judged on its own (its overlap is its own).
+        records += predicted_records(module, pid, costs.get(pid, {}), expectations, devices, one,
+                                     alone=lambda name, pid=pid: (pid, name) in windows)  # type: ignore[misc]
+    records.sort(key=lambda o: -(o.expected_s or 0.0))
+    return records
 
 
 def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float | None,

@@ -8,17 +8,15 @@ once and its record copied with each instruction's identity.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from ..reports.model.record import OpRecord
-from .join import Joined
-
-# Fields of a record copied from its joined row as they are.
-IDENTITY = ("key", "program_id", "module", "name", "category", "framework_op", "source", "shape",
-            "fingerprint", "position", "custom_call_target", "devices")
+from ..costmodel.costs import Expectation, OpCost
+from ..parsers.hlo_model import Module
+from ..reports.model.record import OpRecord, record_of
+from .join import IDENTITY, Joined, StaticIdentity, static_row
 _NAMES = [f.name for f in fields(OpRecord)]
 _SLOTS = [_NAMES.index(name) for name in IDENTITY]
 _record_values = attrgetter(*_NAMES)
@@ -47,4 +45,57 @@ class PredictedRecords:
         values = values.copy()
         for slot, value in zip(_SLOTS, _identity(r)):
             values[slot] = value
-        return OpRecord(*values)
+        return record_of(values)
+
+
+def predicted_records(module: Module, pid: int, costs: Mapping[str, OpCost],
+                      expectations: Mapping[tuple[int, str], Expectation], devices: int,
+                      judge_one: Callable[[Joined], OpRecord], alone: Callable[[str], bool]) -> list[OpRecord]:
+    """The records of a module's ops with nothing measured, in `costs` order: `judge_one` on the
+    joined row of the first op of each distinct (cost, expectation, runs, opcode), its record
+    stamped with the identity of every other. `alone(name)`: an op judged on its own row.
+
+    Equal costs are told apart by value once per object: an unrolled program's copies share one
+    object each, which then costs no hashing of its fields per op.
+    """
+    ident = StaticIdentity(module, pid, devices)
+    seen: dict[tuple[int, int, float | None, str], list[Any]] = {}
+    one = _Canonical()
+    out = []
+    index = module.named()
+    for name, cost in costs.items():
+        found = index.get(name)
+        if found is None:
+            continue
+        instr = found[1]
+        exp = expectations.get((pid, name))
+        if alone(name):
+            out.append(judge_one(static_row(ident(name, instr), instr, cost, exp)))
+            continue
+        key = (id(one(cost)), id(one(exp)), cost.trip_count, instr.opcode)
+        values = seen.get(key)
+        if values is None:
+            record = judge_one(static_row(ident(name, instr), instr, cost, exp))
+            seen[key] = list(_record_values(record))
+            out.append(record)
+            continue
+        values = values.copy()
+        for slot, value in zip(_SLOTS, ident(name, instr)):
+            values[slot] = value
+        out.append(record_of(values))
+    return out
+
+
+class _Canonical:
+    """`one(x)`: the first object seen equal to `x`, found by `x`'s identity after the first time
+    (the objects stay alive in the caller's mappings, so no other takes their id)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, Any] = {}
+        self.by_value: dict[Any, Any] = {}
+
+    def __call__(self, x: Any) -> Any:
+        found = self.by_id.get(id(x))
+        if found is None:
+            found = self.by_id[id(x)] = self.by_value.setdefault(x, x)
+        return found

@@ -14,8 +14,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..errors import InputError
-from ..optable.join import Joined, join_static
-from ..optable.judge import judge_table
+from ..optable.judge import judge_predicted
 from ..optable.overlap import step_overlap
 from ..options import DEFAULTS, Thresholds
 from ..parsers.hlo_model import Module
@@ -98,11 +97,8 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
     expectations = expect_all(costs, hw, coords)
     if devices is None:  # the devices the program spans, as its collectives name them (1 without any)
         devices = max((device_count(m) or 1 for m in modules.values()), default=1)
-    joined: list[Joined] = []
-    for pid, module in modules.items():
-        joined.extend(join_static(module, pid, costs.get(pid, {}), expectations, devices))
     walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
-    ops = judge_table(joined, hw, options.thresholds, walks=walks)
+    ops = judge_predicted(modules, costs, expectations, hw, options.thresholds, devices=devices, walks=walks)
     loop_warnings, loops = loop_caveats(modules)
     return assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
                     devices=devices, loops=loops,

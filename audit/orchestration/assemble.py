@@ -38,7 +38,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
     unmodeled = unmodeled_list(ops)
     unjudged = [o for o in timed if o.verdict == "not judged"]
     notes = list(warnings) + overlap.warnings()
-    if (line := unmodeled_warning(ops)) is not None:
+    if (line := unmodeled_warning(unmodeled)) is not None:
         notes.append(line)
     if unjudged:
         notes.append(not_judged_warning(unjudged))
@@ -66,7 +66,7 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         time_by_bound_s=_by_bound(timed, "expected_s" if predicted else "self_s"),
         flagged_ops=len(flagged), unmodeled_ops=len(unmodeled), judged_ops=None if predicted else len(judged),
         lower_bound_ops=sum(1 for o in unmodeled if o.expected_s is not None), not_judged_ops=sum(1 for o in ops if o.verdict == "not judged"),
-        unmodeled_by_target=unmodeled_groups(ops), predicted=predicted, overlap=overlap, platform=platform,
+        unmodeled_by_target=unmodeled_groups(unmodeled), predicted=predicted, overlap=overlap, platform=platform,
         unknown_trip_count_loops=tuple(dict(x) for x in loops) if loops is not None else None,
         unknown_trip_count_ops=sum(int(x["ops"]) for x in loops) if loops is not None else None,
         expected_op_step_s=expected_step,

@@ -61,18 +61,17 @@ def unmodeled_list(ops: Sequence[OpRecord]) -> list[OpRecord]:
                                                     or o.provenance.flops == "unknown")]
 
 
-def unmodeled_groups(ops: Sequence[OpRecord]) -> dict[str, int]:
-    """How many ops have no cost model, by opcode (custom calls by `custom-call TARGET`)."""
+def unmodeled_groups(unmodeled: Sequence[OpRecord]) -> dict[str, int]:
+    """How many of the `unmodeled_list` ops there are, by opcode (custom calls by `custom-call TARGET`)."""
     return dict(Counter(f"{o.opcode} {o.custom_call_target}" if o.custom_call_target
-                        else o.opcode or "not in the program's HLO" for o in unmodeled_list(ops)).most_common())
+                        else o.opcode or "not in the program's HLO" for o in unmodeled).most_common())
 
 
-def unmodeled_warning(ops: Sequence[OpRecord]) -> str | None:
-    """Ops with no cost model, grouped by what they are (custom calls by target)."""
-    unmodeled = unmodeled_list(ops)
+def unmodeled_warning(unmodeled: Sequence[OpRecord]) -> str | None:
+    """The `unmodeled_list` ops, grouped by what they are (custom calls by target)."""
     if not unmodeled:
         return None
-    groups = Counter(unmodeled_groups(ops))
+    groups = Counter(unmodeled_groups(unmodeled))
     kinds = ", ".join(f"{what} x{n}" for what, n in groups.most_common(8)) + (" ..." if len(groups) > 8 else "")
     names = ", ".join(o.name for o in unmodeled[:8]) + (" ..." if len(unmodeled) > 8 else "")
     bounded = sum(1 for o in unmodeled if o.expected_s is not None)
@@ -94,15 +93,21 @@ def peaks_used(ops: Sequence[OpRecord], hw: Hardware) -> list[dict[str, Any]]:
     """The catalog peaks that priced the ops' FLOPs, most FLOPs first (what the hardware line shows),
     each once; an unknown peak (NaN) priced nothing, so it is not one of them."""
     share = max(hw.devices_per_chip, 1)
-    used: dict[float, dict[str, Any]] = {}
+    flops: dict[float, list[float]] = {}  # per peak, each op's FLOPs in op order (summed as they come)
+    dtypes: set[tuple[float, str]] = set()
     for o in ops:
         rate = o.peak_flops_per_s
-        if o.container or not rate or not math.isfinite(rate) or not o.flops:
+        if not rate or not o.flops or o.container:
             continue
-        entry = used.setdefault(rate, {"flops_per_s": rate * share, "ops": 0, "flops": 0.0, "dtypes": set()})
-        entry["ops"] += 1
-        entry["flops"] += o.flops
-        entry["dtypes"].add(o.dtype or "?")
+        found = flops.get(rate)
+        if found is None:
+            found = flops[rate] = []
+        found.append(o.flops)
+        dtypes.add((rate, o.dtype or "?"))
+    used: dict[float, dict[str, Any]] = {
+        rate: {"flops_per_s": rate * share, "ops": len(each), "flops": sum(each),
+               "dtypes": {d for r, d in dtypes if r == rate}}
+        for rate, each in flops.items() if math.isfinite(rate)}
     out = []
     for _rate, entry in sorted(used.items(), key=lambda kv: -kv[1]["flops"]):
         key = next((k for k, q in hw.peak_flops.items()

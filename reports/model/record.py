@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 from dataclasses import MISSING, dataclass, fields
+from collections.abc import Sequence
 from typing import Any, Literal, Mapping
 
 from ...costmodel.network.collectives import CollectiveTime
@@ -206,6 +207,19 @@ class OpRecord:
                            if per_host is not None else None)
                     if entry.get("measured_s_median") is not None else None),
         )
+
+
+_SETTERS = tuple(getattr(OpRecord, f.name).__set__ for f in fields(OpRecord))
+
+
+def record_of(values: Sequence[Any]) -> OpRecord:
+    """`OpRecord(*values)` for less: a prediction stamps a record for each of a
+    program's ops (250,000 in an unrolled one), and the frozen class's `__init__` sets each of
+    its 54 fields through `object.__setattr__`."""
+    record: OpRecord = object.__new__(OpRecord)
+    for set_field, value in zip(_SETTERS, values, strict=True):
+        set_field(record, value)
+    return record
 
 
 def _device_times(entries: Any) -> tuple[DeviceTime, ...] | None:
