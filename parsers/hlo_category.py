@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .hlo_model import Instruction, Module, Shape
+from .hlo_model import Computation, Instruction, Module, Shape
 from .hlo_opcodes import ELEMENTWISE
 
 _FUSION_CATEGORY = {
@@ -27,16 +27,15 @@ def category(instr: Instruction) -> str:
     return instr.opcode
 
 
-def fingerprint(module: Module, instr: Instruction) -> str:
-    """A name-independent identity for matching an op across compilations.
+def fingerprint(module: Module, instr: Instruction, comp: Computation | None = None) -> str:
+    """A name-independent identity for matching an op across compilations (`comp`: the
+    computation holding `instr`, where its operands are looked up first).
 
     Built from the opcode, fusion kind, framework op name, output and operand shapes,
     custom-call target, and the opcodes of a fused computation; never from HLO names,
     which change between compiles (`fusion.12` becomes `fusion.13`).
     """
-    index = module.named()
-    found = [index.get(name) or module.find(name) for name in instr.operands]  # find: `%t#1` elements
-    operand_shapes = tuple(f[1].shape for f in found if f is not None)
+    operand_shapes = tuple(o.shape for name in instr.operands if (o := _operand(module, comp, name)) is not None)
     # An unrolled program's copies share their reader's shape and metadata objects, so those are
     # told apart by identity (each kept in the memo, so that no other object takes its id).
     memo = module.__dict__.setdefault("_fingerprints", {})
@@ -46,6 +45,14 @@ def fingerprint(module: Module, instr: Instruction) -> str:
     if known is None:
         known = memo[key] = (_fingerprint(module, instr, operand_shapes), instr.metadata, instr.shape, operand_shapes)
     return str(known[0])
+
+
+def _operand(module: Module, comp: Computation | None, name: str) -> Instruction | None:
+    found = comp.get(name) if comp is not None else None
+    if found is None:
+        hit = module.find(name)
+        found = hit[1] if hit is not None else None
+    return found
 
 
 def _fingerprint(module: Module, instr: Instruction, operand_shapes: tuple[Shape, ...]) -> str:

@@ -22,7 +22,7 @@ from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import expect
 from ..parsers.hlo_category import category, fingerprint
 from ..parsers.hlo_identity import identity
-from ..parsers.hlo_model import Instruction, Module
+from ..parsers.hlo_model import Computation, Instruction, Module
 
 PS = 1e-12
 
@@ -182,18 +182,20 @@ class StaticIdentity:
     def __init__(self, module: Module, pid: int, devices: int):
         self.module, self.pid, self.devices = module, pid, devices
         self.shared: dict[tuple[int, int, str, str], tuple[Any, ...]] = {}
-        module.position("")
-        self.positions: dict[str, float] = module.__dict__["_positions"]  # as `Module.position` keeps them
+        self.positions: dict[str, dict[str, float]] = {}  # per computation, as `Module.position` gives them
 
-    def __call__(self, name: str, instr: Instruction) -> tuple[Any, ...]:
+    def __call__(self, name: str, instr: Instruction, comp: Computation) -> tuple[Any, ...]:
         meta, shape = instr.metadata, instr.shape
         key = (id(shape), id(meta), instr.opcode, instr.fusion_kind)
         part = self.shared.get(key)
         if part is None:  # the objects are kept with their strings, so that no other takes their id
             part = self.shared[key] = (category(instr), meta.op_name, meta.source, str(shape), meta, shape)
-        module = self.module
-        return (f"{self.pid}/{name}", self.pid, module.name, name, part[0], part[1], part[2], part[3],
-                fingerprint(module, instr), self.positions.get(name), instr.custom_call_target, self.devices)
+        positions = self.positions.get(comp.name)
+        if positions is None:
+            order = self.module.sequence(comp.name)
+            positions = self.positions[comp.name] = {i.name: n / max(len(order) - 1, 1) for n, i in enumerate(order)}
+        return (f"{self.pid}/{name}", self.pid, self.module.name, name, part[0], part[1], part[2], part[3],
+                fingerprint(self.module, instr, comp), positions.get(name), instr.custom_call_target, self.devices)
 
 
 def static_row(ident: tuple[Any, ...], instr: Instruction, cost: OpCost,
@@ -213,5 +215,6 @@ def join_static(module: Module, pid: int, costs: dict[str, OpCost],
     for name, cost in costs.items():
         found = module.find(name)
         if found is not None:
-            rows.append(static_row(ident(name, found[1]), found[1], cost, expectations.get((pid, name))))
+            comp, instr = found
+            rows.append(static_row(ident(name, instr, comp), instr, cost, expectations.get((pid, name))))
     return rows

@@ -62,25 +62,26 @@ def predicted_records(module: Module, pid: int, costs: Mapping[str, OpCost],
     seen: dict[tuple[int, int, float | None, str], list[Any]] = {}
     one = _Canonical()
     out = []
-    index = module.named()
+    # The ops are the instructions of computations that run on their own, never of fused ones.
+    index = {i.name: (c, i) for c in module.computations.values() if not c.is_fusion for i in c.instructions}
     for name, cost in costs.items():
-        found = index.get(name)
+        found = index.get(name) or module.find(name)
         if found is None:
             continue
-        instr = found[1]
+        comp, instr = found
         exp = expectations.get((pid, name))
         if alone(name):
-            out.append(judge_one(static_row(ident(name, instr), instr, cost, exp)))
+            out.append(judge_one(static_row(ident(name, instr, comp), instr, cost, exp)))
             continue
         key = (id(one(cost)), id(one(exp)), cost.trip_count, instr.opcode)
         values = seen.get(key)
         if values is None:
-            record = judge_one(static_row(ident(name, instr), instr, cost, exp))
+            record = judge_one(static_row(ident(name, instr, comp), instr, cost, exp))
             seen[key] = list(_record_values(record))
             out.append(record)
             continue
         values = values.copy()
-        for slot, value in zip(_SLOTS, ident(name, instr)):
+        for slot, value in zip(_SLOTS, ident(name, instr, comp)):
             values[slot] = value
         out.append(record_of(values))
     return out
