@@ -23,8 +23,9 @@ The result is per op and per level: the bytes that may be served by that level
 from __future__ import annotations
 
 from array import array
-from dataclasses import replace
+from dataclasses import fields
 from itertools import accumulate, chain, repeat
+from operator import attrgetter
 from typing import Any, Callable, Mapping
 
 from ..parsers.hlo_model import Computation, Module
@@ -40,6 +41,9 @@ _ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "a
 _RUNS_OTHERS = frozenset({"while", "call", "conditional"})
 _KIND = {**{op: residency_walk.ALIAS for op in _ALIASES}, **{op: residency_walk.RUNS for op in _RUNS_OTHERS},
          "parameter": residency_walk.FIRST, "constant": residency_walk.FIRST}
+_FIELD_VALUES = attrgetter(*(f.name for f in fields(OpCost)))
+_RESIDENT = [f.name for f in fields(OpCost)].index("resident")
+assert all(f.init for f in fields(OpCost)), "OpCost is rebuilt from its fields in order"
 # Ops through which other computations run as ops of their own.
 _CALLS = frozenset({"while", "call", "conditional", "async-start"})
 
@@ -51,6 +55,7 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
         return out
     footprint = _footprint(module)
     capacities = array("d", [level.capacity_bytes.value for level in hw.caches])
+    shared: dict[tuple[float, ...], tuple[tuple[str, float], ...]] = {}  # renamed copies of an op share one
     for comp in _walked(module):
         names = [i.name for i in comp.instructions]
         found = list(map(costs.get, names))
@@ -60,14 +65,24 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
         numbers = dict.fromkeys(distinct, -1) | {id(cost): n for n, cost in enumerate(priced)}
         ops, groups, keys = _walker()(*_arrays(module, comp, footprint, comp.name == module.entry),
                                       capacities, array("i", map(numbers.__getitem__, map(id, found))))
-        placed = [_placed(priced[int(key[0])], key[1:], hw.caches) for key in keys]
+        placed = [_placed(priced[int(key[0])], key[1:], hw.caches, shared) for key in keys]
         out.update(zip(map(names.__getitem__, memoryview(ops).cast("i")),
                        map(placed.__getitem__, memoryview(groups).cast("i"))))
     return out
 
 
-def _placed(cost: OpCost, signature: tuple[float, ...], levels: tuple[MemoryLevel, ...]) -> OpCost:
-    return replace(cost, resident=_resident(cost, signature, levels))
+def _placed(cost: OpCost, signature: tuple[float, ...], levels: tuple[MemoryLevel, ...],
+            shared: dict[tuple[float, ...], tuple[tuple[str, float], ...]]) -> OpCost:
+    """`cost` with the residency its signature gives (`dataclasses.replace`, without its per-field
+    checks: a program of many computations places tens of thousands of costs)."""
+    assert cost.bytes_read is not None and cost.bytes_written is not None
+    key = (cost.bytes_read, cost.bytes_written, type(cost.bytes_read) is int, type(cost.bytes_written) is int, *signature)
+    resident = shared.get(key)
+    if resident is None:
+        resident = shared[key] = _resident(cost, signature, levels)
+    values = list(_FIELD_VALUES(cost))
+    values[_RESIDENT] = resident
+    return OpCost(*values)
 
 
 def _resident(cost: OpCost, signature: tuple[float, ...], levels: tuple[MemoryLevel, ...]) -> tuple[tuple[str, float], ...]:
