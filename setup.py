@@ -1,6 +1,6 @@
 """The C parts, built by pip at install; `optional`: without a C compiler the install still
 succeeds and each falls back to Python: the trace decoder to numba or Python
-(parsers/xline_decode.py), the residency walk's LRU distances to costmodel/residency.py's own."""
+(parsers/xline_decode.py), the residency walk to costmodel/residency_walk.py."""
 
 from setuptools import Extension, setup
 

@@ -22,19 +22,30 @@ The result is per op and per level: the bytes that may be served by that level
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Mapping
+from array import array
+from dataclasses import fields
+from itertools import accumulate, chain, repeat
+from operator import attrgetter
+from typing import Any, Callable, Mapping
 
-from ..parsers.hlo_model import Computation, Instruction, Module
+from ..parsers.hlo_model import Computation, Module
+from . import residency_walk
 from .chips.hardware import Hardware, MemoryLevel
 from .ops.base import nbytes
-from .ops.module import execution_plan
+from .ops.module import _callees as callees
 from .costs import OpCost
 
 # Ops that name other buffers without making one: their readers read what they name.
 _ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "add-dependency"})
 # Ops that run other computations: they touch the buffers the ops they run make.
 _RUNS_OTHERS = frozenset({"while", "call", "conditional"})
+_KIND = {**{op: residency_walk.ALIAS for op in _ALIASES}, **{op: residency_walk.RUNS for op in _RUNS_OTHERS},
+         "parameter": residency_walk.FIRST, "constant": residency_walk.FIRST}
+_FIELD_VALUES = attrgetter(*(f.name for f in fields(OpCost)))
+_RESIDENT = [f.name for f in fields(OpCost)].index("resident")
+assert all(f.init for f in fields(OpCost)), "OpCost is rebuilt from its fields in order"
+# Ops through which other computations run as ops of their own.
+_CALLS = frozenset({"while", "call", "conditional", "async-start"})
 
 
 def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) -> dict[str, OpCost]:
@@ -43,16 +54,62 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
     if not hw.caches:
         return out
     footprint = _footprint(module)
-    placed: dict[tuple[OpCost, tuple[tuple[str, float], ...]], OpCost] = {}  # many ops share both
-    for name in execution_plan(module):
-        comp = module.computations[name]
-        for op, resident in _walk(module, comp, costs, footprint, hw.caches, comp.name == module.entry).items():
-            key = (out[op], resident)
-            found = placed.get(key)
-            if found is None:
-                found = placed[key] = replace(out[op], resident=resident)
-            out[op] = found
+    capacities = array("d", [level.capacity_bytes.value for level in hw.caches])
+    shared: dict[tuple[float, ...], tuple[tuple[str, float], ...]] = {}  # renamed copies of an op share one
+    for comp in _walked(module):
+        names = [i.name for i in comp.instructions]
+        found = list(map(costs.get, names))
+        distinct = {id(cost): cost for cost in found}  # ops share cost objects: a few per program
+        priced = [cost for cost in distinct.values()
+                  if cost is not None and cost.bytes_read is not None and cost.bytes_written is not None]
+        numbers = dict.fromkeys(distinct, -1) | {id(cost): n for n, cost in enumerate(priced)}
+        ops, groups, keys = _walker()(*_arrays(module, comp, footprint, comp.name == module.entry),
+                                      capacities, array("i", map(numbers.__getitem__, map(id, found))))
+        placed = [_placed(priced[int(key[0])], key[1:], hw.caches, shared) for key in keys]
+        out.update(zip(map(names.__getitem__, memoryview(ops).cast("i")),
+                       map(placed.__getitem__, memoryview(groups).cast("i"))))
     return out
+
+
+def _placed(cost: OpCost, signature: tuple[float, ...], levels: tuple[MemoryLevel, ...],
+            shared: dict[tuple[float, ...], tuple[tuple[str, float], ...]]) -> OpCost:
+    """`cost` with the residency its signature gives (`dataclasses.replace`, without its per-field
+    checks: a program of many computations places tens of thousands of costs)."""
+    assert cost.bytes_read is not None and cost.bytes_written is not None
+    key = (cost.bytes_read, cost.bytes_written, type(cost.bytes_read) is int, type(cost.bytes_written) is int, *signature)
+    resident = shared.get(key)
+    if resident is None:
+        resident = shared[key] = _resident(cost, signature, levels)
+    values = list(_FIELD_VALUES(cost))
+    values[_RESIDENT] = resident
+    return OpCost(*values)
+
+
+def _resident(cost: OpCost, signature: tuple[float, ...], levels: tuple[MemoryLevel, ...]) -> tuple[tuple[str, float], ...]:
+    """Per level, the bytes it may serve: the reads of resident inputs, and the writes of an output
+    read again while still resident (an output nobody reads soon streams out)."""
+    assert cost.bytes_read is not None and cost.bytes_written is not None
+    named, held, kept = signature[0], signature[1:-1], int(signature[-1])
+    resident = []
+    for level, (memory, bytes_held) in enumerate(zip(levels, held)):
+        read = cost.bytes_read * (bytes_held / named) if named else cost.bytes_read
+        resident.append((memory.name, read + (cost.bytes_written if kept >> level & 1 else 0.0)))
+    return tuple(resident)
+
+
+def _walked(module: Module) -> list[Computation]:
+    """The computations the entry runs as ops of their own (fusions left out), each once."""
+    found = {module.entry: module.computations[module.entry]}
+    pending = [module.entry]
+    while pending:
+        for instr in found[pending.pop()].instructions:
+            if instr.opcode not in _CALLS:
+                continue
+            for callee, _ in callees(module, instr, 1):
+                if callee.name not in found and not callee.is_fusion:
+                    found[callee.name] = callee
+                    pending.append(callee.name)
+    return list(found.values())
 
 
 def _footprint(module: Module) -> dict[str, float]:
@@ -86,163 +143,56 @@ def _reach(module: Module, name: str, reach: dict[str, frozenset[str]], own: dic
     return reach[name]
 
 
-class _Recency:
-    """Buffers in least-recently-used order: the distinct bytes touched since a buffer's last touch
-    (a Fenwick tree over touch times, so each query is O(log n))."""
-
-    def __init__(self, touches: int):
-        self.tree = [0.0] * (touches + 2)
-        self.time = 0
-        self.total = 0.0  # every touch's bytes: the prefix sum up to `time`
-        self.last: dict[str, int] = {}
-        self.size: dict[str, float] = {}
-
-    def _add(self, at: int, value: float) -> None:
-        tree, end = self.tree, len(self.tree)
-        self.total += value
-        while at < end:
-            tree[at] += value
-            at += at & -at
-
-    def _prefix(self, at: int) -> float:
-        tree, total = self.tree, 0.0
-        while at > 0:
-            total += tree[at]
-            at &= at - 1
-        return total
-
-    def touch(self, buffer: str, size: float) -> None:
-        last = self.last.get(buffer)
-        if last is not None:
-            self._add(last, -self.size[buffer])
-        self.time += 1
-        self.last[buffer], self.size[buffer] = self.time, size
-        self._add(self.time, size)
-
-    def forget(self, buffer: str) -> None:
-        if buffer in self.last:
-            self._add(self.last.pop(buffer), -self.size.pop(buffer))
-
-    def rename(self, old: str, new: str) -> None:
-        """`new` is the buffer `old` was (an output the next run reads as its parameter)."""
-        if old in self.last:
-            self.forget(new)
-            self.last[new], self.size[new] = self.last.pop(old), self.size.pop(old)
-
-    def since(self, buffer: str) -> float | None:
-        """Distinct bytes touched after `buffer` was; None when it was never touched."""
-        last = self.last.get(buffer)
-        return None if last is None else self.total - self._prefix(last)
-
-
-def recency_for(touches: int) -> _Recency:
-    """The C build of `_Recency` (costmodel/_recency.c, built by pip at install) where there is one:
-    a big program's walk makes millions of touches, a few dozen tree steps each."""
+def _walker() -> Callable[..., tuple[bytes, bytes, list[tuple[float, ...]]]]:
+    """The C build of the walk (costmodel/_recency.c) where pip built one, else residency_walk's."""
     try:
-        from ._recency import Recency  # type: ignore[import-not-found]
+        from ._recency import walk  # type: ignore[import-not-found]
     except ImportError:  # installed without a C compiler
-        return _Recency(touches)
-    compiled: _Recency = Recency(touches)
+        return residency_walk.walk
+    compiled: Callable[..., tuple[bytes, bytes, list[tuple[float, ...]]]] = walk
     return compiled
 
 
-def _walk(module: Module, comp: Computation, costs: Mapping[str, OpCost], footprint: Mapping[str, float],
-          levels: tuple[MemoryLevel, ...], entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
-    order = module.sequence(comp.name)
-    size = {i.name: float(nbytes(i.shape)) for i in order}
-    aliases: dict[str, frozenset[str]] = {}
-    recency = recency_for(2 * sum(len(i.operands) + 2 for i in order))
-    params = {i.name: int(i.attr("parameter_number") or -1) for i in order if i.opcode == "parameter"}
+def _arrays(module: Module, comp: Computation, footprint: Mapping[str, float], entry: bool) -> tuple[Any, ...]:
+    """The computation as `residency_walk.walk` takes it, up to the capacities and costs."""
+    instructions = comp.instructions
+    n = len(instructions)
+    names = [i.name for i in instructions]
+    ids = dict(zip(names, range(n)))
+    listed = list(chain.from_iterable(i.operands for i in instructions))
+    try:
+        operands = array("i", map(ids.__getitem__, listed))
+    except KeyError:  # an operand named for a tuple element (`%t#0`) or from elsewhere: a buffer of size 0
+        for name in listed:
+            if name not in ids:
+                ids[name] = len(names)
+                names.append(name)
+        operands = array("i", map(ids.__getitem__, listed))
+    scheduled = module.schedule.get(comp.name)
+    order = array("i", map(ids.__getitem__, scheduled) if scheduled and len(scheduled) == n else range(n))
+    starts = array("i", accumulate((len(i.operands) for i in instructions), initial=0))
+    kinds = bytes(map(_KIND.get, [i.opcode for i in instructions], repeat(residency_walk.PRODUCES, n)))
+    shapes = [i.shape for i in instructions]
+    distinct = {id(shape): shape for shape in shapes}  # parsers share shape objects: a few per program
+    bytes_of = {key: float(nbytes(shape)) for key, shape in distinct.items()}
+    sizes = array("d", map(bytes_of.__getitem__, map(id, shapes)))
+    sizes.extend(repeat(0.0, len(names) - n))
+    body = array("i", repeat(-1, n))
+    for k in [k for k, kind in enumerate(kinds) if kind == residency_walk.RUNS]:
+        body[k] = len(sizes)  # what a loop or call touches: a buffer of its own
+        sizes.append(footprint.get(names[k], 0.0))
+    hidden = bytearray(len(sizes))
+    params = {k: int(instructions[k].attr("parameter_number") or -1) for k in order
+              if instructions[k].opcode == "parameter"}
+    for k in params:
+        hidden[k] = not entry
+    donated = array("i")  # (parameter, the root operand whose buffer the next run reads as it)
     root = comp.root_instruction
-    donated = {}  # parameter name -> the root operand whose buffer the next run reads as it
     if entry and module.aliased_outputs and root.opcode == "tuple":
-        for name, number in params.items():
+        for k, number in params.items():
             index = module.aliased_outputs.get(number)
             if index is not None and index < len(root.operands):
-                donated[name] = root.operands[index]
-    reads, first_read = _one_run(order, comp, size, aliases, recency, footprint, entry)
-    if donated:  # the next run: donated parameters are last run's outputs, the others first touches
-        for name in params:
-            recency.forget(name)
-        for name, output in donated.items():
-            for buffer in sorted(aliases.get(output, frozenset({output}))):
-                recency.rename(buffer, name)
-        reads, first_read = _one_run(order, comp, size, aliases, recency, footprint, entry)
-        # An output the next run reads as a donated parameter is read when that parameter first is.
-        for name, output in donated.items():
-            gap = next((d for op in reads.values() for b, d in op if b == name), None)
-            for buffer in sorted(aliases.get(output, frozenset({output}))):
-                if gap is not None and buffer not in first_read:
-                    first_read[buffer] = gap
-    return _resident(order, size, reads, first_read, comp, aliases, costs, levels, entry)
-
-
-def _one_run(order: list[Instruction], comp: Computation, size: Mapping[str, float],
-             aliases: dict[str, frozenset[str]], recency: _Recency, footprint: Mapping[str, float],
-             entry: bool) -> tuple[dict[str, list[tuple[str, float | None]]], dict[str, float]]:
-    """One run of the computation: each op's operand buffers with their distances (None: a history
-    the walk cannot see), and each produced buffer's distance at its first reader."""
-    reads: dict[str, list[tuple[str, float | None]]] = {}
-    first_read: dict[str, float] = {}
-    produced: set[str] = set()
-    for instr in order:
-        names = frozenset(b for o in instr.operands for b in aliases.get(o, frozenset({o})))
-        if instr.opcode in _ALIASES:
-            aliases[instr.name] = names
-            continue
-        ordered = sorted(names)  # a set's order changes with the hash seed: the touches must not
-        reads[instr.name] = [(b, _distance(b, recency, comp, entry)) for b in ordered]
-        for b in ordered:
-            if b in produced and b not in first_read:
-                first_read[b] = recency.since(b) or 0.0
-            recency.touch(b, size.get(b, 0.0))
-        if instr.opcode in _RUNS_OTHERS:
-            recency.touch(f"{instr.name}/body", footprint.get(instr.name, 0.0))
-        if instr.opcode not in ("parameter", "constant"):
-            recency.touch(instr.name, size[instr.name])
-            produced.add(instr.name)
-    return reads, first_read
-
-
-def _resident(order: list[Instruction], size: Mapping[str, float],
-              reads: Mapping[str, list[tuple[str, float | None]]], first_read: Mapping[str, float],
-              comp: Computation, aliases: Mapping[str, frozenset[str]], costs: Mapping[str, OpCost],
-              levels: tuple[MemoryLevel, ...], entry: bool) -> dict[str, tuple[tuple[str, float], ...]]:
-    """Per op and level, the bytes that level may serve: the reads of resident inputs, and the writes
-    of an output read again while still resident (an output nobody reads soon streams out)."""
-    out: dict[str, tuple[tuple[str, float], ...]] = {}
-    for instr in order:
-        cost = costs.get(instr.name)
-        if instr.name not in reads or cost is None or cost.bytes_read is None or cost.bytes_written is None:
-            continue
-        operands = reads[instr.name]
-        named = sum(size.get(b, 0.0) for b, _ in operands)
-        gap = first_read.get(instr.name)
-        # A loop body's or a call's result goes back to a caller whose history the walk cannot see.
-        unseen = gap is None and not entry and _is_result(instr, comp.root, aliases)
-        resident = []
-        for level in levels:
-            capacity = level.capacity_bytes.value
-            held = sum(size.get(b, 0.0) for b, d in operands
-                       if size.get(b, 0.0) <= capacity and (d is None or d + size.get(b, 0.0) <= capacity))
-            read = cost.bytes_read * (held / named) if named else cost.bytes_read
-            kept = size[instr.name] <= capacity and (unseen or (gap is not None and gap + size[instr.name] <= capacity))
-            resident.append((level.name, read + (cost.bytes_written if kept else 0.0)))
-        out[instr.name] = tuple(resident)
-    return out
-
-
-def _distance(buffer: str, recency: _Recency, comp: Computation, entry: bool) -> float | None:
-    """Distinct bytes touched since `buffer` was last produced or read; inf for a first touch, None
-    for a parameter of a computation whose caller's history the walk cannot see."""
-    since = recency.since(buffer)
-    if since is not None:
-        return since
-    instr: Instruction | None = comp.get(buffer)
-    if instr is not None and instr.opcode == "parameter" and not entry:
-        return None
-    return float("inf")
-
-
-def _is_result(instr: Instruction, root: str, aliases: Mapping[str, frozenset[str]]) -> bool:
-    return instr.name == root or instr.name in aliases.get(root, frozenset())
+                donated += array("i", [k, ids[root.operands[index]]])
+    by_name = array("i", sorted(range(len(names)), key=names.__getitem__))
+    return (kinds, order, starts, operands, body, sizes, bytes(hidden), by_name, array("i", params), donated,
+            ids[root.name], int(entry))

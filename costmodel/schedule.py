@@ -107,6 +107,13 @@ class _Run:
             self.windows[start] = (window, self.windows.get(start, (window, 0))[1] + n * times)
 
 
+def _plain(instr: Instruction) -> bool:
+    """Whether the walk just runs an op with this one's opcode on the compute stream: it neither
+    launches, waits, nor runs other computations."""
+    return not (launches(instr) or waits(instr)) and instr.opcode not in ("async-update", "while", "call",
+                                                                           "conditional")
+
+
 # Streams of their own on GPU: host/device copies and point-to-point transfers.
 _OWN_GPU_STREAM = {"copy", "send-recv", "async"}
 
@@ -122,6 +129,7 @@ class _Walker:
         self.collective = collective
         self.shared_stream = shared_stream
         self.runs: dict[str, _Run] = {}
+        self.plain: dict[str, bool] = {}  # opcode -> `_plain`, for the few dozen opcodes of a program
 
     def stream(self, kind: str) -> str:
         if self.shared_stream and kind not in _OWN_GPU_STREAM:
@@ -163,8 +171,17 @@ class _Walker:
         t = 0.0
         streams: dict[str, float] = {}
         pending: dict[str, _Pending] = {}
+        expected, collective, plain = self.expected, self.collective, self.plain
         for instr in self.module.sequence(computation):
-            if launches(instr):
+            simple = plain.get(instr.opcode)
+            if simple is None:
+                simple = plain[instr.opcode] = _plain(instr)
+            if simple and instr.name not in collective:
+                # Most ops: their time on the compute stream (as `_run` adds it, in the same order).
+                seconds = expected.get(instr.name) or 0.0
+                out.no_overlap_s += seconds
+                t += seconds
+            elif launches(instr):
                 kind = self.kind(instr)
                 stream = self.stream(kind)
                 duration = self.seconds(instr.name) + self.wrapped_seconds(instr)
@@ -255,9 +272,12 @@ def windows_by_op(modules: Mapping[int, Module], costs: Mapping[int, Mapping[str
     Expectation, whose `expected_s` is per execution.
     """
     out: dict[int, StepWalk | None] = {}
+    expected_by: dict[int, dict[str, float]] = {pid: {} for pid in modules}  # one pass, however many programs
+    for (pid, name), e in expectations.items():
+        if e.expected_s is not None and pid in expected_by:
+            expected_by[pid][name] = e.expected_s
     for pid, module in modules.items():
-        expected = {name: e.expected_s for (p, name), e in expectations.items()
-                    if p == pid and e.expected_s is not None}
+        expected = expected_by[pid]
         sync = {name: c.collective.kind for name, c in costs.get(pid, {}).items()
                 if c.collective is not None}
         if not module.is_scheduled and any(launches(i) for _, i in module.instructions()):

@@ -144,46 +144,98 @@ def test_a_scheduled_gpu_program_uses_both_levels():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(1, 1000)), min_size=1, max_size=60))
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(1, 1000)), min_size=1, max_size=60))
 def test_recency_is_the_lru_stack_distance(touches):
     # The distinct bytes touched since a buffer's last touch, as a plain list of the LRU order says.
-    from audit.costmodel.residency import _Recency
+    from audit.costmodel.residency_walk import _Lru
 
-    recency = _Recency(len(touches))
-    order: list[tuple[str, int]] = []  # least recent first
-    for name, size in touches:
-        order = [(n, s) for n, s in order if n != name] + [(name, size)]
-        recency.touch(name, float(size))
-        for i, (buffer, _) in enumerate(order):
-            assert recency.since(buffer) == pytest.approx(sum(s for _, s in order[i + 1:]))
-    assert recency.since("z") is None
-
-
-_STEPS = st.lists(st.tuples(st.sampled_from(("touch", "touch", "touch", "forget", "rename")),
-                            st.sampled_from("abcdefgh"), st.sampled_from("abcdefgh"), st.integers(0, 1 << 40)),
-                  min_size=1, max_size=80)
+    recency = _Lru(len(touches), 9)
+    order: list[tuple[int, int]] = []  # least recent first
+    for buffer, size in touches:
+        order = [(b, s) for b, s in order if b != buffer] + [(buffer, size)]
+        recency.touch(buffer, float(size))
+        for i, (b, _) in enumerate(order):
+            assert recency.since(b) == pytest.approx(sum(s for _, s in order[i + 1:]))
+    assert recency.since(8) is None
 
 
-@settings(max_examples=300, deadline=None)
-@given(_STEPS)
-def test_the_compiled_recency_gives_the_pythons_distances_to_the_bit(steps):
-    # The walk takes the C build where pip built one; its distances must be the Python build's.
-    from audit.costmodel.residency import _Recency, recency_for
+@st.composite
+def _computations(draw):
+    """Any computation as the walk takes it: ops in any order, any operands (aliases and later ops
+    included), loops, parameters, donated outputs, one to three cache levels."""
+    from array import array
 
-    compiled, python = recency_for(len(steps)), _Recency(len(steps))
-    assert type(compiled) is not _Recency, "the C build of the recency walk is missing"
-    for action, a, b, size in steps:
-        if action == "touch":
-            compiled.touch(a, float(size))
-            python.touch(a, float(size))
-        elif action == "forget":
-            compiled.forget(a)
-            python.forget(a)
-        elif a != b:
-            compiled.rename(a, b)
-            python.rename(a, b)
-        for buffer in "abcdefghz":
-            assert compiled.since(buffer) == python.since(buffer)
+    n = draw(st.integers(1, 24))
+    extra = draw(st.integers(0, 3))
+    named = n + extra
+    kinds = bytes(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+    order = array("i", draw(st.permutations(range(n))))
+    operands = [draw(st.lists(st.integers(0, named - 1), max_size=4)) for _ in range(n)]
+    bodies = [k for k in range(n) if kinds[k] == 2]
+    body = array("i", [named + bodies.index(k) if k in bodies else -1 for k in range(n)])
+    sizes = array("d", draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 8.0, 1e3, 4e6]),
+                                     min_size=named + len(bodies), max_size=named + len(bodies))))
+    hidden = bytes(draw(st.lists(st.integers(0, 1), min_size=len(sizes), max_size=len(sizes))))
+    params = draw(st.lists(st.integers(0, n - 1), unique=True, max_size=3))
+    donated = [x for p in params if draw(st.booleans()) for x in (p, draw(st.integers(0, named - 1)))]
+    levels = draw(st.lists(st.sampled_from([2.0, 5.0, 10.0, 1e4, 5e7]), min_size=1, max_size=3))
+    return (kinds, order, array("i", [0] + [sum(len(o) for o in operands[:k + 1]) for k in range(n)]),
+            array("i", [o for ops in operands for o in ops]), body, sizes, hidden,
+            array("i", draw(st.permutations(range(named)))), array("i", params), array("i", donated),
+            draw(st.integers(0, n - 1)), draw(st.integers(0, 1)), array("d", levels),
+            array("i", draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_computations())
+def test_the_compiled_walk_gives_the_pythons_result_to_the_bit(arrays):
+    # The walk takes the C build where pip built one; its result must be the Python build's.
+    from audit.costmodel import residency_walk
+    from audit.costmodel.residency import _walker
+
+    compiled = _walker()
+    assert compiled is not residency_walk.walk, "the C build of the residency walk is missing"
+    assert compiled(*arrays) == residency_walk.walk(*arrays)
+
+
+def test_the_compiled_walk_refuses_arrays_that_do_not_describe_a_computation():
+    from array import array
+
+    from audit.costmodel.residency import _walker
+
+    good = (b"\0\0", array("i", [0, 1]), array("i", [0, 0, 1]), array("i", [0]), array("i", [-1, -1]),
+            array("d", [4.0, 4.0]), b"\0\0", array("i", [0, 1]), array("i"), array("i"), 1, 1,
+            array("d", [8.0]), array("i", [0, 0]))
+    assert _walker()(*good)[2] == [(0, 0.0, 0.0, 1.0), (0, 4.0, 4.0, 0.0)]
+    for at, bad in [(3, array("i", [7])), (1, array("i", [0, 5])), (2, array("i", [0, 2, 1])), (4, array("i", [-1, 9])),
+                    (0, b"\0\2"), (9, array("i", [0])), (13, array("i", [0]))]:
+        with pytest.raises(ValueError, match="inconsistent"):
+            _walker()(*good[:at], bad, *good[at + 1:])
+
+
+@pytest.mark.parametrize("path", [_H100_AFTER, "gpu-h100-maxtext/module_0016.jit_train_step.before_optimizations.hlo.pb"])
+def test_a_real_program_walks_the_same_without_the_c_build(path, monkeypatch):
+    # A bare install without a C compiler takes the Python walk: the same residency for every op.
+    from audit.costmodel import residency, residency_walk
+    from audit.parsers.hlo_files import load_hlo_file
+
+    module = load_hlo_file(shared_fixture(path))
+    costs = cost_module(module)
+    compiled = with_residency(module, costs, CATALOG["h100"])
+    monkeypatch.setattr(residency, "_walker", lambda: residency_walk.walk)
+    python = with_residency(module, costs, CATALOG["h100"])
+    assert compiled == python
+    assert sum(c.resident is not None for c in python.values()) > 500
+
+
+def test_without_the_c_build_the_walk_is_the_pythons(monkeypatch):
+    import sys
+
+    from audit.costmodel import residency_walk
+    from audit.costmodel.residency import _walker
+
+    monkeypatch.setitem(sys.modules, "audit.costmodel._recency", None)
+    assert _walker() is residency_walk.walk
 
 
 def test_history_puts_every_op_between_the_working_set_roof_and_main_memory():
