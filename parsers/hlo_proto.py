@@ -7,10 +7,13 @@ Values are rendered the way HLO text prints them, so both readers give the same 
 
 from __future__ import annotations
 
+import gc
+import itertools
+from contextlib import contextmanager
 from dataclasses import fields as dataclass_fields
 from math import prod
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -26,6 +29,7 @@ from .protobuild import DynamicMessage
 from .hlo_text import FrameTables, backend_config_attributes, frame_source
 from .replica_groups import Groups, check_groups, iota_groups, mesh_groups
 
+Attribute = tuple[str, str]
 _LAST_TILE_DIM_NAMES = {0: "replicated", 1: "maximal", 3: "other", 4: "manual", 5: "unknown",
                         6: "unreduced"}
 
@@ -236,7 +240,7 @@ _CALLED_NAMES = {"while": ("body", "condition"), "fusion": ("calls",),
                  "call": ("to_apply",)}
 
 
-def _called_attributes(opcode: str, called: tuple[str, ...]) -> list[tuple[str, str]]:
+def _called_attributes(opcode: str, called: tuple[str, ...]) -> list[Attribute]:
     if not called:
         return []
     if opcode == "conditional":
@@ -247,8 +251,9 @@ def _called_attributes(opcode: str, called: tuple[str, ...]) -> list[tuple[str, 
     return list(zip(keys, called))
 
 
-def _attributes(p: DynamicMessage, called: tuple[str, ...], config: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+def _attributes(p: DynamicMessage, config: str) -> tuple[list[Attribute], list[Attribute]]:
+    """The attributes HLO text prints before the called computations' names, and after them."""
+    out: list[Attribute] = []
     if p.opcode == "parameter":
         out.append(("parameter_number", str(p.parameter_number)))
     literal = _literal_text(p.literal) if p.HasField("literal") else None
@@ -278,27 +283,27 @@ def _attributes(p: DynamicMessage, called: tuple[str, ...], config: str) -> list
                         "{" + ",".join(_PRECISIONS.get(v, str(v)) for v in precision.operand_precision) + "}"))
         if precision.algorithm:
             out.append(("algorithm", _ALGORITHMS.get(precision.algorithm, str(precision.algorithm))))
-    out += _called_attributes(p.opcode, called)
-    if p.metadata.stack_frame_id:
-        out.append(("stack_frame_id", str(p.metadata.stack_frame_id)))
-    return out + backend_config_attributes(config)
+    after = [("stack_frame_id", str(p.metadata.stack_frame_id))] if p.metadata.stack_frame_id else []
+    return out, after + backend_config_attributes(config)
 
 
-def _named_instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
-                       name: str, comp: str, origin: str) -> Instruction:
-    """`_instruction`, with an error in its fields naming where it sits (`name`: the message's own,
+def _named_template(p: DynamicMessage, tables: FrameTables, name: str, comp: str,
+                    origin: str) -> tuple[Instruction, tuple[Attribute, ...], tuple[Attribute, ...]]:
+    """`_template`, with an error in its fields naming where it sits (`name`: the message's own,
     which the reader clears before it reads)."""
     try:
-        return _instruction(p, names, comps, tables)
+        return _template(p, tables)
     except InputError as exc:
         raise InputError(f"HLO instruction {name!r} in computation {comp!r}: {exc.message}",
                          path=origin or None) from None
 
 
-def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str],
-                 tables: FrameTables | None = None) -> Instruction:
-    called = tuple(comps[c] for c in p.called_computation_ids if c in comps)
+def _template(p: DynamicMessage, tables: FrameTables | None = None
+              ) -> tuple[Instruction, tuple[Attribute, ...], tuple[Attribute, ...]]:
+    """The instruction a message less its names, ids, operands and callees states, and its attributes
+    before and after where the callees' names go."""
     config = p.backend_config.decode("utf-8", errors="replace")
+    before, after = _attributes(p, config)
     dot = None
     if p.opcode == "dot" or p.HasField("dot_dimension_numbers"):
         d = p.dot_dimension_numbers
@@ -311,8 +316,7 @@ def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]
         if found:
             source_file, source_line = found, line
     return Instruction(
-        name=p.name, opcode=p.opcode, shape=_shape(p.shape),
-        operands=tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids), called=called, id=p.id,
+        name="", opcode=p.opcode, shape=_shape(p.shape),
         fusion_kind=p.fusion_kind, dot=dot,
         # cuDNN convolution custom calls carry dimension numbers too.
         conv=_conv(p) if p.opcode == "convolution" or p.HasField("convolution_dimension_numbers") else None,
@@ -325,34 +329,79 @@ def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str]
         custom_call_target=p.custom_call_target, backend_config=config,
         sharding=render_sharding(p.sharding) if p.HasField("sharding") else "",
         metadata=Metadata(op_type=m.op_type, op_name=m.op_name, source_file=source_file, source_line=source_line),
-        attributes=tuple(_attributes(p, called, config)))
+        attributes=(*before, *after)), tuple(before), tuple(after)
 
 
-# What tells apart an unrolled program's copies of one instruction: read once, stamped per copy.
-_PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids")
+# What tells apart an unrolled program's copies of one instruction (and a renamed program's copies of
+# one computation): read once, stamped per copy.
+_PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids", "called_computation_ids")
 _MAX_READ = 1 << 16
-_TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:]  # the fields after `id`
+_TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:-1]  # between `id` and `attributes`
+# A computation this big is the body of a program, never a fused computation: not worth a content key.
+_MAX_CONTENT = 1 << 12
 
 
-def _instructions(c: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
-                  read: dict[bytes, tuple[Any, ...]], origin: str = "") -> list[Instruction]:
-    """The computation's instructions; each distinct one but for its name, id and operands is read
-    once (`read`, shared by the module's computations), the messages losing those fields."""
-    out = []
-    for p in c.instructions:
-        name, iid = p.name, p.id
-        operands = tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids)
-        for field in _PER_COPY:
-            p.ClearField(field)
+_Split = tuple[tuple[Attribute, ...], tuple[Attribute, ...]]
+
+
+class _Reading:
+    """What reading a module's computations shares: each distinct instruction read once (`read`,
+    by its message less its names and ids, with a number that is never reused), and each distinct
+    computation's content numbered (`contents`, by its instructions' numbers, operand positions and
+    callees' contents)."""
+
+    def __init__(self, comps: dict[int, str], tables: FrameTables, origin: str) -> None:
+        self.comps, self.tables, self.origin = comps, tables, origin
+        self.read: dict[bytes, tuple[Instruction, tuple[Any, ...], _Split, int]] = {}
+        self.contents: dict[tuple[Any, ...], int] = {}
+        self.content_of: dict[int, int] = {}  # computation id -> content number
+        self.fused: set[int] = set()  # ids of computations a fusion calls
+        self.numbers = itertools.count()
+
+    def template(self, p: DynamicMessage, name: str, comp: str) -> tuple[Instruction, tuple[Any, ...], _Split, int]:
+        """The instruction `p` (its per-copy fields cleared) as read the first time one like it was."""
         key = p.SerializeToString()
-        fields = read.get(key)
-        if fields is None:
-            if len(read) >= _MAX_READ:
-                read.clear()
-            one = _named_instruction(p, names, comps, tables, name, c.name, origin)
-            fields = read[key] = (one.opcode, one.shape, one.called) + tuple(getattr(one, f) for f in _TAIL)
-        out.append(Instruction(name, fields[0], fields[1], operands, fields[2], iid, *fields[3:]))
-    return out
+        found = self.read.get(key)
+        if found is None:
+            if len(self.read) >= _MAX_READ:
+                self.read.clear()
+            one, before, after = _named_template(p, self.tables, name, comp, self.origin)
+            tail = tuple(getattr(one, f) for f in _TAIL)
+            found = self.read[key] = (one, tail, (before, after), next(self.numbers))
+        return found
+
+    def computation(self, c: DynamicMessage) -> tuple[Computation, dict[int, str]]:
+        """The computation, and its instructions' names by id."""
+        protos = list(c.instructions)
+        names = {p.id: p.name for p in protos}
+        position = {p.id: n for n, p in enumerate(protos)}
+        keyed = len(protos) <= _MAX_CONTENT
+        shape_of: list[tuple[Any, ...]] = []
+        out = []
+        comps, content_of = self.comps, self.content_of
+        for p in protos:
+            name, iid, ids = p.name, p.id, tuple(p.operand_ids)
+            called_ids = tuple(p.called_computation_ids)
+            for field in _PER_COPY:
+                p.ClearField(field)
+            one, tail, (before, after), number = self.template(p, name, c.name)
+            operands = tuple([names[i] if i in names else f"#{i}" for i in ids])
+            called = tuple([comps[i] for i in called_ids if i in comps])
+            attributes = (*before, *_called_attributes(one.opcode, called), *after) if called else one.attributes
+            if one.opcode == "fusion":
+                self.fused.update(called_ids)
+            out.append(Instruction(name, one.opcode, one.shape, operands, called, iid,  # type: ignore[call-arg]
+                                   *tail, attributes))  # the fields between, as read (`_TAIL`)
+            if keyed:
+                shape_of.append((number, tuple([position.get(i, -1) for i in ids]),
+                                 tuple([content_of.get(i, comps.get(i)) for i in called_ids])))
+        content = None
+        if keyed:
+            content = self.contents.setdefault((tuple(shape_of), position.get(c.root_id, -1)), len(self.contents))
+            self.content_of[c.id] = content
+        comp = Computation(name=c.name, instructions=out, id=c.id, root=names.get(c.root_id, ""),
+                           is_fusion=c.is_fusion_computation, content=content)
+        return comp, names
 
 
 def _frame_tables(index: DynamicMessage) -> FrameTables:
@@ -367,20 +416,41 @@ def _frame_tables(index: DynamicMessage) -> FrameTables:
     }
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while the model is built: it holds no cycles, and the collector
+    would walk the growing model again and again (a third of the time of reading 400,000 instructions)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
     """Build the model from a parsed HloModuleProto message."""
+    with _collector_paused():
+        return _module(proto, origin)
+
+
+def _module(proto: DynamicMessage, origin: str) -> Module:
     comp_names = {c.id: c.name for c in proto.computations}
-    fused = {cid for c in proto.computations for i in c.instructions if i.opcode == "fusion"
-             for cid in i.called_computation_ids}
+    reading = _Reading(comp_names, _frame_tables(proto.stack_frame_index), origin)
     computations: dict[str, Computation] = {}
-    tables = _frame_tables(proto.stack_frame_index)
-    schedule = _schedule(proto)  # before the instructions' ids are cleared
-    read: dict[bytes, tuple[Any, ...]] = {}
+    schedule: dict[str, tuple[str, ...]] = {}
+    sequences = proto.schedule.sequences
     for c in proto.computations:
-        names = {i.id: i.name for i in c.instructions}
-        computations[c.name] = Computation(
-            name=c.name, instructions=_instructions(c, names, comp_names, tables, read, origin), id=c.id,
-            root=names.get(c.root_id, ""), is_fusion=c.is_fusion_computation or c.id in fused)
+        computations[c.name], names = reading.computation(c)
+        if c.id in sequences:
+            ids = sequences[c.id].instruction_ids
+            if all(i in names for i in ids):
+                schedule[c.name] = tuple([names[i] for i in ids])
+    for cid in reading.fused:
+        fused = computations.get(comp_names.get(cid, ""))
+        if fused is not None and fused.id == cid:
+            fused.is_fusion = True
     entry = proto.entry_computation_name or comp_names.get(proto.entry_computation_id, "")
     if entry not in computations:
         raise InputError(f"HLO module {proto.name!r} has no entry computation {entry!r}",
@@ -401,19 +471,6 @@ def _aliased_outputs(proto: DynamicMessage) -> dict[int, int]:
     return out
 
 
-def _schedule(proto: DynamicMessage) -> dict[str, tuple[str, ...]]:
-    """Computation name -> instruction names in scheduled order, from the module's HloScheduleProto."""
-    out: dict[str, tuple[str, ...]] = {}
-    for c in proto.computations:
-        if c.id not in proto.schedule.sequences:
-            continue
-        names = {i.id: i.name for i in c.instructions}
-        ids = proto.schedule.sequences[c.id].instruction_ids
-        if all(i in names for i in ids):
-            out[c.name] = tuple(names[i] for i in ids)
-    return out
-
-
 def _parse(message_class: DynamicMessage, data: bytes) -> DynamicMessage | None:
     try:
         return message_class.FromString(data)
@@ -426,6 +483,11 @@ def read_hlo_proto_bytes(data: bytes, origin: str = "") -> Module:
 
     **Raises:** `InputError` ("not an HLO module") when the bytes are neither.
     """
+    with _collector_paused():
+        return _read(data, origin)
+
+
+def _read(data: bytes, origin: str) -> Module:
     wrapper = _parse(schema.HloProto, data)
     if wrapper is not None and wrapper.hlo_module.computations:
         return module_from_proto(wrapper.hlo_module, origin)

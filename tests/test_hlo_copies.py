@@ -1,0 +1,113 @@
+"""A big program's copies of one computation, as bench/make_big_hlo.py makes them from a real JAX
+compile: read and priced once per distinct computation, with the same model and costs as before."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from audit.costmodel.ops import base, module as cost
+from audit.parsers import hlo_xla
+from audit.parsers.hlo_model import Module
+from audit.parsers.hlo_proto import read_hlo_proto_bytes
+from audit.parsers.hlo_text import parse_hlo_text
+
+ROOT = Path(__file__).parents[1]
+COPIES = 3
+_COPY = re.compile(r"\.u\d+$")
+
+
+def _make_big_hlo() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_big_hlo", ROOT / "bench" / "make_big_hlo.py")
+    assert spec is not None and spec.loader is not None
+    found = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(found)
+    return found
+
+
+@pytest.fixture(scope="module")
+def block() -> str:
+    """XLA:CPU's compiled HLO of two layers of a real JAX block."""
+    return str(_make_big_hlo().compile_block(2))
+
+
+@pytest.fixture(scope="module")
+def renamed(block: str) -> str:
+    """Three copies of the block, each calling its own renamed copies of the fused computations."""
+    return str(_make_big_hlo().stitch(block, COPIES, own_computations=True))
+
+
+def _proto(text: str) -> bytes:
+    data = hlo_xla.text_to_proto(text)
+    assert data is not None, "the installed jaxlib's HLO parser refused the text"
+    return data
+
+
+def test_renamed_copies_of_a_computation_share_one_content(renamed: str) -> None:
+    module = read_hlo_proto_bytes(_proto(renamed))
+    copies: dict[str, set[int | None]] = {}
+    for name, comp in module.computations.items():
+        if name != module.entry:
+            copies.setdefault(_COPY.sub("", name), set()).add(comp.content)
+    assert copies and all(len(contents) == 1 and None not in contents for contents in copies.values())
+    assert {len(c.instructions) for c in module.computations.values()} != {1}
+
+
+def test_computations_with_one_content_are_the_same_but_for_names(renamed: str) -> None:
+    module = read_hlo_proto_bytes(_proto(renamed))
+    by_content: dict[int | None, list[Any]] = {}
+    for comp in module.computations.values():
+        body = [(i.opcode, i.shape, i.dimensions, i.backend_config, i.metadata,
+                 tuple(comp.instructions.index(comp[o]) for o in i.operands)) for i in comp.instructions]
+        by_content.setdefault(comp.content, []).append(body)
+    assert len(by_content) > 2
+    assert all(bodies.count(bodies[0]) == len(bodies) for bodies in by_content.values())
+
+
+def test_renamed_copies_are_priced_once_and_as_before(renamed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = read_hlo_proto_bytes(_proto(renamed))
+    priced: list[str] = []
+    real = base.computation_flops
+
+    def counted(comp: Any, ctx: Any) -> Any:
+        priced.append(comp.name)
+        return real(comp, ctx)
+
+    monkeypatch.setattr("audit.costmodel.ops.fusion.computation_flops", counted)
+    costs = cost.cost_module(module)
+    fused = [c for c in module.computations.values() if c.is_fusion]
+    assert len(fused) > 20 and len(set(priced)) <= len(fused) / COPIES
+    # Priced by name (as the text reader's model is), each copy alone: the same costs.
+    assert costs == cost.cost_module(parse_hlo_text(renamed))
+
+
+def test_reading_a_big_model_pauses_the_cycle_collector(renamed: str) -> None:
+    data = _proto(renamed)
+    runs: list[str] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        frame = sys._getframe()
+        while frame is not None:  # a collection the reader's allocations set off runs on its stack
+            if frame.f_code.co_filename.endswith("hlo_proto.py"):
+                runs.append(frame.f_code.co_name)
+            frame = frame.f_back
+
+    gc.collect()
+    threshold = gc.get_threshold()
+    gc.set_threshold(10)  # a collection every ten objects, were it not paused
+    gc.callbacks.append(watch)
+    try:
+        module = read_hlo_proto_bytes(data)
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*threshold)
+    assert isinstance(module, Module) and module.instruction_count > 100
+    # Only as the collector resumes, when the model is built, may it run.
+    assert "_read" not in runs and "computation" not in runs and gc.isenabled()
