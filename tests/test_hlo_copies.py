@@ -9,13 +9,12 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from audit.costmodel.ops import base, module as cost
 from audit.parsers import hlo_xla
-from audit.parsers.hlo_model import Module
 from audit.parsers.hlo_proto import read_hlo_proto_bytes
 from audit.parsers.hlo_text import parse_hlo_text
 
@@ -88,26 +87,37 @@ def test_renamed_copies_are_priced_once_and_as_before(renamed: str, monkeypatch:
     assert costs == cost.cost_module(parse_hlo_text(renamed))
 
 
-def test_reading_a_big_model_pauses_the_cycle_collector(renamed: str) -> None:
-    data = _proto(renamed)
+def _collections_during(work: Callable[[], object]) -> list[str]:
+    """The functions of ours on the stack each time the cycle collector ran during `work`, with the
+    collector set to run every ten new objects."""
     runs: list[str] = []
 
     def watch(phase: str, info: dict[str, int]) -> None:
         frame = sys._getframe()
-        while frame is not None:  # a collection the reader's allocations set off runs on its stack
-            if frame.f_code.co_filename.endswith("hlo_proto.py"):
+        while frame is not None:  # a collection the work's allocations set off runs on its stack
+            if "/parsers/" in frame.f_code.co_filename or "/costmodel/" in frame.f_code.co_filename:
                 runs.append(frame.f_code.co_name)
             frame = frame.f_back
 
     gc.collect()
     threshold = gc.get_threshold()
-    gc.set_threshold(10)  # a collection every ten objects, were it not paused
+    gc.set_threshold(10)
     gc.callbacks.append(watch)
     try:
-        module = read_hlo_proto_bytes(data)
+        work()
     finally:
         gc.callbacks.remove(watch)
         gc.set_threshold(*threshold)
-    assert isinstance(module, Module) and module.instruction_count > 100
-    # Only as the collector resumes, when the model is built, may it run.
-    assert "_read" not in runs and "computation" not in runs and gc.isenabled()
+    assert gc.isenabled()
+    return runs
+
+
+def test_reading_and_pricing_a_big_model_pause_the_cycle_collector(renamed: str) -> None:
+    data = _proto(renamed)
+    module = read_hlo_proto_bytes(data)
+    assert module.instruction_count > 100
+    # Only as the collector resumes, when the model or its costs are built, may it run.
+    runs = _collections_during(lambda: read_hlo_proto_bytes(data))
+    assert runs and "_read" not in runs and "computation" not in runs
+    runs = _collections_during(lambda: cost.cost_module(module))
+    assert runs and "_cost_module" not in runs and "fusion" not in runs
