@@ -11,7 +11,7 @@ import itertools
 from dataclasses import fields as dataclass_fields
 from math import prod
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import ml_dtypes
 import numpy as np
@@ -334,6 +334,27 @@ def _template(p: DynamicMessage, tables: FrameTables | None = None
 # What tells apart an unrolled program's copies of one instruction (and a renamed program's copies of
 # one computation): read once, stamped per copy.
 _PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids", "called_computation_ids")
+try:
+    from . import _hloscan  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the Python split, the same result
+    _hloscan = None
+
+
+def _stamper() -> Callable[..., Instruction] | None:
+    """The C copy of a template instruction with its name, operands, callees, id and attributes set
+    (what the constructor makes of the same fields, in a tenth of the time); None without it."""
+    if _hloscan is None:
+        return None
+    try:
+        _hloscan.layout(Instruction, tuple(f.name for f in dataclass_fields(Instruction)),
+                        ("name", "operands", "called", "id", "attributes"))
+    except TypeError:  # a layout it does not know: the constructor
+        return None
+    found: Callable[..., Instruction] = _hloscan.stamp
+    return found
+
+
+_STAMP = _stamper()
 _MAX_READ = 1 << 16
 _TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:-1]  # between `id` and `attributes`
 # A computation this big is the body of a program, never a fused computation: not worth a content key.
@@ -357,13 +378,13 @@ class _Reading:
         self.fused: set[int] = set()  # ids of computations a fusion calls
         self.numbers = itertools.count()
 
-    def template(self, p: DynamicMessage, name: str, comp: str) -> tuple[Instruction, tuple[Any, ...], _Split, int]:
-        """The instruction `p` (its per-copy fields cleared) as read the first time one like it was."""
-        key = p.SerializeToString()
+    def template(self, key: bytes, name: str, comp: str) -> tuple[Instruction, tuple[Any, ...], _Split, int]:
+        """The instruction whose message less its per-copy fields is `key`, as read the first time."""
         found = self.read.get(key)
         if found is None:
             if len(self.read) >= _MAX_READ:
                 self.read.clear()
+            p = schema.HloInstructionProto.FromString(key)
             one, before, after = _named_template(p, self.tables, name, comp, self.origin)
             tail = tuple(getattr(one, f) for f in _TAIL)
             found = self.read[key] = (one, tail, (before, after), next(self.numbers))
@@ -371,26 +392,26 @@ class _Reading:
 
     def computation(self, c: DynamicMessage) -> tuple[Computation, dict[int, str]]:
         """The computation, and its instructions' names by id."""
-        protos = list(c.instructions)
-        names = {p.id: p.name for p in protos}
-        position = {p.id: n for n, p in enumerate(protos)}
-        keyed = len(protos) <= _MAX_CONTENT
+        split = _split_in_c(c) or _split(c)
+        all_names, all_ids, all_operands, all_called, keys = split
+        names = dict(zip(all_ids, all_names))
+        position = {iid: n for n, iid in enumerate(all_ids)}
+        keyed = len(keys) <= _MAX_CONTENT
         shape_of: list[tuple[Any, ...]] = []
         out = []
-        comps, content_of = self.comps, self.content_of
-        for p in protos:
-            name, iid, ids = p.name, p.id, tuple(p.operand_ids)
-            called_ids = tuple(p.called_computation_ids)
-            for field in _PER_COPY:
-                p.ClearField(field)
-            one, tail, (before, after), number = self.template(p, name, c.name)
+        comps, content_of, template, stamp = self.comps, self.content_of, self.template, _STAMP
+        for name, iid, ids, called_ids, key in zip(*split):
+            one, tail, (before, after), number = template(key, name, c.name)
             operands = tuple([names[i] if i in names else f"#{i}" for i in ids])
             called = tuple([comps[i] for i in called_ids if i in comps])
             attributes = (*before, *_called_attributes(one.opcode, called), *after) if called else one.attributes
             if one.opcode == "fusion":
                 self.fused.update(called_ids)
-            out.append(Instruction(name, one.opcode, one.shape, operands, called, iid,  # type: ignore[call-arg]
-                                   *tail, attributes))  # the fields between, as read (`_TAIL`)
+            if stamp is not None:
+                out.append(stamp(one, name, operands, called, iid, attributes))
+            else:
+                out.append(Instruction(name, one.opcode, one.shape, operands, called, iid,  # type: ignore[call-arg]
+                                       *tail, attributes))  # the fields between, as read (`_TAIL`)
             if keyed:
                 shape_of.append((number, tuple([position.get(i, -1) for i in ids]),
                                  tuple([content_of.get(i, comps.get(i)) for i in called_ids])))
@@ -401,6 +422,32 @@ class _Reading:
         comp = Computation(name=c.name, instructions=out, id=c.id, root=names.get(c.root_id, ""),
                            is_fusion=c.is_fusion_computation, content=content)
         return comp, names
+
+
+_Lists = tuple[list[str], list[int], list[tuple[int, ...]], list[tuple[int, ...]], list[bytes]]
+
+
+def _split(c: DynamicMessage) -> _Lists:
+    """The computation's instructions' names, ids, operand ids, callee ids, and messages less those
+    (and their control predecessors), serialized: what copies of one instruction differ in and share."""
+    out: _Lists = ([], [], [], [], [])
+    for p in c.instructions:
+        out[0].append(p.name)
+        out[1].append(p.id)
+        out[2].append(tuple(p.operand_ids))
+        out[3].append(tuple(p.called_computation_ids))
+        for field in _PER_COPY:
+            p.ClearField(field)
+        out[4].append(p.SerializeToString())
+    return out
+
+
+def _split_in_c(c: DynamicMessage) -> _Lists | None:
+    """`_split` by the C extension built at install (None without it, or for bytes it leaves to Python)."""
+    if _hloscan is None:
+        return None
+    found: _Lists | None = _hloscan.instructions(c.SerializeToString())
+    return found
 
 
 def _frame_tables(index: DynamicMessage) -> FrameTables:

@@ -14,11 +14,15 @@ from typing import Any, Callable
 import pytest
 
 from audit.costmodel.ops import base, module as cost
-from audit.parsers import hlo_xla
+from audit.parsers import hlo_proto, hlo_xla
 from audit.parsers.hlo_proto import read_hlo_proto_bytes
 from audit.parsers.hlo_text import parse_hlo_text
 
+from conftest import shared_fixture
+
 ROOT = Path(__file__).parents[1]
+H100_DUMPS = [f"gpu-h100-maxtext/module_0016.jit_train_step.{kind}.hlo.pb"
+              for kind in ("sm_9.0_gpu_after_optimizations", "before_optimizations")]
 COPIES = 3
 _COPY = re.compile(r"\.u\d+$")
 
@@ -121,3 +125,35 @@ def test_reading_and_pricing_a_big_model_pause_the_cycle_collector(renamed: str)
     assert runs and "_read" not in runs and "computation" not in runs
     runs = _collections_during(lambda: cost.cost_module(module))
     assert runs and "_cost_module" not in runs and "fusion" not in runs
+
+
+def _read_in_python(data: bytes, monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as patch:
+        patch.setattr(hlo_proto, "_hloscan", None)
+        patch.setattr(hlo_proto, "_STAMP", None)
+        return read_hlo_proto_bytes(data)
+
+
+def _contents(module: Any) -> list[list[str]]:
+    groups: dict[int | None, list[str]] = {}
+    for name, comp in module.computations.items():
+        groups.setdefault(comp.content, []).append(name)
+    return sorted(groups.values())
+
+
+@pytest.mark.parametrize("fixture", H100_DUMPS)
+def test_the_c_build_reads_a_real_dump_as_the_python_one(fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert hlo_proto._hloscan is not None and hlo_proto._STAMP is not None, "the C extension was not built"
+    data = shared_fixture(fixture).read_bytes()
+    c, python = read_hlo_proto_bytes(data), _read_in_python(data, monkeypatch)
+    assert c == python and c.schedule == python.schedule and _contents(c) == _contents(python)
+    pairs = list(zip((i for _, i in c.instructions()), (i for _, i in python.instructions())))
+    assert len(pairs) > 1000
+    assert all(a == b and hash(a) == hash(b) and repr(a) == repr(b) for a, b in pairs)
+
+
+def test_the_c_build_reads_renamed_copies_as_the_python_one(renamed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _proto(renamed)
+    c, python = read_hlo_proto_bytes(data), _read_in_python(data, monkeypatch)
+    assert c == python and _contents(c) == _contents(python)
+    assert cost.cost_module(c) == cost.cost_module(python)
