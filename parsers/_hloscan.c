@@ -3,6 +3,8 @@
  * contract as its Python path; see parsers/hlo_proto.py).
  *
  *   instructions(computation) -> (names, ids, operand_ids, called_ids, rests), or None
+ *   computations(module, wrapped) -> [that of each computation, in order], or None: of a serialized
+ *       HloModuleProto, or of the module of an HloProto (`wrapped`)
  *   layout(cls, fields, stamped) -> None: learn where a slots class keeps its fields (raises when
  *       `fields` are not all of them, stored as object pointers); `stamped` the fields stamp sets
  *   stamp(template, *values) -> a copy of the instance `template` with the `stamped` fields set
@@ -13,6 +15,7 @@
  * for bytes that are malformed, use groups, or hold a name that is not UTF-8 (the Python path
  * then reads the computation). Every read is checked against the end of the bytes.
  * Field numbers (upstream hlo.proto):
+ *   HloProto: 1 hlo_module           HloModuleProto: 3 computations
  *   HloComputationProto: 2 instructions
  *   HloInstructionProto: 1 name, 35 id, 36 operand_ids, 37 control_predecessor_ids,
  *                        38 called_computation_ids
@@ -121,13 +124,11 @@ static int instruction(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint8
     return ok ? 0 : -1;
 }
 
-static PyObject *py_instructions(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const uint8_t *buf = view.buf;
-    Py_ssize_t pos = 0, end = view.len;
+/* The split of the computation in [pos, end) of `buf`: a new 5-tuple, or NULL (an exception set
+ * when it is one Python must see, none for bytes the Python path reads instead). */
+static PyObject *split(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end) {
     Lists out = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
-    uint8_t *rest = PyMem_Malloc(end > 0 ? (size_t)end : 1);
+    uint8_t *rest = PyMem_Malloc(end > pos ? (size_t)(end - pos) : 1);
     int ok = out.names && out.ids && out.operands && out.called && out.rests && rest;
     while (ok && pos < end) {
         uint64_t tag = varint(buf, &pos, end);
@@ -141,19 +142,71 @@ static PyObject *py_instructions(PyObject *self, PyObject *arg) {
         pos = next;
     }
     PyMem_Free(rest);
-    PyBuffer_Release(&view);
     PyObject *result = ok ? PyTuple_Pack(5, out.names, out.ids, out.operands, out.called, out.rests) : NULL;
     Py_XDECREF(out.names);
     Py_XDECREF(out.ids);
     Py_XDECREF(out.operands);
     Py_XDECREF(out.called);
     Py_XDECREF(out.rests);
-    if (result == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError)) return NULL;
-        PyErr_Clear();  /* malformed, or a name that is not UTF-8: the Python path reads it */
-        Py_RETURN_NONE;
-    }
     return result;
+}
+
+/* None in place of a failed split, unless Python must see its exception (memory). */
+static PyObject *or_none(PyObject *result) {
+    if (result != NULL || PyErr_ExceptionMatches(PyExc_MemoryError)) return result;
+    PyErr_Clear();  /* malformed, or a name that is not UTF-8: the Python path reads it */
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_instructions(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = split(view.buf, 0, view.len);
+    PyBuffer_Release(&view);
+    return or_none(result);
+}
+
+/* Append the split of every computation of the HloModuleProto in [pos, end) (field 3) to `out`. */
+static int module_computations(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, PyObject *out) {
+    while (pos < end) {
+        uint64_t tag = varint(buf, &pos, end);
+        int field = (int)(tag >> 3), wire = (int)(tag & 7);
+        Py_ssize_t value = pos, next = pos > end ? end + 1 : skip(buf, pos, end, wire);
+        if (next > end) return -1;
+        if (field == 3 && wire == 2) {
+            varint(buf, &value, end);
+            PyObject *one = split(buf, value, next);
+            if (one == NULL || PyList_Append(out, one) < 0) { Py_XDECREF(one); return -1; }
+            Py_DECREF(one);
+        }
+        pos = next;
+    }
+    return 0;
+}
+
+static PyObject *py_computations(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int wrapped;
+    if (!PyArg_ParseTuple(args, "y*p", &view, &wrapped)) return NULL;
+    const uint8_t *buf = view.buf;
+    Py_ssize_t pos = 0, end = view.len;
+    PyObject *out = PyList_New(0);
+    int ok = out != NULL;
+    if (ok && !wrapped) ok = module_computations(buf, 0, end, out) == 0;
+    while (ok && wrapped && pos < end) {  /* an HloProto: its module (field 1), merged if repeated */
+        uint64_t tag = varint(buf, &pos, end);
+        int field = (int)(tag >> 3), wire = (int)(tag & 7);
+        Py_ssize_t value = pos, next = pos > end ? end + 1 : skip(buf, pos, end, wire);
+        if (next > end) { ok = 0; break; }
+        if (field == 1 && wire == 2) {
+            varint(buf, &value, end);
+            ok = module_computations(buf, value, next, out) == 0;
+        }
+        pos = next;
+    }
+    PyBuffer_Release(&view);
+    if (!ok) Py_CLEAR(out);
+    return or_none(out);
 }
 
 /* The slots class `layout` learned, and the offsets of the fields `stamp` sets. */
@@ -228,6 +281,8 @@ static PyObject *py_stamp(PyObject *self, PyObject *const *args, Py_ssize_t narg
 }
 
 static PyMethodDef methods[] = {
+    {"computations", py_computations, METH_VARARGS,
+     "The split of each computation of a serialized HloModuleProto (or HloProto, wrapped), or None."},
     {"layout", py_layout, METH_VARARGS, "Learn the slots of a class whose instances stamp copies."},
     {"stamp", (PyCFunction)(void (*)(void))py_stamp, METH_FASTCALL, "A copy of an instance with some fields set."},
     {"instructions", py_instructions, METH_O,

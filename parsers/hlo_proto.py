@@ -83,9 +83,9 @@ class _Reading:
             found = self.read[key] = (one, tail, (before, after), next(self.numbers))
         return found
 
-    def computation(self, c: DynamicMessage) -> tuple[Computation, dict[int, str]]:
-        """The computation, and its instructions' names by id."""
-        split = _split_in_c(c) or _split(c)
+    def computation(self, c: DynamicMessage, split: _Lists | None = None) -> tuple[Computation, dict[int, str]]:
+        """The computation (`split` its instructions, when known), and its instructions' names by id."""
+        split = split or _split_in_c(c) or _split(c)
         all_names, all_ids, all_operands, all_called, keys = split
         names = dict(zip(all_ids, all_names))
         position = {iid: n for n, iid in enumerate(all_ids)}
@@ -143,6 +143,15 @@ def _split_in_c(c: DynamicMessage) -> _Lists | None:
     return found
 
 
+def _splits_in_c(data: bytes, wrapped: bool) -> list[_Lists] | None:
+    """`_split` of every computation in a serialized module (of an HloProto's, `wrapped`), by the C
+    extension, straight from the bytes; None without it, or for bytes it leaves to Python."""
+    if _hloscan is None:
+        return None
+    found: list[_Lists] | None = _hloscan.computations(data, wrapped)
+    return found
+
+
 def _frame_tables(index: DynamicMessage) -> FrameTables:
     """The module's stack-frame index as 1-based tables, as HLO text prints them."""
     return {
@@ -161,14 +170,18 @@ def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
         return _module(proto, origin)
 
 
-def _module(proto: DynamicMessage, origin: str) -> Module:
+def _module(proto: DynamicMessage, origin: str, splits: list[_Lists] | None = None) -> Module:
+    """The model; `splits` the computations' instructions split from the bytes `proto` was parsed
+    from (else from each computation's message)."""
     comp_names = {c.id: c.name for c in proto.computations}
+    count = len(proto.computations)
+    given: list[_Lists | None] = [*splits] if splits is not None and len(splits) == count else [None] * count
     reading = _Reading(comp_names, _frame_tables(proto.stack_frame_index), origin)
     computations: dict[str, Computation] = {}
     schedule: dict[str, tuple[str, ...]] = {}
     sequences = proto.schedule.sequences
-    for c in proto.computations:
-        computations[c.name], names = reading.computation(c)
+    for c, split in zip(proto.computations, given):
+        computations[c.name], names = reading.computation(c, split)
         if c.id in sequences:
             ids = sequences[c.id].instruction_ids
             if all(i in names for i in ids):
@@ -216,10 +229,10 @@ def read_hlo_proto_bytes(data: bytes, origin: str = "") -> Module:
 def _read(data: bytes, origin: str) -> Module:
     wrapper = _parse(schema.HloProto, data)
     if wrapper is not None and wrapper.hlo_module.computations:
-        return module_from_proto(wrapper.hlo_module, origin)
+        return _module(wrapper.hlo_module, origin, _splits_in_c(data, wrapped=True))
     module = _parse(schema.HloModuleProto, data)
     if module is not None and module.computations and module.name:
-        return module_from_proto(module, origin)
+        return _module(module, origin, _splits_in_c(data, wrapped=False))
     raise InputError("not an HLO module (neither an xla.HloProto nor an xla.HloModuleProto)",
                      path=origin or None,
                      hint="expected a *.hlo.pb written by --xla_dump_to or a serialized module")

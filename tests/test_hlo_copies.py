@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from audit.costmodel.ops import base, module as cost
-from audit.parsers import hlo_proto, hlo_xla
+from audit.parsers import hlo_proto, hlo_schema as schema, hlo_xla
 from audit.parsers.hlo_proto import read_hlo_proto_bytes
 from audit.parsers.hlo_text import parse_hlo_text
 
@@ -157,3 +157,15 @@ def test_the_c_build_reads_renamed_copies_as_the_python_one(renamed: str, monkey
     c, python = read_hlo_proto_bytes(data), _read_in_python(data, monkeypatch)
     assert c == python and _contents(c) == _contents(python)
     assert cost.cost_module(c) == cost.cost_module(python)
+
+
+def test_a_module_split_in_c_from_its_bytes_or_per_computation_or_wrapped_reads_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    wrapped = shared_fixture(H100_DUMPS[0]).read_bytes()  # an HloProto, as --xla_dump_to writes
+    data = schema.HloProto.FromString(wrapped).hlo_module.SerializeToString()  # the bare module
+    whole = read_hlo_proto_bytes(data)
+    assert read_hlo_proto_bytes(wrapped) == whole
+    with monkeypatch.context() as patch:
+        patch.setattr(hlo_proto, "_splits_in_c", lambda data, wrapped: None)
+        per_computation = read_hlo_proto_bytes(data)
+    assert per_computation == whole and _contents(per_computation) == _contents(whole)
