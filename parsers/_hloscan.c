@@ -75,19 +75,25 @@ static int integers(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int wire
 
 typedef struct { PyObject *names, *ids, *operands, *called, *rests; } Lists;
 
-/* One instruction's fields, its bytes in [pos, end); `rest` a buffer as long as them. -1 on error. */
-static int instruction(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint8_t *rest, Lists *out) {
-    PyObject *name = NULL, *operands = PyList_New(0), *called = PyList_New(0), *t;
+/* One instruction's fields, its bytes in [pos, end): its name and id (`kept`: what the model keeps),
+ * else its operands, callees and rest (`rest` a buffer as long as its bytes). -1 on error. */
+static int instruction(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint8_t *rest, Lists *out, int kept_part) {
+    PyObject *name = NULL, *operands = NULL, *called = NULL, *t;
     int64_t id = 0;
     Py_ssize_t kept = 0;
-    int ok = operands != NULL && called != NULL;
+    int ok = 1;
+    if (!kept_part) {
+        operands = PyList_New(0);
+        called = PyList_New(0);
+        ok = operands != NULL && called != NULL;
+    }
     while (ok && pos < end) {
         Py_ssize_t start = pos;
         uint64_t tag = varint(buf, &pos, end);
         int field = (int)(tag >> 3), wire = (int)(tag & 7);
         Py_ssize_t value = pos, next = pos > end ? end + 1 : skip(buf, pos, end, wire);
         if (next > end) { ok = 0; break; }
-        if (field == 1 && wire == 2) {
+        if (field == 1 && wire == 2 && kept_part) {
             Py_ssize_t at = value;
             uint64_t size = varint(buf, &at, end);
             Py_XDECREF(name);
@@ -95,23 +101,24 @@ static int instruction(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint8
             ok = name != NULL;
         } else if (field == 35 && wire == 0) {
             id = (int64_t)varint(buf, &value, end);
+        } else if (field == 1 && wire == 2) {
         } else if (field == 36) {
-            ok = integers(buf, value, next, wire, operands) == 0;
+            ok = kept_part || integers(buf, value, next, wire, operands) == 0;
         } else if (field == 38) {
-            ok = integers(buf, value, next, wire, called) == 0;
-        } else if (field != 37) {
+            ok = kept_part || integers(buf, value, next, wire, called) == 0;
+        } else if (field != 37 && !kept_part) {
             memcpy(rest + kept, buf + start, (size_t)(next - start));
             kept += next - start;
         }
         pos = next;
     }
-    if (ok && name == NULL) name = PyUnicode_FromStringAndSize("", 0);
-    ok = ok && name != NULL;
-    if (ok) {
-        ok = PyList_Append(out->names, name) == 0;
+    if (ok && kept_part) {
+        if (name == NULL) name = PyUnicode_FromStringAndSize("", 0);
+        ok = name != NULL && PyList_Append(out->names, name) == 0;
         t = ok ? PyLong_FromLongLong(id) : NULL;
         ok = t != NULL && PyList_Append(out->ids, t) == 0; Py_XDECREF(t);
-        t = ok ? PyList_AsTuple(operands) : NULL;
+    } else if (ok) {
+        t = PyList_AsTuple(operands);
         ok = t != NULL && PyList_Append(out->operands, t) == 0; Py_XDECREF(t);
         t = ok ? PyList_AsTuple(called) : NULL;
         ok = t != NULL && PyList_Append(out->called, t) == 0; Py_XDECREF(t);
@@ -130,16 +137,21 @@ static PyObject *split(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end) {
     Lists out = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
     uint8_t *rest = PyMem_Malloc(end > pos ? (size_t)(end - pos) : 1);
     int ok = out.names && out.ids && out.operands && out.called && out.rests && rest;
-    while (ok && pos < end) {
-        uint64_t tag = varint(buf, &pos, end);
-        int field = (int)(tag >> 3), wire = (int)(tag & 7);
-        Py_ssize_t value = pos, next = pos > end ? end + 1 : skip(buf, pos, end, wire);
-        if (next > end) { ok = 0; break; }
-        if (field == 2 && wire == 2) {
-            varint(buf, &value, end);  /* the length, checked by skip */
-            ok = instruction(buf, value, next, rest, &out) == 0;
+    /* What the model keeps first, then what it drops: made together, the dropped objects would
+     * leave the kept ones scattered over memory the allocator cannot give back (200 MB of 500). */
+    for (int kept_part = 1; kept_part >= 0; kept_part--) {
+        Py_ssize_t at = pos;
+        while (ok && at < end) {
+            uint64_t tag = varint(buf, &at, end);
+            int field = (int)(tag >> 3), wire = (int)(tag & 7);
+            Py_ssize_t value = at, next = at > end ? end + 1 : skip(buf, at, end, wire);
+            if (next > end) { ok = 0; break; }
+            if (field == 2 && wire == 2) {
+                varint(buf, &value, end);  /* the length, checked by skip */
+                ok = instruction(buf, value, next, rest, &out, kept_part) == 0;
+            }
+            at = next;
         }
-        pos = next;
     }
     PyMem_Free(rest);
     PyObject *result = ok ? PyTuple_Pack(5, out.names, out.ids, out.operands, out.called, out.rests) : NULL;

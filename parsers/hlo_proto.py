@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 
 from . import hlo_schema as schema
 from ..errors import InputError
-from .collector import collector_paused
+from .hlo_collector import collector_paused
 from .hlo_checks import check_module
 from .hlo_model import Computation, Instruction, Module
 from .hlo_proto_fields import Attribute, called_attributes, named_template
@@ -69,6 +69,7 @@ class _Reading:
         self.contents: dict[tuple[Any, ...], int] = {}
         self.content_of: dict[int, int] = {}  # computation id -> content number
         self.fused: set[int] = set()  # ids of computations a fusion calls
+        self.calls: dict[tuple[int, tuple[int, ...]], tuple[tuple[str, ...], tuple[Attribute, ...]]] = {}
         self.numbers = itertools.count()
 
     def template(self, key: bytes, name: str, comp: str) -> tuple[Instruction, tuple[Any, ...], _Split, int]:
@@ -81,6 +82,18 @@ class _Reading:
             one, before, after = named_template(p, self.tables, name, comp, self.origin)
             tail = tuple(getattr(one, f) for f in _TAIL)
             found = self.read[key] = (one, tail, (before, after), next(self.numbers))
+        return found
+
+    def calling(self, number: int, called_ids: tuple[int, ...], one: Instruction, before: tuple[Attribute, ...],
+                after: tuple[Attribute, ...]) -> tuple[tuple[str, ...], tuple[Attribute, ...]]:
+        """The callees' names and the attributes of instruction `number` calling `called_ids`: one
+        pair for all its copies that call the same computations (an unrolled program's fusions)."""
+        key = (number, called_ids)
+        found = self.calls.get(key)
+        if found is None:
+            called = tuple([self.comps[i] for i in called_ids if i in self.comps])
+            attributes = (*before, *called_attributes(one.opcode, called), *after) if called else one.attributes
+            found = self.calls[key] = (called, attributes)
         return found
 
     def computation(self, c: DynamicMessage, split: _Lists | None = None) -> tuple[Computation, dict[int, str]]:
@@ -96,8 +109,10 @@ class _Reading:
         for name, iid, ids, called_ids, key in zip(*split):
             one, tail, (before, after), number = template(key, name, c.name)
             operands = tuple([names[i] if i in names else f"#{i}" for i in ids])
-            called = tuple([comps[i] for i in called_ids if i in comps])
-            attributes = (*before, *called_attributes(one.opcode, called), *after) if called else one.attributes
+            if called_ids:
+                called, attributes = self.calling(number, called_ids, one, before, after)
+            else:
+                called, attributes = (), one.attributes
             if one.opcode == "fusion":
                 self.fused.update(called_ids)
             if stamp is not None:

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from ...errors import InputError
 from ...parsers.hlo_model import Computation, Instruction, Module
-from ...parsers.collector import collector_paused
+from ...parsers.hlo_collector import collector_paused
 from ...parsers.ranges import MAX_EXECUTIONS
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost

@@ -1,4 +1,4 @@
-"""Python's cycle collector paused while a big model is built.
+"""Python's cycle collector paused while a big HLO model (or its costs) is built.
 
 The collector runs after every few hundred new container objects and, now and then, walks every
 object the process holds; building a model of 400,000 instructions (or its 400,000 costs) would
