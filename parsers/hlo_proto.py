@@ -179,12 +179,6 @@ def _frame_tables(index: DynamicMessage) -> FrameTables:
     }
 
 
-def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
-    """Build the model from a parsed HloModuleProto message."""
-    with collector_paused():
-        return _module(proto, origin)
-
-
 def _module(proto: DynamicMessage, origin: str, splits: list[_Lists] | None = None) -> Module:
     """The model; `splits` the computations' instructions split from the bytes `proto` was parsed
     from (else from each computation's message)."""
