@@ -21,13 +21,17 @@ def check_module(module: Module, origin: str = "") -> None:
     """**Raises:** `InputError` naming the instruction, for a call cycle, a nesting deeper than
     `MAX_NESTING`, an impossible shape or layout, a parameter without a number, or a
     backend_config nested deeper than `MAX_CONFIG_DEPTH`."""
-    checked: set[int] = set()  # shape objects, by identity: the readers share one per distinct shape
+    checked: set[int] = set()  # shapes and configs, by identity: the readers share one per distinct value
     for comp in module.computations.values():
         for instr in comp.instructions:
             if id(instr.shape) not in checked:
                 _check_shape(instr.shape, instr, comp.name, origin)
                 checked.add(id(instr.shape))
-            _check_fields(instr, comp.name, origin)
+            if instr.opcode == "parameter":
+                _check_parameter(instr, comp.name, origin)
+            if instr.backend_config and id(instr.backend_config) not in checked:
+                _check_config(instr, comp.name, origin)
+                checked.add(id(instr.backend_config))
     _check_acyclic(module, origin)
 
 
@@ -48,10 +52,13 @@ def _check_shape(shape: Shape, instr: Instruction, comp: str, origin: str) -> No
                                       f"permutation of the {len(leaf.dims)} dimensions of {leaf}", origin)
 
 
-def _check_fields(instr: Instruction, comp: str, origin: str) -> None:
-    if instr.opcode == "parameter" and not instr.attr("parameter_number").isdigit():
+def _check_parameter(instr: Instruction, comp: str, origin: str) -> None:
+    if not instr.attr("parameter_number").isdigit():
         raise _error(instr, comp, f"is parameter({instr.attr('parameter_number')[:30]}): a parameter's "
                                   "operand is its number", origin)
+
+
+def _check_config(instr: Instruction, comp: str, origin: str) -> None:
     config = instr.backend_config
     if config.count("{") + config.count("[") > MAX_CONFIG_DEPTH and _nesting(config) > MAX_CONFIG_DEPTH:
         raise _error(instr, comp, f"has a backend_config nested more than {MAX_CONFIG_DEPTH} deep", origin)
@@ -96,27 +103,29 @@ def _check_acyclic(module: Module, origin: str) -> None:
         if root in state:
             continue
         state[root] = 1
-        stack: list[tuple[str, list[tuple[str, Instruction]]]] = [(root, _calls(module, root))]
+        calls = _calls(module, root)
+        stack: list[tuple[str, list[tuple[str, Instruction]], list[tuple[str, Instruction]]]] = [
+            (root, calls, list(calls))]
         while stack:
-            name, pending = stack[-1]
+            name, calls, pending = stack[-1]
             if not pending:
                 state[name] = 2
                 stack.pop()
-                _check_height(module, name, height, origin)
+                _check_height(calls, name, height, origin)
                 continue
             callee, instr = pending.pop()
             seen = state.get(callee)
             if seen == 1:
-                path = " -> ".join([*(n for n, _ in stack[[n for n, _ in stack].index(callee):]), callee])
+                path = " -> ".join([*(n for n, _, _ in stack[[n for n, _, _ in stack].index(callee):]), callee])
                 raise _error(instr, name, f"calls {callee!r}, which is already running: a recursive call "
                                           f"({path}); HLO computations never recurse", origin)
             if seen is None:
                 state[callee] = 1
-                stack.append((callee, _calls(module, callee)))
+                calls = _calls(module, callee)
+                stack.append((callee, calls, list(calls)))
 
 
-def _check_height(module: Module, name: str, height: dict[str, int], origin: str) -> None:
-    calls = _calls(module, name)
+def _check_height(calls: list[tuple[str, Instruction]], name: str, height: dict[str, int], origin: str) -> None:
     deepest = max(calls, key=lambda c: height[c[0]], default=None)
     height[name] = 1 + (height[deepest[0]] if deepest else 0)
     if deepest is not None and height[name] > MAX_NESTING:
@@ -127,10 +136,11 @@ def _check_height(module: Module, name: str, height: dict[str, int], origin: str
 
 def _calls(module: Module, name: str) -> list[tuple[str, Instruction]]:
     out = []
-    for instr in module.computations[name].instructions:
+    computations = module.computations
+    for instr in computations[name].instructions:
         for called in instr.called:
             callee = called.lstrip("%")
-            if callee in module.computations:
+            if callee in computations:
                 out.append((callee, instr))
     return out
 

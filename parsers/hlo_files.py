@@ -9,7 +9,7 @@ from ..errors import InputError
 from .hlo_model import Module
 from .hlo_proto import read_hlo_proto_bytes
 from .hlo_text import parse_hlo_text
-from .hlo_xla import read_with_xla
+from .hlo_xla import module_from_xla, xla_proto
 from .input_files import MAX_HLO_BYTES, read_input
 
 _BINARY_SUFFIXES = (".hlo.pb", ".pb")
@@ -63,6 +63,13 @@ def looks_like_hlo_file(path: str | Path) -> bool:
         return False
 
 
+def _decoded(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"HLO text is not UTF-8 (byte {exc.start})", path=path) from None
+
+
 def load_hlo_file(path: str | Path) -> Module:
     """Read an HLO module from `path` (`*.hlo.pb`/`*.pb` binary, `*.txt`/`*.hlo` text).
 
@@ -76,12 +83,16 @@ def load_hlo_file(path: str | Path) -> Module:
     data = read_input(p, MAX_HLO_BYTES, "an HLO dump")
     name = p.name.lower()
     if _is_text_module(data[:_SNIFF_BYTES]):
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"HLO text is not UTF-8 (byte {exc.start})", path=p) from None
+        text = _decoded(data, p)
         del data  # a big text is held once while it is read
-        return read_with_xla(text, origin=str(p)) or parse_hlo_text(text, origin=str(p))
+        proto = xla_proto(text)
+        if proto is None:
+            return parse_hlo_text(text, origin=str(p))
+        del text  # nor while the model of XLA's proto of it is built
+        module = module_from_xla(proto, origin=str(p))
+        if module is not None:
+            return module
+        return parse_hlo_text(_decoded(read_input(p, MAX_HLO_BYTES, "an HLO dump"), p), origin=str(p))
     if name.endswith(_BINARY_SUFFIXES):
         return read_hlo_proto_bytes(data, origin=str(p))
     if name.endswith(_TEXT_SUFFIXES):

@@ -167,6 +167,10 @@ class Computation:
     id: int = 0
     root: str = ""
     is_fusion: bool = False
+    # Computations of one module with the same `content` are the same but for the names and ids of
+    # their instructions and of the computations they call (a program's renamed copies of one
+    # fused computation); None when the reader did not say.
+    content: int | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name = {i.name: i for i in self.instructions}

@@ -75,20 +75,30 @@ def platform_of(module: Module, path: str = "") -> Platform:
 def _from_contents(module: Module) -> Platform | None:
     """The platform the instructions show: library calls, backend configs, tiled layouts."""
     tiled, cpu = 0, ""
+    plain: set[int] = set()  # configs that say nothing, by identity: the readers share one per distinct value
+    tiles: dict[int, bool] = {}  # shapes, by identity, likewise
     for _, instr in module.instructions():
         target = instr.custom_call_target
-        if target.startswith(_GPU_TARGETS):
-            return Platform("gpu", _vendor(target), None, f"custom call {target}")
-        if target in _TPU_TARGETS:
-            return Platform("tpu", evidence=f"custom call {target}")
+        if target:
+            if target.startswith(_GPU_TARGETS):
+                return Platform("gpu", _vendor(target), None, f"custom call {target}")
+            if target in _TPU_TARGETS:
+                return Platform("tpu", evidence=f"custom call {target}")
         config = instr.backend_config
-        if config and any(key in config for key in _GPU_CONFIG_KEYS):
-            return Platform("gpu", evidence="GPU backend configs (operation queues, GEMM or cuDNN configs)")
+        if config and id(config) not in plain:
+            if any(key in config for key in _GPU_CONFIG_KEYS):
+                return Platform("gpu", evidence="GPU backend configs (operation queues, GEMM or cuDNN configs)")
+            if not any(key in config for key in _CPU_CONFIG_KEYS):
+                plain.add(id(config))
         if not cpu and target.startswith(_CPU_TARGETS):
             cpu = f"custom call {target}"
-        elif not cpu and config and any(key in config for key in _CPU_CONFIG_KEYS):
+        elif not cpu and config and id(config) not in plain and any(key in config for key in _CPU_CONFIG_KEYS):
             cpu = f"XLA:CPU backend config on {instr.name}"
-        tiled += any(leaf.tiles for leaf in instr.shape.leaves())
+        shape = instr.shape
+        tiled_shape = tiles.get(id(shape))
+        if tiled_shape is None:
+            tiled_shape = tiles[id(shape)] = any(leaf.tiles for leaf in shape.leaves())
+        tiled += tiled_shape
     if tiled:
         return Platform("tpu", evidence=f"tiled TPU layouts on {tiled} instructions")
     return Platform("cpu", evidence=cpu) if cpu else None

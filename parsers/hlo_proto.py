@@ -2,357 +2,169 @@
 
 `--xla_dump_to` writes `*.hlo.pb` as an HloProto (module plus buffer assignment); profiles
 embed the same message in `/host:metadata`; jaxlib serializes bare HloModuleProtos.
-Values are rendered the way HLO text prints them, so both readers give the same model.
+A big program repeats a few distinct instructions (an unrolled loop) or computations (renamed
+copies of one block): each distinct instruction is read once (`hlo_proto_fields`) and stamped
+per copy, and each distinct computation's content numbered, so that it is priced once too.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import fields as dataclass_fields
-from math import prod
+from typing import Any, Callable
 
-from typing import Any, Iterable
-
-import ml_dtypes
-import numpy as np
-import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from . import hlo_schema as schema
 from ..errors import InputError
+from .hlo_collector import collector_paused
 from .hlo_checks import check_module
-from .hlo_model import Computation, ConvDims, DotDims, Instruction, Metadata, Module, Shape
-from .hlo_syntax import make_layout
+from .hlo_model import Computation, Instruction, Module
+from .hlo_proto_fields import Attribute, called_attributes, named_template
 from .protobuild import DynamicMessage
-from .hlo_text import FrameTables, backend_config_attributes, frame_source
-from .replica_groups import Groups, check_groups, iota_groups, mesh_groups
+from .hlo_text import FrameTables
 
-_LAST_TILE_DIM_NAMES = {0: "replicated", 1: "maximal", 3: "other", 4: "manual", 5: "unknown",
-                        6: "unreduced"}
+# What tells apart an unrolled program's copies of one instruction (and a renamed program's copies of
+# one computation): read once, stamped per copy.
+_PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids", "called_computation_ids")
+try:
+    from . import _hloscan  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the Python split, the same result
+    _hloscan = None
 
 
-def _shape(proto: DynamicMessage) -> Shape:
-    """The shape a ShapeProto states; one Shape per distinct encoding (a program repeats a few shapes)."""
-    key = proto.SerializeToString()
-    found = _SHAPES.get(key)
-    if found is None:
-        if len(_SHAPES) >= _MAX_SHAPES:
-            _SHAPES.clear()
-        found = _SHAPES[key] = _read_shape(proto)
+def _stamper() -> Callable[..., Instruction] | None:
+    """The C copy of a template instruction with its name, operands, callees, id and attributes set
+    (what the constructor makes of the same fields, in a tenth of the time); None without it."""
+    if _hloscan is None:
+        return None
+    try:
+        _hloscan.layout(Instruction, tuple(f.name for f in dataclass_fields(Instruction)),
+                        ("name", "operands", "called", "id", "attributes"))
+    except TypeError:  # a layout it does not know: the constructor
+        return None
+    found: Callable[..., Instruction] = _hloscan.stamp
     return found
 
 
-_SHAPES: dict[bytes, Shape] = {}
-_MAX_SHAPES = 1 << 14
-
-
-def _read_shape(proto: DynamicMessage) -> Shape:
-    dtype = schema.PRIMITIVE_TYPES.get(proto.element_type, f"type{proto.element_type}")
-    if dtype == "tuple":
-        return Shape(dtype="tuple", tuple_shapes=tuple(_read_shape(s) for s in proto.tuple_shapes))
-    dims = tuple(proto.dimensions)
-    layout = proto.layout
-    # A combined tile dimension (printed `*`) is stored as INT64_MIN; both readers say -1.
-    tiles = tuple(tuple(d if d >= 0 else -1 for d in t.dimensions) for t in layout.tiles)
-    return Shape(dtype=dtype, dims=dims,
-                 layout=make_layout(len(dims), tuple(layout.minor_to_major), tiles,
-                                    layout.memory_space, proto.HasField("layout")),
-                 tiles=tiles, memory_space=layout.memory_space)
-
-
-def _join(values: Iterable[object]) -> str:
-    return ",".join(str(v) for v in values)
-
-
-def render_sharding(proto: DynamicMessage) -> str:
-    """An OpSharding as HLO text prints it, e.g. `{devices=[2,4]<=[8]}`."""
-    kind = proto.type
-    if kind == schema.SHARDING_TUPLE:
-        return "{" + ", ".join(render_sharding(s) for s in proto.tuple_shardings) + "}"
-    if kind in (schema.SHARDING_REPLICATED, schema.SHARDING_MANUAL, schema.SHARDING_UNKNOWN,
-                schema.SHARDING_UNREDUCED):
-        return "{" + _LAST_TILE_DIM_NAMES[kind] + "}"
-    if kind == schema.SHARDING_MAXIMAL:
-        return "{maximal device=" + str(proto.tile_assignment_devices[0]) + "}"
-    text = "{devices=[" + _join(proto.tile_assignment_dimensions) + "]"
-    if proto.iota_reshape_dims:
-        text += "<=[" + _join(proto.iota_reshape_dims) + "]"
-        if len(proto.iota_reshape_dims) > 1:
-            text += "T(" + _join(proto.iota_transpose_perm) + ")"
-    else:
-        text += _join(proto.tile_assignment_devices)
-    if proto.replicate_on_last_tile_dim:
-        text += " last_tile_dim_replicate"
-    if proto.last_tile_dims:
-        text += " last_tile_dims={" + ", ".join(_LAST_TILE_DIM_NAMES.get(t, str(t))
-                                                for t in proto.last_tile_dims) + "}"
-    return text + "}"
-
-
-def _iota(proto: DynamicMessage) -> Groups:
-    return iota_groups(proto.num_replica_groups, proto.num_devices_per_group,
-                       tuple(proto.iota_reshape_dims), tuple(proto.iota_transpose_perm))
-
-
-def _mesh(proto: DynamicMessage) -> Groups:
-    axes = [(a.name, a.size) for a in proto.mesh.axes]
-    if not axes:
-        return tuple((d,) for d in proto.mesh.device_ids)  # a maximal mesh: one device
-    refs = []
-    for ref in proto.axes:
-        if not 0 <= ref.mesh_axis_index < len(axes):
-            raise InputError(f"mesh replica groups: axis index {ref.mesh_axis_index} of a mesh of {len(axes)} axes")
-        name = axes[ref.mesh_axis_index][0]
-        sub = ref.sub_axis_info
-        refs.append((name, sub.pre_size, sub.size) if ref.HasField("sub_axis_info") else name)
-    ids = None
-    if proto.mesh.device_ids:
-        sizes = [s for _, s in axes]
-        if len(proto.mesh.device_ids) != prod(sizes):
-            raise InputError(f"mesh device_ids: {len(proto.mesh.device_ids)} ids for a mesh of {sizes}")
-        ids = np.array(proto.mesh.device_ids).reshape(sizes)
-    return mesh_groups(axes, refs, ids)
-
-
-def _replica_groups(proto: DynamicMessage) -> Groups | None:
-    if proto.HasField("mesh_axes_replica_group_list"):
-        groups = _mesh(proto.mesh_axes_replica_group_list)
-    elif proto.HasField("iota_collective_device_list"):
-        groups = _iota(proto.iota_collective_device_list)
-    elif proto.collective_device_list.HasField("iota_replica_group_list"):
-        groups = _iota(proto.collective_device_list.iota_replica_group_list)
-    else:
-        listed = proto.collective_device_list.replica_groups or proto.replica_groups
-        groups = tuple(tuple(g.replica_ids) for g in listed)
-    return check_groups(groups) or None
-
-
-def _conv(proto: DynamicMessage) -> ConvDims:
-    d = proto.convolution_dimension_numbers
-    window = proto.window.dimensions
-    return ConvDims(
-        input_batch=d.input_batch_dimension, input_feature=d.input_feature_dimension,
-        input_spatial=tuple(d.input_spatial_dimensions),
-        kernel_input_feature=d.kernel_input_feature_dimension,
-        kernel_output_feature=d.kernel_output_feature_dimension,
-        kernel_spatial=tuple(d.kernel_spatial_dimensions),
-        output_batch=d.output_batch_dimension, output_feature=d.output_feature_dimension,
-        output_spatial=tuple(d.output_spatial_dimensions),
-        window_size=tuple(w.size for w in window),
-        window_stride=tuple(w.stride or 1 for w in window),
-        lhs_dilation=tuple(w.base_dilation or 1 for w in window),
-        rhs_dilation=tuple(w.window_dilation or 1 for w in window),
-        feature_group_count=proto.feature_group_count or 1,
-        batch_group_count=proto.batch_group_count or 1)
-
-
-def _window_text(window: DynamicMessage) -> str:
-    """A Window as HLO text prints it: `{size=3x3 stride=2x2 pad=0_1x0_1 ...}`."""
-    dims = list(window.dimensions)
-
-    def part(key: str, values: list[int], default: int) -> str:
-        return f" {key}=" + "x".join(str(v) for v in values) if any(v != default for v in values) else ""
-
-    text = "size=" + "x".join(str(w.size) for w in dims)
-    text += part("stride", [w.stride or 1 for w in dims], 1)
-    if any(w.padding_low or w.padding_high for w in dims):
-        text += " pad=" + "x".join(f"{w.padding_low}_{w.padding_high}" for w in dims)
-    text += part("lhs_dilate", [w.base_dilation or 1 for w in dims], 1)
-    text += part("rhs_dilate", [w.window_dilation or 1 for w in dims], 1)
-    text += part("rhs_reversal", [int(w.window_reversal) for w in dims], 0)
-    return "{" + text + "}"
-
-
-def _padding_text(config: DynamicMessage) -> str:
-    dims = list(config.dimensions)
-    interior = any(d.interior_padding for d in dims)
-    return "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}"
-                    + (f"_{d.interior_padding}" if interior else "") for d in dims)
-
-
-# dtype -> (LiteralProto field, numpy element type); packed fields are little-endian bytes.
-_LITERAL_FIELDS: dict[str, tuple[str, npt.DTypeLike]] = {
-    "pred": ("preds", np.bool_), "s32": ("s32s", np.int32), "s64": ("s64s", np.int64),
-    "u32": ("u32s", np.uint32), "u64": ("u64s", np.uint64), "f32": ("f32s", np.float32),
-    "f64": ("f64s", np.float64), "s8": ("s8s", "<i1"), "u8": ("u8s", "<u1"),
-    "s16": ("s16s", "<i2"), "u16": ("u16s", "<u2"), "f16": ("f16s", "<f2"),
-    "bf16": ("bf16s", ml_dtypes.bfloat16), "f8e5m2": ("f8e5m2s", ml_dtypes.float8_e5m2),
-    "f8e4m3fn": ("f8e4m3fns", ml_dtypes.float8_e4m3fn),
-    "f8e4m3b11fnuz": ("f8e4m3b11fnuzs", ml_dtypes.float8_e4m3b11fnuz),
-    "f8e5m2fnuz": ("f8e5m2fnuzs", ml_dtypes.float8_e5m2fnuz),
-    "f8e4m3fnuz": ("f8e4m3fnuzs", ml_dtypes.float8_e4m3fnuz),
-    "f8e4m3": ("f8e4m3s", ml_dtypes.float8_e4m3), "f8e3m4": ("f8e3m4s", ml_dtypes.float8_e3m4),
-}
-_INLINE_ELEMENTS = 10  # XLA prints larger constants as `{...}`
-
-
-def _float_text(value: float, dtype: str) -> str:
-    """XLA's RoundTripFpToString: f32/f64 try digits10 then max_digits10; others max_digits10."""
-    if dtype == "f32":
-        short = "%.6g" % value
-        return short if np.float32(float(short)) == np.float32(value) else "%.9g" % value
-    if dtype == "f64":
-        short = "%.15g" % value
-        return short if float(short) == value else "%.17g" % value
-    mantissa = ml_dtypes.finfo(_LITERAL_FIELDS[dtype][1]).nmant + 1  # type: ignore[no-untyped-call]  # ml_dtypes.finfo is unannotated
-    return "%.*g" % (int(np.ceil(1 + mantissa * np.log10(2))), value)
-
-
-def _element_text(value: Any, dtype: str) -> str:
-    if dtype == "pred":
-        return "true" if value else "false"
-    if dtype[0] == "f" or dtype == "bf16":
-        return _float_text(float(value), dtype)
-    return str(int(value))
-
-
-def _literal_text(literal: DynamicMessage) -> str | None:
-    """A constant's value as HLO text prints it (scalars and vectors up to 10 elements)."""
-    shape = _shape(literal.shape)
-    spec = _LITERAL_FIELDS.get(shape.dtype)
-    if spec is None or len(shape.dims) > 1:
-        return None
-    if shape.elements > _INLINE_ELEMENTS:
-        return "{...}"
-    raw = getattr(literal, spec[0])
-    values = np.frombuffer(raw, dtype=spec[1]) if isinstance(raw, bytes) else list(raw)
-    if len(values) != shape.elements:
-        return None
-    texts = [_element_text(v, shape.dtype) for v in values]
-    return texts[0] if not shape.dims else "{" + ", ".join(texts) + "}"
-
-
-# xla.FftType, xla.PrecisionConfig.Precision and .Algorithm as HLO text prints them.
-_FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
-_PRECISIONS = {0: "default", 1: "high", 2: "highest"}
-_ALGORITHMS = {1: "dot_any_f8_any_f8_f32", 2: "dot_any_f8_any_f8_f32_fast_accum", 3: "dot_f16_f16_f16",
-               4: "dot_f16_f16_f32", 5: "dot_bf16_bf16_bf16", 6: "dot_bf16_bf16_f32", 7: "dot_bf16_bf16_f32_x3",
-               8: "dot_bf16_bf16_f32_x6", 9: "dot_tf32_tf32_f32", 10: "dot_tf32_tf32_f32_x3",
-               11: "dot_f32_f32_f32", 12: "dot_f64_f64_f64", 13: "dot_bf16_bf16_f32_x9"}
-
-
-# Names of the called computations by opcode, in `called_computation_ids` order.
-_CALLED_NAMES = {"while": ("body", "condition"), "fusion": ("calls",),
-                 "select-and-scatter": ("select", "scatter"), "async-start": ("calls",),
-                 "call": ("to_apply",)}
-
-
-def _called_attributes(opcode: str, called: tuple[str, ...]) -> list[tuple[str, str]]:
-    if not called:
-        return []
-    if opcode == "conditional":
-        return [("branch_computations", "{" + ", ".join(called) + "}")]
-    if opcode == "custom-call":
-        return [("called_computations", "{" + ", ".join(called) + "}")]
-    keys = _CALLED_NAMES.get(opcode, ("to_apply",))
-    return list(zip(keys, called))
-
-
-def _attributes(p: DynamicMessage, called: tuple[str, ...], config: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    if p.opcode == "parameter":
-        out.append(("parameter_number", str(p.parameter_number)))
-    literal = _literal_text(p.literal) if p.HasField("literal") else None
-    if literal is not None:
-        out.append(("literal", literal))
-    if p.opcode == "get-tuple-element":
-        out.append(("index", str(p.tuple_index)))
-    if p.comparison_direction:
-        out.append(("direction", p.comparison_direction))
-    if p.HasField("window"):
-        out.append(("window", _window_text(p.window)))
-    if p.opcode == "pad":
-        out.append(("padding", _padding_text(p.padding_config)))
-    if p.dynamic_slice_sizes:
-        out.append(("dynamic_slice_sizes", "{" + _join(p.dynamic_slice_sizes) + "}"))
-    if p.gather_slice_sizes:
-        out.append(("slice_sizes", "{" + _join(p.gather_slice_sizes) + "}"))
-    if p.opcode == "topk":
-        out.append(("k", str(p.k)))
-    if p.opcode == "fft":
-        out.append(("fft_type", _FFT_TYPES.get(p.fft_type, str(p.fft_type))))
-        out.append(("fft_length", "{" + _join(p.fft_length) + "}"))
-    if p.HasField("precision_config"):
-        precision = p.precision_config
-        if any(precision.operand_precision):
-            out.append(("operand_precision",
-                        "{" + ",".join(_PRECISIONS.get(v, str(v)) for v in precision.operand_precision) + "}"))
-        if precision.algorithm:
-            out.append(("algorithm", _ALGORITHMS.get(precision.algorithm, str(precision.algorithm))))
-    out += _called_attributes(p.opcode, called)
-    if p.metadata.stack_frame_id:
-        out.append(("stack_frame_id", str(p.metadata.stack_frame_id)))
-    return out + backend_config_attributes(config)
-
-
-def _named_instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
-                       name: str, comp: str, origin: str) -> Instruction:
-    """`_instruction`, with an error in its fields naming where it sits (`name`: the message's own,
-    which the reader clears before it reads)."""
-    try:
-        return _instruction(p, names, comps, tables)
-    except InputError as exc:
-        raise InputError(f"HLO instruction {name!r} in computation {comp!r}: {exc.message}",
-                         path=origin or None) from None
-
-
-def _instruction(p: DynamicMessage, names: dict[int, str], comps: dict[int, str],
-                 tables: FrameTables | None = None) -> Instruction:
-    called = tuple(comps[c] for c in p.called_computation_ids if c in comps)
-    config = p.backend_config.decode("utf-8", errors="replace")
-    dot = None
-    if p.opcode == "dot" or p.HasField("dot_dimension_numbers"):
-        d = p.dot_dimension_numbers
-        dot = DotDims(tuple(d.lhs_batch_dimensions), tuple(d.rhs_batch_dimensions),
-                      tuple(d.lhs_contracting_dimensions), tuple(d.rhs_contracting_dimensions))
-    m = p.metadata
-    source_file, source_line = m.source_file, m.source_line
-    if not source_file and m.stack_frame_id and tables:  # the source its stack frame names
-        found, line = frame_source(m.stack_frame_id, tables)
-        if found:
-            source_file, source_line = found, line
-    return Instruction(
-        name=p.name, opcode=p.opcode, shape=_shape(p.shape),
-        operands=tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids), called=called, id=p.id,
-        fusion_kind=p.fusion_kind, dot=dot,
-        # cuDNN convolution custom calls carry dimension numbers too.
-        conv=_conv(p) if p.opcode == "convolution" or p.HasField("convolution_dimension_numbers") else None,
-        replica_groups=_replica_groups(p),
-        channel_id=p.channel_id if p.channel_id > 0 else None,
-        use_global_device_ids=p.use_global_device_ids,
-        dimensions=tuple(p.dimensions),
-        slice=tuple((s.start, s.limit, s.stride or 1) for s in p.slice_dimensions),
-        source_target_pairs=tuple((s.source, s.target) for s in p.source_target_pairs),
-        custom_call_target=p.custom_call_target, backend_config=config,
-        sharding=render_sharding(p.sharding) if p.HasField("sharding") else "",
-        metadata=Metadata(op_type=m.op_type, op_name=m.op_name, source_file=source_file, source_line=source_line),
-        attributes=tuple(_attributes(p, called, config)))
-
-
-# What tells apart an unrolled program's copies of one instruction: read once, stamped per copy.
-_PER_COPY = ("name", "id", "operand_ids", "control_predecessor_ids")
+_STAMP = _stamper()
 _MAX_READ = 1 << 16
-_TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:]  # the fields after `id`
+_TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:-1]  # between `id` and `attributes`
+# A computation this big is the body of a program, never a fused computation: not worth a content key.
+_MAX_CONTENT = 1 << 12
 
 
-def _instructions(c: DynamicMessage, names: dict[int, str], comps: dict[int, str], tables: FrameTables,
-                  read: dict[bytes, tuple[Any, ...]], origin: str = "") -> list[Instruction]:
-    """The computation's instructions; each distinct one but for its name, id and operands is read
-    once (`read`, shared by the module's computations), the messages losing those fields."""
-    out = []
+_Split = tuple[tuple[Attribute, ...], tuple[Attribute, ...]]
+
+
+class _Reading:
+    """What reading a module's computations shares: each distinct instruction read once (`read`,
+    by its message less its names and ids, with a number that is never reused), and each distinct
+    computation's content numbered (`contents`, by its instructions' numbers, operand positions and
+    callees' contents)."""
+
+    def __init__(self, comps: dict[int, str], tables: FrameTables, origin: str) -> None:
+        self.comps, self.tables, self.origin = comps, tables, origin
+        self.read: dict[bytes, tuple[Instruction, tuple[Any, ...], _Split, int]] = {}
+        self.contents: dict[tuple[Any, ...], int] = {}
+        self.content_of: dict[int, int] = {}  # computation id -> content number
+        self.fused: set[int] = set()  # ids of computations a fusion calls
+        self.calls: dict[tuple[int, tuple[int, ...]], tuple[tuple[str, ...], tuple[Attribute, ...]]] = {}
+        self.numbers = itertools.count()
+
+    def template(self, key: bytes, name: str, comp: str) -> tuple[Instruction, tuple[Any, ...], _Split, int]:
+        """The instruction whose message less its per-copy fields is `key`, as read the first time."""
+        found = self.read.get(key)
+        if found is None:
+            if len(self.read) >= _MAX_READ:
+                self.read.clear()
+            p = schema.HloInstructionProto.FromString(key)
+            one, before, after = named_template(p, self.tables, name, comp, self.origin)
+            tail = tuple(getattr(one, f) for f in _TAIL)
+            found = self.read[key] = (one, tail, (before, after), next(self.numbers))
+        return found
+
+    def calling(self, number: int, called_ids: tuple[int, ...], one: Instruction, before: tuple[Attribute, ...],
+                after: tuple[Attribute, ...]) -> tuple[tuple[str, ...], tuple[Attribute, ...]]:
+        """The callees' names and the attributes of instruction `number` calling `called_ids`: one
+        pair for all its copies that call the same computations (an unrolled program's fusions)."""
+        key = (number, called_ids)
+        found = self.calls.get(key)
+        if found is None:
+            called = tuple([self.comps[i] for i in called_ids if i in self.comps])
+            attributes = (*before, *called_attributes(one.opcode, called), *after) if called else one.attributes
+            found = self.calls[key] = (called, attributes)
+        return found
+
+    def computation(self, c: DynamicMessage, split: _Lists | None = None) -> tuple[Computation, dict[int, str]]:
+        """The computation (`split` its instructions, when known), and its instructions' names by id."""
+        split = split or _split_in_c(c) or _split(c)
+        all_names, all_ids, all_operands, all_called, keys = split
+        names = dict(zip(all_ids, all_names))
+        position = {iid: n for n, iid in enumerate(all_ids)}
+        keyed = len(keys) <= _MAX_CONTENT
+        shape_of: list[tuple[Any, ...]] = []
+        out = []
+        comps, content_of, template, stamp = self.comps, self.content_of, self.template, _STAMP
+        for name, iid, ids, called_ids, key in zip(*split):
+            one, tail, (before, after), number = template(key, name, c.name)
+            operands = tuple([names[i] if i in names else f"#{i}" for i in ids])
+            if called_ids:
+                called, attributes = self.calling(number, called_ids, one, before, after)
+            else:
+                called, attributes = (), one.attributes
+            if one.opcode == "fusion":
+                self.fused.update(called_ids)
+            if stamp is not None:
+                out.append(stamp(one, name, operands, called, iid, attributes))
+            else:
+                out.append(Instruction(name, one.opcode, one.shape, operands, called, iid,  # type: ignore[call-arg]
+                                       *tail, attributes))  # the fields between, as read (`_TAIL`)
+            if keyed:
+                shape_of.append((number, tuple([position.get(i, -1) for i in ids]),
+                                 tuple([content_of.get(i, comps.get(i)) for i in called_ids])))
+        content = None
+        if keyed:
+            content = self.contents.setdefault((tuple(shape_of), position.get(c.root_id, -1)), len(self.contents))
+            self.content_of[c.id] = content
+        comp = Computation(name=c.name, instructions=out, id=c.id, root=names.get(c.root_id, ""),
+                           is_fusion=c.is_fusion_computation, content=content)
+        return comp, names
+
+
+_Lists = tuple[list[str], list[int], list[tuple[int, ...]], list[tuple[int, ...]], list[bytes]]
+
+
+def _split(c: DynamicMessage) -> _Lists:
+    """The computation's instructions' names, ids, operand ids, callee ids, and messages less those
+    (and their control predecessors), serialized: what copies of one instruction differ in and share."""
+    out: _Lists = ([], [], [], [], [])
     for p in c.instructions:
-        name, iid = p.name, p.id
-        operands = tuple(names[i] if i in names else f"#{i}" for i in p.operand_ids)
+        out[0].append(p.name)
+        out[1].append(p.id)
+        out[2].append(tuple(p.operand_ids))
+        out[3].append(tuple(p.called_computation_ids))
         for field in _PER_COPY:
             p.ClearField(field)
-        key = p.SerializeToString()
-        fields = read.get(key)
-        if fields is None:
-            if len(read) >= _MAX_READ:
-                read.clear()
-            one = _named_instruction(p, names, comps, tables, name, c.name, origin)
-            fields = read[key] = (one.opcode, one.shape, one.called) + tuple(getattr(one, f) for f in _TAIL)
-        out.append(Instruction(name, fields[0], fields[1], operands, fields[2], iid, *fields[3:]))
+        out[4].append(p.SerializeToString())
     return out
+
+
+def _split_in_c(c: DynamicMessage) -> _Lists | None:
+    """`_split` by the C extension built at install (None without it, or for bytes it leaves to Python)."""
+    if _hloscan is None:
+        return None
+    found: _Lists | None = _hloscan.instructions(c.SerializeToString())
+    return found
+
+
+def _splits_in_c(data: bytes, wrapped: bool) -> list[_Lists] | None:
+    """`_split` of every computation in a serialized module (of an HloProto's, `wrapped`), by the C
+    extension, straight from the bytes; None without it, or for bytes it leaves to Python."""
+    if _hloscan is None:
+        return None
+    found: list[_Lists] | None = _hloscan.computations(data, wrapped)
+    return found
 
 
 def _frame_tables(index: DynamicMessage) -> FrameTables:
@@ -367,20 +179,26 @@ def _frame_tables(index: DynamicMessage) -> FrameTables:
     }
 
 
-def module_from_proto(proto: DynamicMessage, origin: str = "") -> Module:
-    """Build the model from a parsed HloModuleProto message."""
+def _module(proto: DynamicMessage, origin: str, splits: list[_Lists] | None = None) -> Module:
+    """The model; `splits` the computations' instructions split from the bytes `proto` was parsed
+    from (else from each computation's message)."""
     comp_names = {c.id: c.name for c in proto.computations}
-    fused = {cid for c in proto.computations for i in c.instructions if i.opcode == "fusion"
-             for cid in i.called_computation_ids}
+    count = len(proto.computations)
+    given: list[_Lists | None] = [*splits] if splits is not None and len(splits) == count else [None] * count
+    reading = _Reading(comp_names, _frame_tables(proto.stack_frame_index), origin)
     computations: dict[str, Computation] = {}
-    tables = _frame_tables(proto.stack_frame_index)
-    schedule = _schedule(proto)  # before the instructions' ids are cleared
-    read: dict[bytes, tuple[Any, ...]] = {}
-    for c in proto.computations:
-        names = {i.id: i.name for i in c.instructions}
-        computations[c.name] = Computation(
-            name=c.name, instructions=_instructions(c, names, comp_names, tables, read, origin), id=c.id,
-            root=names.get(c.root_id, ""), is_fusion=c.is_fusion_computation or c.id in fused)
+    schedule: dict[str, tuple[str, ...]] = {}
+    sequences = proto.schedule.sequences
+    for c, split in zip(proto.computations, given):
+        computations[c.name], names = reading.computation(c, split)
+        if c.id in sequences:
+            ids = sequences[c.id].instruction_ids
+            if all(i in names for i in ids):
+                schedule[c.name] = tuple([names[i] for i in ids])
+    for cid in reading.fused:
+        fused = computations.get(comp_names.get(cid, ""))
+        if fused is not None and fused.id == cid:
+            fused.is_fusion = True
     entry = proto.entry_computation_name or comp_names.get(proto.entry_computation_id, "")
     if entry not in computations:
         raise InputError(f"HLO module {proto.name!r} has no entry computation {entry!r}",
@@ -401,19 +219,6 @@ def _aliased_outputs(proto: DynamicMessage) -> dict[int, int]:
     return out
 
 
-def _schedule(proto: DynamicMessage) -> dict[str, tuple[str, ...]]:
-    """Computation name -> instruction names in scheduled order, from the module's HloScheduleProto."""
-    out: dict[str, tuple[str, ...]] = {}
-    for c in proto.computations:
-        if c.id not in proto.schedule.sequences:
-            continue
-        names = {i.id: i.name for i in c.instructions}
-        ids = proto.schedule.sequences[c.id].instruction_ids
-        if all(i in names for i in ids):
-            out[c.name] = tuple(names[i] for i in ids)
-    return out
-
-
 def _parse(message_class: DynamicMessage, data: bytes) -> DynamicMessage | None:
     try:
         return message_class.FromString(data)
@@ -426,12 +231,17 @@ def read_hlo_proto_bytes(data: bytes, origin: str = "") -> Module:
 
     **Raises:** `InputError` ("not an HLO module") when the bytes are neither.
     """
+    with collector_paused():
+        return _read(data, origin)
+
+
+def _read(data: bytes, origin: str) -> Module:
     wrapper = _parse(schema.HloProto, data)
     if wrapper is not None and wrapper.hlo_module.computations:
-        return module_from_proto(wrapper.hlo_module, origin)
+        return _module(wrapper.hlo_module, origin, _splits_in_c(data, wrapped=True))
     module = _parse(schema.HloModuleProto, data)
     if module is not None and module.computations and module.name:
-        return module_from_proto(module, origin)
+        return _module(module, origin, _splits_in_c(data, wrapped=False))
     raise InputError("not an HLO module (neither an xla.HloProto nor an xla.HloModuleProto)",
                      path=origin or None,
                      hint="expected a *.hlo.pb written by --xla_dump_to or a serialized module")

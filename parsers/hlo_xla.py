@@ -3,7 +3,7 @@
 XLA's parser is C++: it turns a 50 MB text into a module proto in about 4 s of CPU, where
 reading it line by line in Python takes about 16 s. It is a private jaxlib API
 (`xla_client.hlo.hlo_module_from_text`), so it is used only on the jax versions it was checked
-on (`CHECKED_JAX`), only for texts big enough to be worth JAX's import, and never on its own
+on (`CHECKED_JAX`), only for texts big enough to be worth jaxlib's import, and never on its own
 word: text it refuses, or a proto the proto reader refuses, is read by our text parser, whose
 errors are the ones a user sees. So is text whose instruction names repeat (written by hand:
 XLA's dumps name each instruction once), which XLA's parser would rename. Small texts always go
@@ -23,7 +23,7 @@ from .hlo_proto import read_hlo_proto_bytes
 # jax versions (major, minor) on which the equivalence tests ran against this API.
 CHECKED_JAX = ((0, 10),)
 _INSTRUCTION_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s", re.MULTILINE)
-# Below this size our parser is as quick as importing JAX and converting.
+# Below this size our parser is as quick as importing jaxlib and converting.
 MIN_BYTES = 4 << 20
 
 
@@ -40,7 +40,9 @@ def text_to_proto(text: str) -> bytes | None:
     """The serialized HloModuleProto XLA's parser makes of `text`; None when it refuses the text
     or the API is not there."""
     try:
-        from jax._src.lib import xla_client
+        # jaxlib's own module (what jax._src.lib.xla_client names), without importing JAX: 50 MB
+        # and half a second less beside XLA's module of a big text.
+        from jaxlib import xla_client
         module = xla_client.hlo.hlo_module_from_text(text)
         data = bytes(module.as_serialized_hlo_module_proto())
     except Exception:  # any refusal (a syntax error, a moved API): our parser reads it and says why
@@ -64,13 +66,16 @@ def _release_freed_memory() -> None:
         pass
 
 
-def read_with_xla(text: str, origin: str = "") -> Module | None:
-    """The module XLA's parser and the proto reader make of `text`, or None (read it with ours)."""
+def xla_proto(text: str) -> bytes | None:
+    """The serialized module XLA's parser makes of `text`, or None (read it with ours): the text is
+    small, the jax untested, a name repeats, or XLA refuses it."""
     if len(text) < MIN_BYTES or not jax_checked() or not _names_unique(text):
         return None
-    data = text_to_proto(text)
-    if data is None:
-        return None
+    return text_to_proto(text)
+
+
+def module_from_xla(data: bytes, origin: str = "") -> Module | None:
+    """The module the proto reader makes of XLA's proto of a text, or None (read the text with ours)."""
     try:
         module = read_hlo_proto_bytes(data, origin=origin)
     except InputError:

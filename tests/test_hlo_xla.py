@@ -3,13 +3,16 @@ and our parser's own errors for text XLA refuses or we refuse."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from audit.costmodel.ops.module import cost_module
 from audit.errors import InputError
-from audit.parsers import hlo_xla
+from audit.parsers import hlo_files, hlo_xla
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_proto import read_hlo_proto_bytes
 from audit.parsers.hlo_text import parse_hlo_text
@@ -84,3 +87,32 @@ def test_without_the_private_api_our_parser_reads_it(xla_for_any_size: None, mon
 
     monkeypatch.delattr(xla_client.hlo, "hlo_module_from_text")
     assert all(i.id == 0 for _, i in load_hlo_file(shared_fixture(TPU_DUMP)).instructions())
+
+
+def test_the_text_is_not_held_while_the_model_of_its_proto_is_built(
+        xla_for_any_size: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = shared_fixture(TPU_DUMP)
+    size = path.stat().st_size
+    held: list[str] = []
+    real = hlo_files.module_from_xla
+
+    def building(data: bytes, origin: str = "") -> Any:
+        frame = sys._getframe(1)
+        while frame is not None:  # every caller's locals: none is the text (or its bytes)
+            held.extend(name for name, value in frame.f_locals.items()
+                        if isinstance(value, (str, bytes)) and len(value) >= size)
+            frame = frame.f_back
+        return real(data, origin)
+
+    monkeypatch.setattr(hlo_files, "module_from_xla", building)
+    assert any(i.id for _, i in load_hlo_file(path).instructions())  # read through XLA's proto
+    assert held == []
+
+
+def test_xla_parses_a_big_text_without_importing_jax(tmp_path: Path) -> None:
+    code = ("import sys; from audit.parsers import hlo_files, hlo_xla; hlo_xla.MIN_BYTES = 0; "
+            "m = hlo_files.load_hlo_file(sys.argv[1]); "
+            "print(any(i.id for _, i in m.instructions()), 'jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(shared_fixture(TPU_DUMP))],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]  # read through XLA's proto, and jaxlib alone imported

@@ -51,7 +51,16 @@ class Carried:
 
 
 def collectives_in(comp: Computation, ctx: CostContext) -> list[tuple[Instruction, Computation]]:
-    """The collectives of a fused computation and of the fusions nested in it, each computation once."""
+    """The collectives of a fused computation and of the fusions nested in it, each computation once;
+    found once per computation, however many fusions call it."""
+    key = ("collectives", comp.name)
+    found: list[tuple[Instruction, Computation]] | None = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = _collectives_in(comp, ctx)
+    return found
+
+
+def _collectives_in(comp: Computation, ctx: CostContext) -> list[tuple[Instruction, Computation]]:
     found: list[tuple[Instruction, Computation]] = []
     seen: set[str] = set()
     pending = [comp]

@@ -23,7 +23,8 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
     if carry is not None and carry.whole is not None:
         return carry.whole
     shapes = ctx.operand_shapes(instr)
-    key = (comp.name, instr.shape, *shapes)  # a fusion without a collective costs what its shapes do
+    # A fusion without a collective costs what its computation's content and its shapes do.
+    key = (comp.name if comp.content is None else comp.content, instr.shape, *shapes)
     known = ctx.fusions.get(key) if carry is None else None
     if known is not None:
         return known

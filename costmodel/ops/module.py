@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 from ...errors import InputError
 from ...parsers.hlo_model import Computation, Instruction, Module
+from ...parsers.hlo_collector import collector_paused
 from ...parsers.ranges import MAX_EXECUTIONS
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
@@ -39,6 +40,15 @@ def _times(a: int | None, b: int | None) -> int | None:
 
 def _named(module: Module, name: str) -> Computation | None:
     return module.computations.get(name.lstrip("%")) if name else None
+
+
+# The opcodes that run computations as ops of their own (`_callees`).
+_RUNS_OTHERS = frozenset({"while", "conditional", "call", "async-start"})
+
+
+def _running_others(comp: Computation) -> list[Instruction]:
+    """The computation's instructions that run computations as ops of their own."""
+    return [instr for instr in comp.instructions if instr.opcode in _RUNS_OTHERS]
 
 
 def _callees(module: Module, instr: Instruction, trips: int | None) -> Iterator[tuple[Computation, int | None]]:
@@ -74,7 +84,7 @@ def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
     while pending:
         comp = module.computations[pending.pop()]
         trips, wrapper = plan[comp.name]
-        for instr in comp.instructions:
+        for instr in _running_others(comp):
             for callee, n in _callees(module, instr, trips):
                 if callee.name in plan or callee.is_fusion:
                     continue
@@ -90,7 +100,7 @@ def check_executions(module: Module) -> None:
     unknown count or a branch once), counted in call order, each computation once."""
     runs = {module.entry: 1}
     for name in _callers_first(module):
-        for instr in module.computations[name].instructions:
+        for instr in _running_others(module.computations[name]):
             for callee, n in _callees(module, instr, runs.get(name, 0)):
                 if callee.is_fusion:
                     continue
@@ -118,7 +128,7 @@ def _callers_first(module: Module) -> list[str]:
             continue
         state[name] = 1
         stack.append((name, True))
-        for instr in module.computations[name].instructions:
+        for instr in _running_others(module.computations[name]):
             stack += [(c.name, False) for c, _ in _callees(module, instr, None) if not c.is_fusion
                       and not state.get(c.name)]
     return order[::-1]
@@ -138,7 +148,7 @@ def unknown_trip_loops(module: Module) -> list[tuple[str, int]]:
                 if comp.name in seen:
                     continue
                 seen.add(comp.name)
-                for inner in comp.instructions:
+                for inner in _running_others(comp):
                     pending += [c.name for c, _ in _callees(module, inner, None) if not c.is_fusion]
             out.append((instr.name, sum(len(module.computations[c].instructions) for c in seen)))
     return out
@@ -146,13 +156,22 @@ def unknown_trip_loops(module: Module) -> list[tuple[str, int]]:
 
 def device_count(module: Module) -> int | None:
     """Devices the program spans, as far as its collectives' device ids tell (largest id + 1)."""
-    ids = [d for _, i in module.instructions() for g in (i.replica_groups or ()) for d in g]
-    ids += [d for _, i in module.instructions() for pair in i.source_target_pairs for d in pair]
-    return max(ids) + 1 if ids else None
+    largest = -1
+    for _, i in module.instructions():
+        if i.replica_groups:
+            largest = max(largest, *(d for g in i.replica_groups for d in g))
+        if i.source_target_pairs:
+            largest = max(largest, *(d for pair in i.source_target_pairs for d in pair))
+    return largest + 1 if largest >= 0 else None
 
 
 def cost_module(module: Module, *, num_partitions: int | None = None) -> dict[str, OpCost]:
     """An OpCost for every op that runs on its own, keyed by instruction name, per execution."""
+    with collector_paused():
+        return _cost_module(module, num_partitions)
+
+
+def _cost_module(module: Module, num_partitions: int | None) -> dict[str, OpCost]:
     devices = num_partitions or device_count(module)
     costs: dict[str, OpCost] = {}
     memo: dict[tuple[str, str], Any] = {}
