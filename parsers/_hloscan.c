@@ -7,6 +7,7 @@
  *       HloModuleProto, or of the module of an HloProto (`wrapped`)
  *   layout(cls, fields, stamped) -> None: learn where a slots class keeps its fields (raises when
  *       `fields` are not all of them, stored as object pointers); `stamped` the fields stamp sets
+ *       (up to 16; up to 4 classes, a class learned again replacing what was learned of it)
  *   stamp(template, *values) -> a copy of the instance `template` with the `stamped` fields set
  *       to `values`: what cls(...) with the template's other fields makes, without its __init__
  *
@@ -221,10 +222,15 @@ static PyObject *py_computations(PyObject *self, PyObject *args) {
     return or_none(out);
 }
 
-/* The slots class `layout` learned, and the offsets of the fields `stamp` sets. */
-static PyTypeObject *stamped_type = NULL;
-static Py_ssize_t stamped_at[8];
-static Py_ssize_t stamped_count = 0;
+/* The slots classes `layout` learned, each with the offsets of the fields `stamp` sets. */
+#define MAX_CLASSES 4
+#define MAX_STAMPED 16
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t at[MAX_STAMPED];
+    Py_ssize_t count;
+} Layout;
+static Layout layouts[MAX_CLASSES];
 
 static Py_ssize_t slot_offset(PyTypeObject *cls, PyObject *field) {
     PyObject *descr = PyObject_GetAttr((PyObject *)cls, field);
@@ -246,7 +252,7 @@ static PyObject *py_layout(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(fields), k = PyTuple_GET_SIZE(stamped);
     Py_ssize_t slots = (cls->tp_basicsize - (Py_ssize_t)sizeof(PyObject)) / (Py_ssize_t)sizeof(PyObject *);
-    if (cls->tp_dictoffset || cls->tp_weaklistoffset || cls->tp_itemsize || slots != n || k > 8 ||
+    if (cls->tp_dictoffset || cls->tp_weaklistoffset || cls->tp_itemsize || slots != n || k > MAX_STAMPED ||
         cls->tp_base != &PyBaseObject_Type) {
         PyErr_SetString(PyExc_TypeError, "not a plain slots class of these fields");
         return NULL;
@@ -259,22 +265,31 @@ static PyObject *py_layout(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        if ((stamped_at[i] = slot_offset(cls, PyTuple_GET_ITEM(stamped, i))) < 0) return NULL;
+    Layout *entry = NULL;
+    for (int c = 0; c < MAX_CLASSES && entry == NULL; c++)
+        if (layouts[c].type == cls || layouts[c].type == NULL) entry = &layouts[c];
+    if (entry == NULL) {
+        PyErr_SetString(PyExc_TypeError, "no room for another class");
+        return NULL;
     }
-    Py_XDECREF(stamped_type);
-    Py_INCREF(cls);
-    stamped_type = cls;
-    stamped_count = k;
+    Layout learned = {cls, {0}, k};
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if ((learned.at[i] = slot_offset(cls, PyTuple_GET_ITEM(stamped, i))) < 0) return NULL;
+    }
+    if (entry->type == NULL) Py_INCREF(cls);
+    *entry = learned;
     Py_RETURN_NONE;
 }
 
 static PyObject *py_stamp(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (stamped_type == NULL || nargs != stamped_count + 1 || !Py_IS_TYPE(args[0], stamped_type)) {
-        PyErr_SetString(PyExc_TypeError, "stamp(template, *values) of the class layout learned");
+    const Layout *layout = NULL;
+    for (int c = 0; nargs > 0 && c < MAX_CLASSES && layout == NULL; c++)
+        if (layouts[c].type != NULL && Py_IS_TYPE(args[0], layouts[c].type)) layout = &layouts[c];
+    if (layout == NULL || nargs != layout->count + 1) {
+        PyErr_SetString(PyExc_TypeError, "stamp(template, *values) of a class layout learned");
         return NULL;
     }
-    PyTypeObject *cls = stamped_type;
+    PyTypeObject *cls = layout->type;
     PyObject *out = cls->tp_alloc(cls, 0);
     if (out == NULL) return NULL;
     char *from = (char *)args[0], *to = (char *)out;
@@ -283,8 +298,8 @@ static PyObject *py_stamp(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_XINCREF(v);
         *(PyObject **)(to + at) = v;
     }
-    for (Py_ssize_t i = 0; i < stamped_count; i++) {
-        PyObject **slot = (PyObject **)(to + stamped_at[i]);
+    for (Py_ssize_t i = 0; i < layout->count; i++) {
+        PyObject **slot = (PyObject **)(to + layout->at[i]);
         Py_XDECREF(*slot);
         Py_INCREF(args[i + 1]);
         *slot = args[i + 1];

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import fields as dataclass_fields
-from typing import Any, Callable
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -23,6 +23,7 @@ from .hlo_model import Computation, Instruction, Module
 from .hlo_proto_fields import Attribute, called_attributes, named_template
 from .protobuild import DynamicMessage
 from .hlo_text import FrameTables
+from .stamping import stamper
 
 # What tells apart an unrolled program's copies of one instruction (and a renamed program's copies of
 # one computation): read once, stamped per copy.
@@ -31,23 +32,9 @@ try:
     from . import _hloscan  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler: the Python split, the same result
     _hloscan = None
-
-
-def _stamper() -> Callable[..., Instruction] | None:
-    """The C copy of a template instruction with its name, operands, callees, id and attributes set
-    (what the constructor makes of the same fields, in a tenth of the time); None without it."""
-    if _hloscan is None:
-        return None
-    try:
-        _hloscan.layout(Instruction, tuple(f.name for f in dataclass_fields(Instruction)),
-                        ("name", "operands", "called", "id", "attributes"))
-    except TypeError:  # a layout it does not know: the constructor
-        return None
-    found: Callable[..., Instruction] = _hloscan.stamp
-    return found
-
-
-_STAMP = _stamper()
+# A template instruction copied with its name, operands, callees, id and attributes set (what the
+# constructor makes of the same fields, in a tenth of the time); None without the C build.
+_STAMP = stamper(Instruction, ("name", "operands", "called", "id", "attributes"))
 _MAX_READ = 1 << 16
 _TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:-1]  # between `id` and `attributes`
 # A computation this big is the body of a program, never a fused computation: not worth a content key.

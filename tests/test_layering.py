@@ -119,7 +119,7 @@ def test_the_cost_model_reads_no_trace():
 FORMAT_FREE = ("audit.parsers.readers", "audit.parsers.profile_model", "audit.parsers.inputs",
                "audit.parsers.input_files", "audit.parsers.hlo_", "audit.parsers.dtypes", "audit.parsers.ranges",
                "audit.parsers.replica_groups", "audit.parsers.user_cache", "audit.parsers.gpu_target",
-               "audit.parsers.protobuild")
+               "audit.parsers.protobuild", "audit.parsers.stamping")
 
 
 def format_imports(files: list[Path]) -> list[str]:

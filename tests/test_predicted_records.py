@@ -88,3 +88,27 @@ def _row(name):  # type: ignore[no-untyped-def]
                   category="loop fusion", framework_op="jit(f)/tanh", source="f.py:3", shape="f32[8]",
                   fingerprint="ab", devices=1, occurrences=1.0, measured_s=None, measured_s_max=None, self_s=None,
                   cost=None, expectation=None)
+
+
+def test_the_c_stamp_and_its_python_twin_make_the_same_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = shared_fixture(TPU_DUMP)
+    assert predicted._stamp is not predicted._stamp_values, "the C extension was not built"
+    stamped = analyse_hlo(path, hardware="v6e").to_json()["ops"]
+    monkeypatch.setattr(predicted, "_stamp", predicted._stamp_values)
+    assert analyse_hlo(path, hardware="v6e").to_json()["ops"] == stamped
+
+
+def test_a_stamp_changes_the_identity_and_nothing_else() -> None:
+    from dataclasses import fields
+
+    from audit.optable.join import IDENTITY
+
+    template = _record_of(_row("f.0"))
+    identity = ("0/g.7", 0, "m2", "g.7", "loop fusion", "jit(g)/exp", "g.py:9", "f32[16]", "cd", 0.5, "", 4)
+    for stamp in (predicted._stamp, predicted._stamp_values):
+        copy = stamp(template, *identity)
+        assert type(copy) is type(template)
+        assert [getattr(copy, n) for n in IDENTITY] == list(identity)
+        assert all(getattr(copy, f.name) == getattr(template, f.name) for f in fields(copy) if f.name not in IDENTITY)
+        with pytest.raises(TypeError):
+            stamp(template, *identity[:-1])

@@ -15,8 +15,10 @@ from typing import Any
 
 from ..costmodel.costs import Expectation, OpCost
 from ..parsers.hlo_model import Module
+from ..parsers.stamping import stamper
 from ..reports.model.record import OpRecord, record_of
 from .join import IDENTITY, Joined, StaticIdentity, static_row
+
 _NAMES = [f.name for f in fields(OpRecord)]
 _SLOTS = [_NAMES.index(name) for name in IDENTITY]
 _record_values = attrgetter(*_NAMES)
@@ -59,7 +61,7 @@ def predicted_records(module: Module, pid: int, costs: Mapping[str, OpCost],
     object each, which then costs no hashing of its fields per op.
     """
     ident = StaticIdentity(module, pid, devices)
-    seen: dict[tuple[int, int, float | None, str], list[Any]] = {}
+    seen: dict[tuple[int, int, float | None, str], OpRecord] = {}
     one = _Canonical()
     out = []
     # The ops are the instructions of computations that run on their own, never of fused ones.
@@ -74,17 +76,26 @@ def predicted_records(module: Module, pid: int, costs: Mapping[str, OpCost],
             out.append(judge_one(static_row(ident(name, instr, comp), instr, cost, exp)))
             continue
         key = (id(one(cost)), id(one(exp)), cost.trip_count, instr.opcode)
-        values = seen.get(key)
-        if values is None:
-            record = judge_one(static_row(ident(name, instr, comp), instr, cost, exp))
-            seen[key] = list(_record_values(record))
-            out.append(record)
+        template = seen.get(key)
+        if template is None:
+            template = seen[key] = judge_one(static_row(ident(name, instr, comp), instr, cost, exp))
+            out.append(template)
             continue
-        values = values.copy()
-        for slot, value in zip(_SLOTS, ident(name, instr, comp)):
-            values[slot] = value
-        out.append(record_of(values))
+        out.append(_stamp(template, *ident(name, instr, comp)))
     return out
+
+
+def _stamp_values(template: OpRecord, *identity: Any) -> OpRecord:
+    """`template` with the `IDENTITY` fields set to `identity` (the C stamp's Python twin)."""
+    if len(identity) != len(IDENTITY):
+        raise TypeError(f"a stamp sets the {len(IDENTITY)} identity fields, not {len(identity)}")
+    values = list(_record_values(template))
+    for slot, value in zip(_SLOTS, identity):
+        values[slot] = value
+    return record_of(values)
+
+
+_stamp: Callable[..., OpRecord] = stamper(OpRecord, IDENTITY) or _stamp_values
 
 
 class _Canonical:

@@ -1,0 +1,28 @@
+"""Copies of a frozen slots dataclass's instance with a few fields changed, made in C where the
+C build is there (parsers/_hloscan.c's `stamp`): a big program's reader and its predicted op table
+make hundreds of thousands of them, and a frozen dataclass's `__init__` sets each field through
+`object.__setattr__`, ten times slower."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def stamper(cls: type[T], stamped: tuple[str, ...]) -> Callable[..., T] | None:
+    """`stamp(template, *values)`: a copy of `template` (an instance of `cls`) with the fields
+    `stamped` names set to `values`, what `dataclasses.replace` makes of it; None without the C
+    build, or for a class whose instances it cannot copy (not plain slots)."""
+    try:
+        from . import _hloscan  # type: ignore[attr-defined]
+    except ImportError:  # built without a C compiler
+        return None
+    try:
+        _hloscan.layout(cls, tuple(f.name for f in fields(cls)), stamped)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    stamp: Callable[..., Any] = _hloscan.stamp
+    return stamp
