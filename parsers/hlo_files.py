@@ -9,7 +9,7 @@ from ..errors import InputError
 from .hlo_model import Module
 from .hlo_proto import read_hlo_proto_bytes
 from .hlo_text import parse_hlo_text
-from .hlo_xla import module_from_xla, xla_proto
+from .hlo_xla import read_with_xla
 from .input_files import MAX_HLO_BYTES, read_input
 
 _BINARY_SUFFIXES = (".hlo.pb", ".pb")
@@ -83,16 +83,13 @@ def load_hlo_file(path: str | Path) -> Module:
     data = read_input(p, MAX_HLO_BYTES, "an HLO dump")
     name = p.name.lower()
     if _is_text_module(data[:_SNIFF_BYTES]):
-        text = _decoded(data, p)
-        del data  # a big text is held once while it is read
-        proto = xla_proto(text)
-        if proto is None:
-            return parse_hlo_text(text, origin=str(p))
-        del text  # nor while the model of XLA's proto of it is built
-        module = module_from_xla(proto, origin=str(p))
+        held = [_decoded(data, p)]
+        del data  # a big text is held once while it is read, and not at all once XLA's parser has it
+        module = read_with_xla(held, origin=str(p))
         if module is not None:
             return module
-        return parse_hlo_text(_decoded(read_input(p, MAX_HLO_BYTES, "an HLO dump"), p), origin=str(p))
+        text = held[0] if held else _decoded(read_input(p, MAX_HLO_BYTES, "an HLO dump"), p)
+        return parse_hlo_text(text, origin=str(p))
     if name.endswith(_BINARY_SUFFIXES):
         return read_hlo_proto_bytes(data, origin=str(p))
     if name.endswith(_TEXT_SUFFIXES):

@@ -5,9 +5,11 @@ reading it line by line in Python takes about 16 s. It is a private jaxlib API
 (`xla_client.hlo.hlo_module_from_text`), so it is used only on the jax versions it was checked
 on (`CHECKED_JAX`), only for texts big enough to be worth jaxlib's import, and never on its own
 word: text it refuses, or a proto the proto reader refuses, is read by our text parser, whose
-errors are the ones a user sees. So is text whose instruction names repeat (written by hand:
-XLA's dumps name each instruction once), which XLA's parser would rename. Small texts always go
-to our parser.
+errors are the ones a user sees. XLA's parser renames an instruction whose name repeats (text
+pasted together by hand: XLA's dumps name each instruction once); that is harmless inside a fused
+computation, whose instructions are not ops of the report, but an op's name must stay the one the
+text gives it, so a text where XLA renamed an op is read by ours too.
+Small texts always go to our parser.
 """
 
 from __future__ import annotations
@@ -36,25 +38,22 @@ def jax_checked() -> bool:
         return False
 
 
-def text_to_proto(text: str) -> bytes | None:
-    """The serialized HloModuleProto XLA's parser makes of `text`; None when it refuses the text
-    or the API is not there."""
+def text_to_proto(held: list[str]) -> bytes | None:
+    """The serialized HloModuleProto XLA's parser makes of the text in `held`; None when it refuses
+    the text or the API is not there. Once XLA's module holds the text, `held` is emptied: the text
+    is not kept beside the module and its proto (800 MB for a 50 MB text)."""
     try:
         # jaxlib's own module (what jax._src.lib.xla_client names), without importing JAX: 50 MB
         # and half a second less beside XLA's module of a big text.
         from jaxlib import xla_client
-        module = xla_client.hlo.hlo_module_from_text(text)
+        module = xla_client.hlo.hlo_module_from_text(held[0])
+        held.clear()
         data = bytes(module.as_serialized_hlo_module_proto())
     except Exception:  # any refusal (a syntax error, a moved API): our parser reads it and says why
         return None
     del module
     _release_freed_memory()
     return data
-
-
-def _names_unique(text: str) -> bool:
-    names = _INSTRUCTION_NAME.findall(text)
-    return len(names) == len(set(names))
 
 
 def _release_freed_memory() -> None:
@@ -66,19 +65,54 @@ def _release_freed_memory() -> None:
         pass
 
 
-def xla_proto(text: str) -> bytes | None:
-    """The serialized module XLA's parser makes of `text`, or None (read it with ours): the text is
-    small, the jax untested, a name repeats, or XLA refuses it."""
-    if len(text) < MIN_BYTES or not jax_checked() or not _names_unique(text):
+def read_with_xla(held: list[str], origin: str = "") -> Module | None:
+    """The module XLA's parser and the proto reader make of the text in `held`, or None (read it
+    with ours): the text is small, the jax untested, XLA or the proto reader refuses it, or an op's
+    name is not the text's. `held` is emptied once XLA holds the text (`text_to_proto`)."""
+    text = held[0]
+    if len(text) < MIN_BYTES or not jax_checked():
         return None
-    return text_to_proto(text)
-
-
-def module_from_xla(data: bytes, origin: str = "") -> Module | None:
-    """The module the proto reader makes of XLA's proto of a text, or None (read the text with ours)."""
+    names = _INSTRUCTION_NAME.findall(text)
+    written = set(names)
+    repeated = len(written) < len(names)
+    del text, names
+    if not repeated:
+        written.clear()  # every name is the text's: nothing to check after
+    data = text_to_proto(held)
+    if data is None:
+        return None
     try:
         module = read_hlo_proto_bytes(data, origin=origin)
     except InputError:
         return None
+    if repeated and not _ops_named_as_written(module, written):
+        return None
     module.source = "text"
     return module
+
+
+def _ops_named_as_written(module: Module, written: set[str]) -> bool:
+    """Every op has a name the text gives: XLA's parser gives a repeated name to one instruction
+    and a new name to each of the others."""
+    return all(instr.name in written for name in _running(module)
+               for instr in module.computations[name].instructions)
+
+
+# Ops whose called computations run as ops of their own (a fusion's, a reduction's do not).
+_RUNS_OTHERS = frozenset({"while", "conditional", "call", "async-start"})
+
+
+def _running(module: Module) -> set[str]:
+    """The computations whose instructions are the program's ops: the entry and what its loops,
+    branches, calls and async ops run, however deep."""
+    found, pending = {module.entry}, [module.entry]
+    while pending:
+        for instr in module.computations[pending.pop()].instructions:
+            if instr.opcode not in _RUNS_OTHERS:
+                continue
+            for name in (n.lstrip("%") for n in instr.called):
+                comp = module.computations.get(name)
+                if comp is not None and not comp.is_fusion and name not in found:
+                    found.add(name)
+                    pending.append(name)
+    return found

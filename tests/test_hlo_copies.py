@@ -48,7 +48,7 @@ def renamed(block: str) -> str:
 
 
 def _proto(text: str) -> bytes:
-    data = hlo_xla.text_to_proto(text)
+    data = hlo_xla.text_to_proto([text])
     assert data is not None, "the installed jaxlib's HLO parser refused the text"
     return data
 

@@ -12,7 +12,7 @@ import pytest
 
 from audit.costmodel.ops.module import cost_module
 from audit.errors import InputError
-from audit.parsers import hlo_files, hlo_xla
+from audit.parsers import hlo_xla
 from audit.parsers.hlo_files import load_hlo_file
 from audit.parsers.hlo_proto import read_hlo_proto_bytes
 from audit.parsers.hlo_text import parse_hlo_text
@@ -44,7 +44,7 @@ def test_the_installed_jax_is_one_the_xla_path_was_checked_on() -> None:
 def test_xla_parser_and_ours_give_the_same_costs(path: Path) -> None:
     text = path.read_text()
     ours = parse_hlo_text(text, origin=str(path))
-    data = hlo_xla.text_to_proto(text)
+    data = hlo_xla.text_to_proto([text])
     if data is None:  # syntax newer than the installed XLA's parser: ours reads it, as load_hlo_file does
         assert "captures" in path.parts
         return
@@ -89,24 +89,63 @@ def test_without_the_private_api_our_parser_reads_it(xla_for_any_size: None, mon
     assert all(i.id == 0 for _, i in load_hlo_file(shared_fixture(TPU_DUMP)).instructions())
 
 
-def test_the_text_is_not_held_while_the_model_of_its_proto_is_built(
+def _big_values(size: int) -> list[str]:
+    """The names of every caller's locals that hold the text (or its bytes), or a list holding it."""
+    found: list[str] = []
+    frame = sys._getframe(2)
+    while frame is not None:
+        found += [name for name, value in frame.f_locals.items()
+                  if (isinstance(value, (str, bytes)) and len(value) >= size) or
+                  (isinstance(value, list) and any(isinstance(v, str) and len(v) >= size for v in value))]
+        frame = frame.f_back
+    return found
+
+
+def test_the_text_is_not_held_beside_xla_s_module_and_proto(
         xla_for_any_size: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jaxlib import xla_client
+
     path = shared_fixture(TPU_DUMP)
     size = path.stat().st_size
     held: list[str] = []
-    real = hlo_files.module_from_xla
+    parse = xla_client.hlo.hlo_module_from_text
+
+    class Watched:  # XLA's module, seen when it serializes itself
+        def __init__(self, text: str):
+            self.module = parse(text)
+
+        def as_serialized_hlo_module_proto(self) -> bytes:
+            held.extend(_big_values(size))
+            return bytes(self.module.as_serialized_hlo_module_proto())
+
+    real = hlo_xla.read_hlo_proto_bytes
 
     def building(data: bytes, origin: str = "") -> Any:
-        frame = sys._getframe(1)
-        while frame is not None:  # every caller's locals: none is the text (or its bytes)
-            held.extend(name for name, value in frame.f_locals.items()
-                        if isinstance(value, (str, bytes)) and len(value) >= size)
-            frame = frame.f_back
+        held.extend(_big_values(size))
         return real(data, origin)
 
-    monkeypatch.setattr(hlo_files, "module_from_xla", building)
+    monkeypatch.setattr(xla_client.hlo, "hlo_module_from_text", Watched)
+    monkeypatch.setattr(hlo_xla, "read_hlo_proto_bytes", building)
     assert any(i.id for _, i in load_hlo_file(path).instructions())  # read through XLA's proto
     assert held == []
+
+
+def test_names_repeated_only_inside_fused_computations_leave_the_text_to_xla(
+        xla_for_any_size: None, tmp_path: Path) -> None:
+    from test_hlo_copies import COPIES, _make_big_hlo
+
+    make = _make_big_hlo()  # copies of a real JAX block, each calling its own renamed fused computations
+    text = str(make.stitch(make.compile_block(2), COPIES, own_computations=True))
+    assert len(set(names := hlo_xla._INSTRUCTION_NAME.findall(text))) < len(names)  # fused params repeat
+    path = tmp_path / "copies.hlo"
+    path.write_text(text)
+    module = load_hlo_file(path)
+    ours = parse_hlo_text(text)
+    assert any(i.id for _, i in module.instructions())  # read through XLA's proto
+    # The ops keep the text's names (the fused parameters XLA renamed are no ops), and cost the same.
+    assert {i.name for i in module.entry_computation.instructions} == \
+        {i.name for i in ours.entry_computation.instructions}
+    assert cost_module(module) == cost_module(ours)
 
 
 def test_xla_parses_a_big_text_without_importing_jax(tmp_path: Path) -> None:
