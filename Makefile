@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install check demo test test-quick browser bench fuzz clean
 
-$(STAMP): pyproject.toml setup.py parsers/_xline.c costmodel/_recency.c parsers/_hloscan.c
+$(STAMP): pyproject.toml setup.py parsers/_xline.c costmodel/_recency.c parsers/_hloscan.c parsers/_protowire.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,tpu]'

@@ -5,6 +5,8 @@ reader's split of each instruction to parsers/hlo_proto.py's own."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("audit.parsers._xline", ["parsers/_xline.c"], optional=True),
+_WIRE = ["parsers/_protowire.h"]  # the protobuf wire reading both C readers include
+
+setup(ext_modules=[Extension("audit.parsers._xline", ["parsers/_xline.c"], depends=_WIRE, optional=True),
                    Extension("audit.costmodel._recency", ["costmodel/_recency.c"], optional=True),
-                   Extension("audit.parsers._hloscan", ["parsers/_hloscan.c"], optional=True)])
+                   Extension("audit.parsers._hloscan", ["parsers/_hloscan.c"], depends=_WIRE, optional=True)])
