@@ -32,7 +32,6 @@ from ..parsers.hlo_model import Computation, Module
 from . import residency_walk
 from .chips.hardware import Hardware, MemoryLevel
 from .ops.base import nbytes
-from .ops.module import _callees as callees
 from .costs import OpCost
 
 # Ops that name other buffers without making one: their readers read what they name.
@@ -44,8 +43,6 @@ _KIND = {**{op: residency_walk.ALIAS for op in _ALIASES}, **{op: residency_walk.
 _FIELD_VALUES = attrgetter(*(f.name for f in fields(OpCost)))
 _RESIDENT = [f.name for f in fields(OpCost)].index("resident")
 assert all(f.init for f in fields(OpCost)), "OpCost is rebuilt from its fields in order"
-# Ops through which other computations run as ops of their own.
-_CALLS = frozenset({"while", "call", "conditional", "async-start"})
 
 
 def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) -> dict[str, OpCost]:
@@ -56,7 +53,7 @@ def with_residency(module: Module, costs: Mapping[str, OpCost], hw: Hardware) ->
     footprint = _footprint(module)
     capacities = array("d", [level.capacity_bytes.value for level in hw.caches])
     shared: dict[tuple[float, ...], tuple[tuple[str, float], ...]] = {}  # renamed copies of an op share one
-    for comp in _walked(module):
+    for comp in module.running():
         names = [i.name for i in comp.instructions]
         found = list(map(costs.get, names))
         distinct = {id(cost): cost for cost in found}  # ops share cost objects: a few per program
@@ -95,21 +92,6 @@ def _resident(cost: OpCost, signature: tuple[float, ...], levels: tuple[MemoryLe
         read = cost.bytes_read * (bytes_held / named) if named else cost.bytes_read
         resident.append((memory.name, read + (cost.bytes_written if kept >> level & 1 else 0.0)))
     return tuple(resident)
-
-
-def _walked(module: Module) -> list[Computation]:
-    """The computations the entry runs as ops of their own (fusions left out), each once."""
-    found = {module.entry: module.computations[module.entry]}
-    pending = [module.entry]
-    while pending:
-        for instr in found[pending.pop()].instructions:
-            if instr.opcode not in _CALLS:
-                continue
-            for callee, _ in callees(module, instr, 1):
-                if callee.name not in found and not callee.is_fusion:
-                    found[callee.name] = callee
-                    pending.append(callee.name)
-    return list(found.values())
 
 
 def _footprint(module: Module) -> dict[str, float]:

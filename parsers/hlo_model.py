@@ -234,6 +234,39 @@ class Module:
     def entry_computation(self) -> Computation:
         return self.computations[self.entry]
 
+    def running(self) -> list[Computation]:
+        """The computations whose instructions are the program's ops, in the order they are found:
+        the entry and, however deep, what its loops, branches, calls and async starts run (a
+        fused computation, or one a reduction applies, is not one of them)."""
+        found = {self.entry: self.computations[self.entry]}
+        pending = [self.entry]
+        while pending:
+            for instr in found[pending.pop()].instructions:
+                for comp in self._run_by(instr):
+                    if comp.name not in found and not comp.is_fusion:
+                        found[comp.name] = comp
+                        pending.append(comp.name)
+        return list(found.values())
+
+    def _run_by(self, instr: Instruction) -> list[Computation]:
+        """The computations `instr` runs as ops of their own: a while's body and condition, a
+        conditional's branches, what a call or an async start calls."""
+        def named(name: str) -> Computation | None:
+            return self.computations.get(name.lstrip("%")) if name else None
+
+        called = instr.called
+        if instr.opcode == "while":
+            names = [(instr.attr("body"), called[0] if called else ""),
+                     (instr.attr("condition"), called[1] if len(called) > 1 else "")]
+            parts = [named(stated) or named(listed) for stated, listed in names]
+        elif instr.opcode == "conditional":
+            parts = [named(name) for name in called]
+        elif instr.opcode in ("call", "async-start"):
+            parts = [named(name) for name in called or (instr.attr("to_apply"), instr.attr("calls"))]
+        else:
+            return []
+        return [comp for comp in parts if comp is not None]
+
     def instructions(self) -> Iterator[tuple[Computation, Instruction]]:
         for comp in self.computations.values():
             for instr in comp.instructions:

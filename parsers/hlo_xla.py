@@ -94,25 +94,4 @@ def read_with_xla(held: list[str], origin: str = "") -> Module | None:
 def _ops_named_as_written(module: Module, written: set[str]) -> bool:
     """Every op has a name the text gives: XLA's parser gives a repeated name to one instruction
     and a new name to each of the others."""
-    return all(instr.name in written for name in _running(module)
-               for instr in module.computations[name].instructions)
-
-
-# Ops whose called computations run as ops of their own (a fusion's, a reduction's do not).
-_RUNS_OTHERS = frozenset({"while", "conditional", "call", "async-start"})
-
-
-def _running(module: Module) -> set[str]:
-    """The computations whose instructions are the program's ops: the entry and what its loops,
-    branches, calls and async ops run, however deep."""
-    found, pending = {module.entry}, [module.entry]
-    while pending:
-        for instr in module.computations[pending.pop()].instructions:
-            if instr.opcode not in _RUNS_OTHERS:
-                continue
-            for name in (n.lstrip("%") for n in instr.called):
-                comp = module.computations.get(name)
-                if comp is not None and not comp.is_fusion and name not in found:
-                    found.add(name)
-                    pending.append(name)
-    return found
+    return all(instr.name in written for comp in module.running() for instr in comp.instructions)

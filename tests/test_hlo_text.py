@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -220,3 +221,16 @@ def test_xla_0_11_tuple_element_operands_are_the_elements_they_name():
     traced = analyse_profile(captures / "train-step.xplane.pb").to_json()
     per_step = traced["summary"]["expected_s"] / traced["summary"]["steps"]
     assert dump["summary"]["expected_s"] == pytest.approx(per_step, rel=0.01)
+
+
+@pytest.mark.parametrize("path", [*(Path(__file__).parent / "data" / "hlo" / name for name in ("caveats.hlo", "host_offload.hlo")),
+                                  shared_fixture(TPU_DUMP), shared_fixture(
+                                      "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb")],
+                         ids=lambda p: p.name)
+def test_the_computations_running_as_ops_are_those_the_cost_model_plans(path: Path) -> None:
+    from audit.costmodel.ops.module import execution_plan
+
+    module = load_hlo_file(path)
+    running = [c.name for c in module.running()]
+    assert len(running) == len(set(running)) and set(running) == set(execution_plan(module))
+    assert not any(module.computations[name].is_fusion for name in running)
