@@ -18,7 +18,7 @@ from .hlo_files import dump_folder_files, load_hlo_file, read_hlo_if_module
 from .hlo_model import Module
 from .input_files import is_special, is_url
 from .readers import claimed
-from .xplane import refuse_xprof_cache
+from .profile_files import refuse_xprof_cache
 
 __all__ = ["InputKind", "OpenedInput", "open_input"]
 
@@ -91,22 +91,3 @@ def _recognise(p: Path) -> OpenedInput:
     raise InputError("not a profile, an HLO dump or a report", path=p,
                      hint="expected a .xplane.pb, a profile directory, an nsys-jax .zip, an Nsight Systems .sqlite "
                           "export, an HLO dump (.hlo.pb, .txt, .hlo) or an audit JSON report")
-
-
-def priced_on_this_cpu(path: str | Path) -> bool:
-    """Whether an input is judged on this machine's CPU unless --hardware names a chip: a file that
-    is no profile (an HLO dump), or an XPlane profile of host CPU planes and no device planes. A
-    glance at names only, for starting work ahead; `open_input` is what reads and checks it."""
-    from .xplane import SUFFIX, find_profile_files, plane_names
-
-    if is_url(str(path)) or is_special(path):  # never read ahead: a FIFO would block until written
-        return False
-    p = Path(path)
-    if p.is_file() and not p.name.lower().endswith((SUFFIX, ".zip", ".sqlite", ".json")):
-        return True
-    try:
-        first = p if p.is_file() else find_profile_files(p).paths[0]
-    except (InputError, IndexError, OSError):
-        return False
-    names = plane_names(first) or []
-    return "/host:CPU" in names and not any(n.startswith("/device:") for n in names)

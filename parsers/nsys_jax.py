@@ -381,7 +381,7 @@ def list_archive_hosts(path: Path, run: str | None = None) -> HostFiles:
 def _refuse_xplanes_beside(path: Path, hosts: list[str]) -> None:
     """A folder of nsys-jax archives that also holds XPlane captures is two profiles, not one:
     reading only the archives would drop the captures without a word."""
-    from .xplane import SUFFIX as XPLANE_SUFFIX
+    from .profile_files import SUFFIX as XPLANE_SUFFIX
 
     if not path.is_dir():
         return

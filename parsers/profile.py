@@ -16,7 +16,8 @@ from .events_tpu import TPU_PLANE, core_label, extract_tpu
 from .hlo_files import decode_programs
 from .profile_model import HostProfile, HostRead, Profile, ProfileReader
 from .ranges import ordinal
-from .xplane import SUFFIX, claims, decode_xspace, find_profile_files, list_hosts, read_xspace
+from .profile_files import SUFFIX, find_profile_files
+from .xplane import claims, decode_xspace, list_hosts, read_xspace
 
 _HLO_STATS = ("Hlo Proto", "HLO Proto")
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((\d+)\)$")

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
+from .protowire import varint
 from .ranges import check_line
 from .xplane_schema import XLine
 
@@ -123,16 +124,3 @@ def _fields(view: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, in
         if pos > end or tag >> 3 == 0:
             raise ValueError(f"field at byte {start} runs past its message")
         yield tag >> 3, wire, start, pos, value
-
-
-def varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of the protobuf varint at `pos`. **Raises:** ValueError when cut short."""
-    value = shift = 0
-    while pos < end and shift < 64:
-        byte = view[pos]
-        value |= (byte & 127) << shift
-        pos += 1
-        if byte < 128:
-            return value, pos
-        shift += 7
-    raise ValueError(f"varint cut short at byte {pos}")

@@ -222,3 +222,16 @@ def test_only_an_input_judged_on_this_cpu_starts_the_probe_ahead(tmp_path, monke
     assert not ahead.calibrate_ahead(tmp_path / "missing.xplane.pb")
     assert ahead.calibrate_ahead(fixture_path("tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"))
     assert len(started) == 3
+
+
+def test_deciding_to_start_ahead_loads_no_heavy_library(fixture_path):
+    # The probe is started before the analysis loads pandas, numpy and protobuf (half a second on a
+    # bare install): the glance at the input must not load them itself.
+    import subprocess
+    import sys
+
+    code = ("import sys; from audit.parsers.input_glance import priced_on_this_cpu; "
+            f"print(priced_on_this_cpu({str(fixture_path('gpu-mi300x/gemm.xplane.pb'))!r}), "
+            "sorted(m for m in ('pandas', 'numpy', 'google.protobuf', 'jax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "[]"]

@@ -117,7 +117,7 @@ def test_the_cost_model_reads_no_trace():
 # returns, recognising an input and reading files as inputs. A format module imported above parsers/
 # would be a second place that knows a format.
 FORMAT_FREE = ("audit.parsers.readers", "audit.parsers.profile_model", "audit.parsers.inputs",
-               "audit.parsers.input_files", "audit.parsers.hlo_", "audit.parsers.dtypes", "audit.parsers.ranges",
+               "audit.parsers.input_files", "audit.parsers.input_glance", "audit.parsers.hlo_", "audit.parsers.dtypes", "audit.parsers.ranges",
                "audit.parsers.replica_groups", "audit.parsers.user_cache", "audit.parsers.gpu_target",
                "audit.parsers.protobuild", "audit.parsers.stamping")
 

@@ -11,7 +11,7 @@ def calibrate_ahead(path: str | Path) -> bool:
     reading, and only their timing (under a second on a quiet machine) waits for the analysis to
     need it. Whether it started. Imports nothing heavy: it runs before the analysis loads. An HLO
     dump for an accelerator is refused without --hardware, which stops the calibration unasked."""
-    from ..parsers.inputs import priced_on_this_cpu
+    from ..parsers.input_glance import priced_on_this_cpu
     from .calibrate import start_ahead
 
     return priced_on_this_cpu(path) and start_ahead()
