@@ -40,11 +40,21 @@ def fingerprint(module: Module, instr: Instruction, comp: Computation | None = N
     # told apart by identity (each kept in the memo, so that no other object takes its id).
     memo = module.__dict__.setdefault("_fingerprints", {})
     key = (instr.opcode, instr.fusion_kind, id(instr.metadata), id(instr.shape), instr.custom_call_target,
-           instr.called, tuple(map(id, operand_shapes)))
+           _callees(module, instr.called), tuple(map(id, operand_shapes)))
     known = memo.get(key)
     if known is None:
         known = memo[key] = (_fingerprint(module, instr, operand_shapes), instr.metadata, instr.shape, operand_shapes)
     return str(known[0])
+
+
+def _callees(module: Module, called: tuple[str, ...]) -> tuple[int | str, ...]:
+    """The called computations by content where the reader numbered it (the copies of one fused
+    computation give their callers one fingerprint, worked out once), else by name."""
+    if not called:
+        return called
+    computations = module.computations
+    return tuple([c.content if (c := computations.get(name)) is not None and c.content is not None else name
+                  for name in called])
 
 
 def _operand(module: Module, comp: Computation | None, name: str) -> Instruction | None:
