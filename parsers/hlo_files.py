@@ -8,8 +8,7 @@ from pathlib import Path
 from ..errors import InputError
 from .hlo_model import Module
 from .hlo_proto import read_hlo_proto_bytes
-from .hlo_text import parse_hlo_text
-from .hlo_xla import read_with_xla
+from .hlo_text_templates import read_hlo_text
 from .input_files import MAX_HLO_BYTES, read_input
 
 _BINARY_SUFFIXES = (".hlo.pb", ".pb")
@@ -83,13 +82,9 @@ def load_hlo_file(path: str | Path) -> Module:
     data = read_input(p, MAX_HLO_BYTES, "an HLO dump")
     name = p.name.lower()
     if _is_text_module(data[:_SNIFF_BYTES]):
-        held = [_decoded(data, p)]
-        del data  # a big text is held once while it is read, and not at all once XLA's parser has it
-        module = read_with_xla(held, origin=str(p))
-        if module is not None:
-            return module
-        text = held[0] if held else _decoded(read_input(p, MAX_HLO_BYTES, "an HLO dump"), p)
-        return parse_hlo_text(text, origin=str(p))
+        text = _decoded(data, p)
+        del data  # a big text is held once while it is read
+        return read_hlo_text(text, origin=str(p))
     if name.endswith(_BINARY_SUFFIXES):
         return read_hlo_proto_bytes(data, origin=str(p))
     if name.endswith(_TEXT_SUFFIXES):

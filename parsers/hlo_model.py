@@ -151,6 +151,11 @@ class Instruction:
         return default
 
 
+# The fields in which a big program's copies of one instruction differ: the readers read each
+# distinct instruction once and stamp its copies with these (`stamping`).
+STAMPED = ("name", "operands", "called", "id", "attributes")
+
+
 def tuple_element(base: Instruction | None, index: str, name: str) -> Instruction | None:
     """The operand `%base#index` as recent XLA prints a tuple element in HLO text (the
     get-tuple-element it stands for is not printed): a get-tuple-element of `base`, or None."""

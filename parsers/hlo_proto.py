@@ -19,7 +19,7 @@ from . import hlo_schema as schema
 from ..errors import InputError
 from .hlo_collector import collector_paused
 from .hlo_checks import check_module
-from .hlo_model import Computation, Instruction, Module
+from .hlo_model import STAMPED, Computation, Instruction, Module
 from .hlo_proto_fields import Attribute, called_attributes, named_template
 from .protobuild import DynamicMessage
 from .hlo_text import FrameTables
@@ -34,7 +34,7 @@ except ImportError:  # built without a C compiler: the Python split, the same re
     _hloscan = None
 # A template instruction copied with its name, operands, callees, id and attributes set (what the
 # constructor makes of the same fields, in a tenth of the time); None without the C build.
-_STAMP = stamper(Instruction, ("name", "operands", "called", "id", "attributes"))
+_STAMP = stamper(Instruction, STAMPED)
 _MAX_READ = 1 << 16
 _TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:-1]  # between `id` and `attributes`
 # A computation this big is the body of a program, never a fused computation: not worth a content key.

@@ -213,7 +213,8 @@ def resolve_sources(computations: dict[str, Computation],
                     changed = True
             instructions.append(instr)
         out[name] = comp if not changed else Computation(name=name, instructions=instructions, id=comp.id,
-                                                         root=comp.root, is_fusion=comp.is_fusion)
+                                                         root=comp.root, is_fusion=comp.is_fusion,
+                                                         content=comp.content)
     return out
 
 
@@ -301,7 +302,10 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-class _Reader:
+class LineReader:
+    """Reads a module's text line by line: its stack-frame tables, its computations' headers, and each
+    instruction line (`body_line`) into `computations`."""
+
     def __init__(self, origin: str):
         self.origin = origin
         self.computations: dict[str, Computation] = {}
@@ -314,7 +318,7 @@ class _Reader:
     def line(self, no: int, line: str) -> None:
         stripped = line.strip()
         if self.current is not None:
-            self._body_line(no, stripped)
+            self.body_line(no, stripped)
         elif stripped in _TABLES:
             self.table = stripped
         elif self.table and (row := _TABLE_ROW.match(stripped)):
@@ -328,25 +332,36 @@ class _Reader:
         else:
             raise _error(self.origin, no, f"unexpected text {stripped[:60]!r}")
 
-    def _body_line(self, no: int, stripped: str) -> None:
-        assert self.current is not None
-        name, instructions, root = self.current
+    def body_line(self, no: int, stripped: str) -> None:
         if stripped.startswith("}"):
-            comp = Computation(name=name, instructions=instructions, root=root)
-            self.computations[name] = comp
-            self.current = None
+            self.close()
             return
+        is_root, instr = self.instruction(no, stripped)
+        self.add(instr, is_root)
+
+    def instruction(self, no: int, stripped: str) -> tuple[bool, Instruction]:
+        """Line `no`, an instruction: whether it is its computation's root, and the instruction."""
         try:
             is_root, iname, shape, opcode, operand_text, attrs = _parse_instruction(stripped)
             operands, extra = _operand_names(opcode, operand_text)
-            instr = build_instruction(iname, opcode, shape, operands, attrs, extra, self.tables, self.metadata)
+            return is_root, build_instruction(iname, opcode, shape, operands, attrs, extra, self.tables, self.metadata)
         except InputError as exc:
             raise _error(self.origin, no, exc.message) from None
         except (ValueError, IndexError) as exc:
             raise _error(self.origin, no, f"cannot read instruction: {exc}") from None
-        instructions.append(instr)
+
+    def add(self, instr: Instruction, is_root: bool) -> None:
+        assert self.current is not None
+        self.current[1].append(instr)
         if is_root:
-            self.current = (name, instructions, iname)
+            self.current = (self.current[0], self.current[1], instr.name)
+
+    def close(self, content: int | None = None) -> None:
+        """The computation being read ends (its `}` line); `content` numbers it (see `Computation`)."""
+        assert self.current is not None
+        name, instructions, root = self.current
+        self.computations[name] = Computation(name=name, instructions=instructions, root=root, content=content)
+        self.current = None
 
 
 def _mark_fusions(computations: dict[str, Computation]) -> None:
@@ -359,22 +374,32 @@ def _mark_fusions(computations: dict[str, Computation]) -> None:
 
 
 def parse_hlo_text(text: str, origin: str = "") -> Module:
-    """Parse HLO text into a `Module` (source "text").
+    """Parse HLO text into a `Module` (source "text"), line by line.
 
     **Arguments:** `text`: the whole dump; `origin`: a path or label used in error messages.
     **Raises:** `InputError` with the line number when the text is not an HLO module.
     """
     lines = text.splitlines()
+    first = header_line(lines, origin)
+    reader = LineReader(origin)
+    for no, line in _logical_lines(lines[first + 1:]):
+        reader.line(no + first + 1, line)
+    return finish_module(reader, lines[first], origin)
+
+
+def header_line(lines: list[str], origin: str) -> int:
+    """The index of the `HloModule` line. **Raises:** `InputError` when there is none."""
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    header = _HEADER.match(lines[first].strip()) if first is not None else None
-    if header is None or first is None:
+    if first is None or _HEADER.match(lines[first].strip()) is None:
         mlir = first is not None and lines[first].lstrip().startswith("module")
         raise InputError("not an HLO module (no 'HloModule' header line)", path=origin or None,
                          hint="this is StableHLO/MLIR; use compiled.as_text() or an --xla_dump_to "
                               "*.txt" if mlir else None)
-    reader = _Reader(origin)
-    for no, line in _logical_lines(lines[first + 1:]):
-        reader.line(no + first + 1, line)
+    return first
+
+
+def finish_module(reader: LineReader, header: str, origin: str) -> Module:
+    """The module a reader has read every line of, under its `HloModule` line `header`, checked."""
     if reader.current is not None:
         raise InputError(f"computation {reader.current[0]!r} is not closed with '}}'",
                          path=origin or None)
@@ -383,8 +408,9 @@ def parse_hlo_text(text: str, origin: str = "") -> Module:
     entry = reader.entry or list(reader.computations)[-1]
     _mark_fusions(reader.computations)
     computations = resolve_sources(reader.computations, reader.tables)
-    module = Module(name=header.group(1), computations=computations, entry=entry, source="text",
-                    is_scheduled=bool(_SCHEDULED.search(lines[first])), aliased_outputs=_aliased_outputs(lines[first]))
+    name = _HEADER.match(header.strip())
+    module = Module(name=name.group(1) if name else "", computations=computations, entry=entry, source="text",
+                    is_scheduled=bool(_SCHEDULED.search(header)), aliased_outputs=_aliased_outputs(header))
     check_module(module, origin)
     return module
 

@@ -12,10 +12,18 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+_LEARNED: dict[type, tuple[str, ...]] = {}  # the fields each class's stamp sets: one set per class
+
+
 def stamper(cls: type[T], stamped: tuple[str, ...]) -> Callable[..., T] | None:
     """`stamp(template, *values)`: a copy of `template` (an instance of `cls`) with the fields
     `stamped` names set to `values`, what `dataclasses.replace` makes of it; None without the C
-    build, or for a class whose instances it cannot copy (not plain slots)."""
+    build, or for a class whose instances it cannot copy (not plain slots).
+
+    **Raises:** `ValueError` for a class already stamped with other fields (the C stamp knows one
+    set per class: the readers that stamp one class share its set)."""
+    if _LEARNED.setdefault(cls, stamped) != stamped:
+        raise ValueError(f"{cls.__name__} is stamped with the fields {_LEARNED[cls]}, not {stamped}")
     try:
         from . import _hloscan  # type: ignore[attr-defined]
     except ImportError:  # built without a C compiler

@@ -1,0 +1,188 @@
+"""HLO text read by template: each distinct instruction line, its names taken out, is parsed once.
+
+A big program repeats a few distinct instructions (an unrolled loop: 260,000 lines, 360 distinct)
+or computations (renamed copies of one block). Taken out of a line, the `%names` (the
+instruction's, its operands', the computations it calls) leave a template that its copies share:
+the template is parsed once by the line reader's own code, and each copy is a stamp of it with its
+own names. Each computation's content is numbered as the proto reader numbers it, so that renamed
+copies of one computation are priced once. A line whose names the template cannot place (a name
+inside a string, an operand printed without `%`) is read by the line reader; text whose lines
+are not one instruction each (a JSON attribute over several lines), or whose first instruction
+names nothing with `%`, is read by the line reader whole, which also says what is wrong with text
+that is not HLO.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import fields, replace
+from typing import Any
+
+from .hlo_collector import collector_paused
+from .hlo_model import STAMPED, Instruction, Module
+from .hlo_syntax import bracket_depth
+from .hlo_text import LineReader, finish_module, header_line, parse_hlo_text
+from .stamping import stamper
+
+# A name as XLA prints it after `%`: an instruction, an operand (`%tuple#1` for a tuple's element),
+# a called computation.
+_NAME = re.compile(r"%([A-Za-z_][\w.\-#]*)")
+_STAMP = stamper(Instruction, STAMPED)
+# A computation this big is the body of a program, never a fused computation: not worth a content key.
+_MAX_CONTENT = 1 << 12
+
+
+def read_hlo_text(text: str, origin: str = "") -> Module:
+    """Parse HLO text into a `Module` (source "text"), each distinct instruction once where the
+    text allows it, else line by line (`parse_hlo_text`, the same module).
+
+    **Raises:** `InputError` with the line number when the text is not an HLO module.
+    """
+    lines = text.splitlines()
+    first = header_line(lines, origin)
+    with collector_paused():
+        reader = _TemplateReader(origin)
+        if reader.read(lines, first + 1):
+            return finish_module(reader, lines[first], origin)
+    return parse_hlo_text(text, origin)
+
+
+class _Template:
+    """One distinct instruction line, parsed: `one` with placeholder names, and where its copies'
+    names go (`operands` and `called` counted, `attributes` that hold names, by index)."""
+
+    __slots__ = ("one", "is_root", "operands", "called", "named_attributes", "number")
+
+    def __init__(self, one: Instruction, is_root: bool, operands: int, called: int,
+                 named_attributes: tuple[tuple[int, int | list[str]], ...], number: int) -> None:
+        self.one, self.is_root, self.operands, self.called = one, is_root, operands, called
+        self.named_attributes, self.number = named_attributes, number
+
+    def copy(self, names: list[str]) -> Instruction:
+        one, n = self.one, self.operands
+        operands = tuple(names[1:1 + n])
+        called = tuple(names[1 + n:1 + n + self.called])
+        attributes = one.attributes
+        if self.named_attributes:
+            changed = list(attributes)
+            for index, pieces in self.named_attributes:
+                # most often the value is one name (`calls=%fused_computation.12`)
+                value = names[pieces] if isinstance(pieces, int) else _fill(pieces, names)
+                changed[index] = (changed[index][0], value)
+            attributes = tuple(changed)
+        if _STAMP is not None:
+            return _STAMP(one, names[0], operands, called, one.id, attributes)
+        return replace(one, name=names[0], operands=operands, called=called, attributes=attributes)
+
+
+def _placeholder(k: int) -> str:
+    return f"\x01{k}\x02"
+
+
+def _pieces(value: str) -> int | list[str]:
+    """A value holding placeholders: the name's number where it is one placeholder alone, else the
+    value split at them (see `_fill`)."""
+    pieces = value.split("\x01")
+    if len(pieces) == 2 and not pieces[0] and pieces[1].endswith("\x02") and pieces[1][:-1].isdigit():
+        return int(pieces[1][:-1])
+    return pieces
+
+
+def _fill(pieces: list[str], names: list[str]) -> str:
+    """A value split at its placeholders ("text", "k\\x02text", ...) with name k put back at each."""
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        k, _, rest = piece.partition("\x02")
+        out.append(names[int(k)])
+        out.append(rest)
+    return "".join(out)
+
+
+def _texts(one: Instruction) -> Iterator[str]:
+    """The text an instruction holds outside its name, operands, callees and attribute values."""
+    for f in fields(one):
+        value = getattr(one, f.name)
+        if isinstance(value, str) and f.name != "name":
+            yield value
+    yield from (value for f in fields(one.metadata) if isinstance(value := getattr(one.metadata, f.name), str))
+    yield from (key for key, _ in one.attributes)
+
+
+class _TemplateReader(LineReader):
+    def __init__(self, origin: str) -> None:
+        super().__init__(origin)
+        self.templates: dict[str, _Template | None] = {}  # None: a template that cannot place its names
+        self.numbers = itertools.count()
+        self.contents: dict[tuple[Any, ...], int] = {}
+        self.content_of: dict[str, int] = {}  # computation name -> content number
+        self.keys: list[tuple[Any, ...]] = []  # the open computation's instructions: number, operands, called
+
+    def read(self, lines: list[str], start: int) -> bool:
+        """Read `lines[start:]`; False, having read them only in part, where the text is not one
+        instruction per line or names nothing with `%`."""
+        name = _NAME.split
+        for no, line in enumerate(lines[start:], start + 1):
+            if self.current is None:
+                if line.strip():
+                    self.line(no, line)
+                    if self.table:  # a table row: templates read metadata against the tables as they were
+                        self.templates.clear()
+                continue
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith("}"):
+                self._close()
+                continue
+            parts = name(stripped)
+            key = "\x00".join(parts[0::2])
+            if key in self.templates:
+                template = self.templates[key]
+            else:
+                if not parts[1::2] and not self.computations and not self.current[1]:
+                    return False  # names printed without `%`
+                if bracket_depth(stripped) != 0:
+                    return False  # an instruction over several lines
+                template = self.templates[key] = self._template(parts)
+            if template is None:
+                is_root, instr = self.instruction(no, stripped)
+                number = next(self.numbers)
+            else:
+                instr, is_root, number = template.copy(parts[1::2]), template.is_root, template.number
+            self.add(instr, is_root)
+            self.keys.append((number, instr.operands, instr.called))
+        return True
+
+    def _template(self, parts: list[str]) -> _Template | None:
+        names = len(parts) // 2
+        text = "".join(p if i % 2 == 0 else "%" + _placeholder(i // 2) for i, p in enumerate(parts))
+        try:
+            is_root, one = self.instruction(0, text)
+        except Exception:
+            return None
+        n_ops = len(one.operands)
+        expected = tuple(_placeholder(k) for k in range(names))
+        if (one.name, *one.operands, *one.called) != expected[:1 + n_ops + len(one.called)]:
+            return None
+        named = tuple((i, _pieces(value)) for i, (_, value) in enumerate(one.attributes) if "\x01" in value)
+        if any("\x01" in text for text in _texts(one)):
+            return None  # a name elsewhere (inside a string): the line reader reads each such line
+        return _Template(one, is_root, n_ops, len(one.called), named, next(self.numbers))
+
+    def _close(self) -> None:
+        """Close the open computation, numbering its content (as `hlo_proto` does) when small."""
+        assert self.current is not None
+        name, instructions, root = self.current
+        content = None
+        if len(instructions) <= _MAX_CONTENT:
+            position = {instr.name: n for n, instr in enumerate(instructions)}
+            content_of = self.content_of
+            shape = tuple((number, tuple([position.get(o, -1) for o in operands]),
+                           tuple([content_of.get(c, c) for c in called])) for number, operands, called in self.keys)
+            content = self.contents.setdefault((shape, position.get(root or instructions[-1].name, -1)
+                                                if instructions else -1), len(self.contents))
+            content_of[name] = content
+        self.keys = []
+        self.close(content)
