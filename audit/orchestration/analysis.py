@@ -111,7 +111,6 @@ def cost_modules(modules: dict[int, Module], devices: int | None,
     data's history in each program's schedule. **Raises:** `InputError` naming the module for a
     value the cost model refuses (a trip count that is not a count)."""
     from ..costmodel.ops.module import cost_module
-    from ..costmodel.residency import with_residency
 
     costs = {}
     for pid, module in modules.items():
@@ -119,8 +118,14 @@ def cost_modules(modules: dict[int, Module], devices: int | None,
             costs[pid] = cost_module(module, num_partitions=devices)
         except InputError as exc:
             raise InputError(f"HLO module {module.name!r}: {exc.message}", path=exc.path, hint=exc.hint) from None
-    if hw is None:
-        return costs
+    return costs if hw is None else cached_bytes(modules, costs, hw)
+
+
+def cached_bytes(modules: dict[int, Module], costs: dict[int, dict[str, OpCost]],
+                 hw: Hardware) -> dict[int, dict[str, OpCost]]:
+    """`costs` with which of each op's bytes the caches of `hw` can serve (`cost_modules`)."""
+    from ..costmodel.residency import with_residency
+
     return {pid: with_residency(modules[pid], c, hw) for pid, c in costs.items()}
 
 

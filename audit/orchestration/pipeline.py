@@ -19,7 +19,7 @@ from ..parsers.hlo_model import Module
 from ..parsers.readers import reader_named
 from ..reports.model.report import ReportModel
 from ..reports.model.summary import StepTimes
-from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cost_modules, expect_all,
+from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cached_bytes, cost_modules, expect_all,
                        hardware_for, naming, traced_chip_mismatch)
 from .assemble import assemble
 from .caveats import check_partitions, trace_flops_warning
@@ -52,19 +52,22 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         raise InputError("the profile holds no executed XLA ops", path=path,
                          hint="was the program running while the profiler was on?")
     refuse_mixed_chips([(h.path, h.platform, h.device_stats) for h in hosts])
-    hw = hardware_for(hardware, profile.platform, profile.device_stats, options.overrides)
-    if not hardware:
-        refuse_unidentified_chip(hw, profile.platform, profile.device_stats, path)
     modules, names = profile.modules, profile.module_names
     events = attribute_to_carriers(events, modules)
     devices = int(events[["host", "device"]].drop_duplicates().shape[0])
+    # What does not depend on the chip comes first: this machine's CPU may still be being measured,
+    # its probes compiling beside this work (`audit.orchestration.ahead`).
+    with naming(path):
+        costs = cost_modules(modules, devices)
+    per_device, per_op = measure(events)
+    hw = hardware_for(hardware, profile.platform, profile.device_stats, options.overrides)
+    if not hardware:
+        refuse_unidentified_chip(hw, profile.platform, profile.device_stats, path)
     warnings = list(profile.warnings) + check_partitions(hw, hardware, devices, options.allow_smaller)
     if hardware and (mismatch := traced_chip_mismatch(hw, profile.platform, profile.device_stats)) is not None:
         warnings.append(mismatch)
-    with naming(path):
-        costs = cost_modules(modules, devices, hw)
+    costs = cached_bytes(modules, costs, hw)
     expectations = expect_all(costs, hw)
-    per_device, per_op = measure(events)
     joined = join_measured(per_op, modules, names, costs, expectations, hw)
     joined, buffer_notes = price_command_buffers(joined, modules, costs, expectations, hw, per_device)
     warnings[:0] = buffer_notes
