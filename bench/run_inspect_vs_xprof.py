@@ -6,8 +6,9 @@ Each tool runs in its own fresh process, `--repeats` times; the best wall time, 
 time (user + system, the process tree) and the peak memory are printed with their ratios.
 Every process gets a fresh, empty home directory (no user cache: no CPU calibration, no
 profile summaries), as on a CI runner, and `audit inspect` is also timed on its first run
-there, against its warm runs; `--unprepared` adds a first run with the install's own
-calibration hidden too, as after a bare `pip install` (first-run target: at most 1.5x warm).
+there, against its warm runs; `--unprepared` adds `--repeats` first runs with the install's own
+calibration hidden too, as after a bare `pip install`, each in a fresh home and calibration folder,
+best of them against the best warm run, every one of them printed (target: at most 1.5x warm).
 The load average is printed before and after, since the machine may be shared. Memory is the
 peak summed PSS of the whole process tree, sampled every 50 ms from /proc/PID/smaps_rollup of
 the process and all its descendants (bench/measure.py): the largest single process (`ru_maxrss`)
@@ -66,12 +67,14 @@ def main() -> int:
     load_before = load_average()
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        results, first, bare = _compare(path, args.repeats, args.unprepared)
+        results, first, bare_runs = _compare(path, args.repeats, args.unprepared)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
     (aw, ac, am), (xw, xc, xm) = results.values()
+    bare = None if bare_runs is None else (min(r[0] for r in bare_runs), min(r[1] for r in bare_runs),
+                                           max(r[2] for r in bare_runs))
     print(f"profile: {path.name}, {path.stat().st_size / 1e6:.1f} MB, {count_events(path)} events")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
           f"{platform.python_version()}; jax {version('jax')}; xprof {version('xprof')}; "
@@ -87,15 +90,17 @@ def main() -> int:
         print(f"{'ratio audit first run, unprepared / warm':<45} {bare[0] / aw:>8.2f} {bare[1] / ac:>8.2f}")
     print(f"{'ratio audit first run / warm':<45} {first[0] / aw:>8.2f} {first[1] / ac:>8.2f}")
     print(f"{'ratio xprof / audit':<45} {xw / aw:>8.2f} {xc / ac:>8.2f} {xm / am:>12.2f}")
+    if bare_runs is not None:
+        print(f"first runs after a bare install, wall s: {', '.join(f'{r[0]:.2f}' for r in bare_runs)}")
     return 0
 
 
 Timing = tuple[float, float, float]
 
 
-def _compare(path: Path, repeats: int, unprepared: bool) -> tuple[dict[str, Timing], Timing, Timing | None]:
+def _compare(path: Path, repeats: int, unprepared: bool) -> tuple[dict[str, Timing], Timing, list[Timing] | None]:
     """Best (wall, CPU) and peak memory of each tool, warm; audit's first run in a fresh home; and
-    with `unprepared`, its first run with no calibration found anywhere."""
+    with `unprepared`, each of its first runs with no calibration found anywhere."""
     with tempfile.TemporaryDirectory() as tmp:
         env = fresh_home(Path(tmp))
         tools = {
@@ -106,9 +111,13 @@ def _compare(path: Path, repeats: int, unprepared: bool) -> tuple[dict[str, Timi
         audit_cmd = tools["audit inspect (table + cost model + JSON)"]
         bare = None
         if unprepared:  # the calibration cache in a folder of its own, empty: the install's is not looked at
-            bare_root = Path(tmp) / "bare"
-            bare_root.mkdir()
-            bare = measure(audit_cmd, env={**fresh_home(bare_root), "AUDIT_CACHE_DIR": str(bare_root / "calibration")})
+            runs = []
+            for n in range(repeats):  # each a first run: a fresh home and calibration folder every time
+                bare_root = Path(tmp) / f"bare{n}"
+                bare_root.mkdir()
+                runs.append(measure(audit_cmd, env={**fresh_home(bare_root),
+                                                    "AUDIT_CACHE_DIR": str(bare_root / "calibration")}))
+            bare = runs
         first = measure(audit_cmd, env=env)
         results = {}
         for name, cmd in tools.items():

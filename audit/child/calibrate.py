@@ -114,7 +114,7 @@ def _cache_loop(device: Any, capacity: float, fill: int) -> Kernel:
     import numpy as np
 
     elements = max(int(capacity / fill / 4 / 2), 256)  # two f32 arrays (in, out) in flight
-    trips = max(4, int(_CACHE_BYTES_MOVED / (8 * elements)))
+    trips = max(2, int(_CACHE_BYTES_MOVED / (8 * elements)))  # a level of hundreds of MB: twice over is enough
     loop = jax.jit(lambda y: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
     y = _put(np.ones((elements,), np.float32), device)
     loop(y).block_until_ready()

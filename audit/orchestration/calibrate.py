@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..parsers import user_cache
 
 _PROBES = "audit.child.calibrate"
 _TIMEOUT_S = 120
+_EXIT_S = 10
 _waiting: subprocess.Popen[str] | None = None  # a measurement started ahead (start_ahead), not yet timed
 
 
@@ -83,25 +85,57 @@ def _stop_waiting() -> None:
 
 def measure() -> dict[str, Any]:
     """Measure this machine (a few seconds; under one beyond the compile for a measurement started
-    ahead with `start_ahead`), in a process of its own (`audit.child.calibrate`)."""
+    ahead with `start_ahead`), in a process of its own (`audit.child.calibrate`). The record is
+    taken as soon as it is printed: the process's own exit (JAX's teardown, a sixth of a second)
+    is waited for only when this one exits."""
     global _waiting
     proc, _waiting = (_waiting, None) if _waiting is not None else (_probe_process(wait=False), None)
+    atexit.register(_reap, proc)
     try:
-        out, _ = proc.communicate("go\n", timeout=_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AuditError(f"CPU calibration took over {_TIMEOUT_S} s",
-                         hint="the machine is overloaded; retry, or name catalog hardware with --hardware") from None
-    lines = out.strip().splitlines()
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.close()
+    except OSError:  # the probe already exited: its error is read below
+        pass
+    line = _record_line(proc)
     try:
-        record = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+        record = json.loads(line) if line else None
     except ValueError:
         record = None
     if not isinstance(record, dict) or not calibration.valid_record(record):
+        proc.wait()
         raise AuditError(f"CPU calibration failed: {_last_error_line(proc)}",
                          hint="name catalog hardware with --hardware to skip calibration")
     return record
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Wait for a probe that has printed its record to exit (it does at once); stop one that does not."""
+    try:
+        proc.wait(_EXIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _record_line(proc: subprocess.Popen[str]) -> str | None:
+    """The probe's record (its JSON line), or None where it ended without one. **Raises:**
+    `AuditError` (the probe stopped) when none came in `_TIMEOUT_S`."""
+    found: list[str | None] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        found.append(next((line for line in proc.stdout if line.startswith("{")), None))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(_TIMEOUT_S)
+    if reader.is_alive():
+        proc.kill()
+        proc.wait()
+        raise AuditError(f"CPU calibration took over {_TIMEOUT_S} s",
+                         hint="the machine is overloaded; retry, or name catalog hardware with --hardware")
+    return found[0]
 
 
 def _last_error_line(proc: subprocess.Popen[str]) -> str:
