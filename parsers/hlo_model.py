@@ -153,7 +153,7 @@ class Instruction:
 
 # The fields in which a big program's copies of one instruction differ: the readers read each
 # distinct instruction once and stamp its copies with these (`stamping`).
-STAMPED = ("name", "operands", "called", "id", "attributes")
+STAMPED = ("name", "operands", "called", "id", "metadata", "attributes")
 
 
 def tuple_element(base: Instruction | None, index: str, name: str) -> Instruction | None:

@@ -32,7 +32,7 @@ try:
     from . import _hloscan  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler: the Python split, the same result
     _hloscan = None
-# A template instruction copied with its name, operands, callees, id and attributes set (what the
+# A template instruction copied with its name, operands, callees, id, metadata and attributes set (what the
 # constructor makes of the same fields, in a tenth of the time); None without the C build.
 _STAMP = stamper(Instruction, STAMPED)
 _MAX_READ = 1 << 16
@@ -103,7 +103,7 @@ class _Reading:
             if one.opcode == "fusion":
                 self.fused.update(called_ids)
             if stamp is not None:
-                out.append(stamp(one, name, operands, called, iid, attributes))
+                out.append(stamp(one, name, operands, called, iid, one.metadata, attributes))
             else:
                 out.append(Instruction(name, one.opcode, one.shape, operands, called, iid,  # type: ignore[call-arg]
                                        *tail, attributes))  # the fields between, as read (`_TAIL`)

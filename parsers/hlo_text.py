@@ -154,12 +154,8 @@ def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str,
     frame: list[tuple[str, str]]
     if text is None:
         meta, frame = _NO_METADATA, []
-    elif read is not None and text in read:
-        meta, frame = read[text]
     else:
-        meta, frame = _metadata(text, tables)
-        if read is not None:
-            read[text] = (meta, frame)
+        meta, frame = read_metadata(text, tables, read)
     config = unquote(raw.get("backend_config", ""))
     attributes += frame + backend_config_attributes(config)
     dot = None
@@ -181,6 +177,19 @@ def build_instruction(name: str, opcode: str, shape: Shape, operands: tuple[str,
         custom_call_target=unquote(raw.get("custom_call_target", "")),
         backend_config=config, sharding=raw.get("sharding", ""), metadata=meta,
         attributes=tuple(attributes))
+
+
+def read_metadata(text: str, tables: FrameTables | None = None,
+                  read: dict[str, tuple[Metadata, list[tuple[str, str]]]] | None = None
+                  ) -> tuple[Metadata, list[tuple[str, str]]]:
+    """A `metadata={...}` value (`text`, braces included): the metadata, and the attributes it adds
+    (its stack frame); from `read`, the values already read by their text, where it holds it."""
+    found = read.get(text) if read is not None else None
+    if found is None:
+        found = _metadata(text, tables)
+        if read is not None:
+            read[text] = found
+    return found
 
 
 def frame_source(frame_id: int, tables: FrameTables) -> tuple[str, int]:

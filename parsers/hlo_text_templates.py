@@ -2,9 +2,9 @@
 
 A big program repeats a few distinct instructions (an unrolled loop: 260,000 lines, 360 distinct)
 or computations (renamed copies of one block). Taken out of a line, the `%names` (the
-instruction's, its operands', the computations it calls) leave a template that its copies share:
-the template is parsed once by the line reader's own code, and each copy is a stamp of it with its
-own names. Each computation's content is numbered as the proto reader numbers it, so that renamed
+instruction's, its operands', the computations it calls) and the metadata leave a template that
+its copies share: the template is parsed once by the line reader's own code, and each copy is a
+stamp of it with its own names and its metadata, read once per distinct text. Each computation's content is numbered as the proto reader numbers it, so that renamed
 copies of one computation are priced once. A line whose names the template cannot place (a name
 inside a string, an operand printed without `%`) is read by the line reader; text whose lines
 are not one instruction each (a JSON attribute over several lines), or whose first instruction
@@ -21,15 +21,19 @@ from dataclasses import fields, replace
 from typing import Any
 
 from .hlo_collector import collector_paused
-from .hlo_model import STAMPED, Instruction, Module
+from .hlo_model import STAMPED, Instruction, Metadata, Module
 from .hlo_syntax import bracket_depth
-from .hlo_text import LineReader, finish_module, header_line, parse_hlo_text
+from .hlo_text import (LineReader, backend_config_attributes, finish_module, header_line, parse_hlo_text,
+                       read_metadata)
 from .stamping import stamper
 
 # A name as XLA prints it after `%`: an instruction, an operand (`%tuple#1` for a tuple's element),
 # a called computation.
 _NAME = re.compile(r"%([A-Za-z_][\w.\-#]*)")
 _STAMP = stamper(Instruction, STAMPED)
+_METADATA_AT = ", metadata={"
+_SCHEDULING_NAME = re.compile(r'scheduling_name="(?:[^"\\]|\\.)*"\s*')
+_METADATA_VALUE = re.compile(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')  # braces, quoted strings skipped
 # A computation this big is the body of a program, never a fused computation: not worth a content key.
 _MAX_CONTENT = 1 << 12
 
@@ -53,14 +57,18 @@ class _Template:
     """One distinct instruction line, parsed: `one` with placeholder names, and where its copies'
     names go (`operands` and `called` counted, `attributes` that hold names, by index)."""
 
-    __slots__ = ("one", "is_root", "operands", "called", "named_attributes", "number")
+    __slots__ = ("one", "is_root", "operands", "called", "named_attributes", "number", "frame_at")
 
     def __init__(self, one: Instruction, is_root: bool, operands: int, called: int,
                  named_attributes: tuple[tuple[int, int | list[str]], ...], number: int) -> None:
         self.one, self.is_root, self.operands, self.called = one, is_root, operands, called
         self.named_attributes, self.number = named_attributes, number
+        # where a copy's stack frame goes among its attributes: before those of its backend_config
+        self.frame_at = len(one.attributes) - len(backend_config_attributes(one.backend_config))
 
-    def copy(self, names: list[str]) -> Instruction:
+    def copy(self, names: list[str], metadata: tuple[Metadata, list[tuple[str, str]]] | None) -> Instruction:
+        """The copy with these names (its own, its operands', its callees') and metadata (as read:
+        the metadata and its stack-frame attribute; None for a line without)."""
         one, n = self.one, self.operands
         operands = tuple(names[1:1 + n])
         called = tuple(names[1 + n:1 + n + self.called])
@@ -72,9 +80,30 @@ class _Template:
                 value = names[pieces] if isinstance(pieces, int) else _fill(pieces, names)
                 changed[index] = (changed[index][0], value)
             attributes = tuple(changed)
+        meta = one.metadata
+        if metadata is not None:
+            meta, frame = metadata
+            if frame:
+                attributes = (*attributes[:self.frame_at], *frame, *attributes[self.frame_at:])
         if _STAMP is not None:
-            return _STAMP(one, names[0], operands, called, one.id, attributes)
-        return replace(one, name=names[0], operands=operands, called=called, attributes=attributes)
+            return _STAMP(one, names[0], operands, called, one.id, meta, attributes)
+        return replace(one, name=names[0], operands=operands, called=called, metadata=meta, attributes=attributes)
+
+
+def _without_metadata(line: str) -> tuple[str, str | None]:
+    """The line without its `metadata={...}`, and that value (braces included, its `scheduling_name`
+    left out; None without one): newer XLA names each instruction in its metadata, so copies share
+    no line, and no metadata, until the name is taken out."""
+    at = line.find(_METADATA_AT)
+    if at < 0:
+        return line, None
+    value = _METADATA_VALUE.match(line, at + len(_METADATA_AT) - 1)
+    if value is None:
+        return line, None
+    text = value.group()
+    if "scheduling_name=" in text:  # unique to each instruction, and not in the model: dropped, so copies share it
+        text = _SCHEDULING_NAME.sub("", text)
+    return line[:at] + line[value.end():], text
 
 
 def _placeholder(k: int) -> str:
@@ -117,7 +146,8 @@ class _TemplateReader(LineReader):
         self.numbers = itertools.count()
         self.contents: dict[tuple[Any, ...], int] = {}
         self.content_of: dict[str, int] = {}  # computation name -> content number
-        self.keys: list[tuple[Any, ...]] = []  # the open computation's instructions: number, operands, called
+        # the open computation's instructions: template number, metadata, operands, callees
+        self.keys: list[tuple[Any, ...]] = []
 
     def read(self, lines: list[str], start: int) -> bool:
         """Read `lines[start:]`; False, having read them only in part, where the text is not one
@@ -136,7 +166,8 @@ class _TemplateReader(LineReader):
             if stripped.startswith("}"):
                 self._close()
                 continue
-            parts = name(stripped)
+            core, metadata_text = _without_metadata(stripped)
+            parts = name(core)
             key = "\x00".join(parts[0::2])
             if key in self.templates:
                 template = self.templates[key]
@@ -146,13 +177,21 @@ class _TemplateReader(LineReader):
                 if bracket_depth(stripped) != 0:
                     return False  # an instruction over several lines
                 template = self.templates[key] = self._template(parts)
+            metadata = None
+            if template is not None and metadata_text is not None:
+                try:
+                    metadata = read_metadata(metadata_text, self.tables, self.metadata)
+                except ValueError:  # the line reader says what is wrong with it
+                    template = None
             if template is None:
                 is_root, instr = self.instruction(no, stripped)
                 number = next(self.numbers)
             else:
-                instr, is_root, number = template.copy(parts[1::2]), template.is_root, template.number
+                instr, is_root, number = template.copy(parts[1::2], metadata), template.is_root, template.number
             self.add(instr, is_root)
-            self.keys.append((number, instr.operands, instr.called))
+            # the metadata as the model holds it (no scheduling name) and the stack frame it names
+            self.keys.append((number, None if metadata is None else (metadata[0], *metadata[1]), instr.operands,
+                              instr.called))
         return True
 
     def _template(self, parts: list[str]) -> _Template | None:
@@ -179,8 +218,9 @@ class _TemplateReader(LineReader):
         if len(instructions) <= _MAX_CONTENT:
             position = {instr.name: n for n, instr in enumerate(instructions)}
             content_of = self.content_of
-            shape = tuple((number, tuple([position.get(o, -1) for o in operands]),
-                           tuple([content_of.get(c, c) for c in called])) for number, operands, called in self.keys)
+            shape = tuple((number, metadata, tuple([position.get(o, -1) for o in operands]),
+                           tuple([content_of.get(c, c) for c in called]))
+                          for number, metadata, operands, called in self.keys)
             content = self.contents.setdefault((shape, position.get(root or instructions[-1].name, -1)
                                                 if instructions else -1), len(self.contents))
             content_of[name] = content

@@ -5,6 +5,7 @@ numbers them, and the line reader's errors and model wherever a line or a text d
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,16 @@ def test_every_real_text_is_read_as_the_line_reader_reads_it() -> None:
         _same(read_hlo_text(text, str(path)), lines)
 
 
-def test_each_distinct_line_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+_INSTRUCTION = re.compile(r"^(\s*(?:ROOT )?%([\w.\-]+) = .*?metadata=\{)", re.MULTILINE)
+
+
+def _named_in_metadata(text: str) -> str:
+    """The text as XLA 0.11 prints it: each instruction's name also in its metadata (`scheduling_name`)."""
+    return _INSTRUCTION.sub(lambda m: f'{m.group(1)}scheduling_name="{m.group(2)}" ', text)
+
+
+@pytest.mark.parametrize("newer_xla", [False, True], ids=["names", "names-in-metadata"])
+def test_each_distinct_line_is_parsed_once(newer_xla: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_hlo_copies import _make_big_hlo
 
     make = _make_big_hlo()
@@ -60,13 +70,20 @@ def test_each_distinct_line_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> N
     real = hlo_text.LineReader.instruction
     monkeypatch.setattr(hlo_text.LineReader, "instruction", lambda self, no, line: parsed.append(line) or
                         real(self, no, line))
-    counts = {}
+    counts, modules = {}, {}
     for copies in (3, 30):  # copies of the block in one computation, as an unrolled loop has them
+        text = str(make.stitch(block, copies, own_computations=False))
+        if newer_xla:
+            text = _named_in_metadata(text)
+            assert text.count("scheduling_name=") > 10 * copies
         parsed.clear()
-        module = read_hlo_text(str(make.stitch(block, copies, own_computations=False)))
-        counts[copies] = (module.instruction_count, len(parsed))
+        modules[copies] = (text, read_hlo_text(text))
+        counts[copies] = (modules[copies][1].instruction_count, len(parsed))
     assert counts[30][0] > 3 * counts[3][0]
     assert counts[30][1] == counts[3][1] < counts[3][0]
+    monkeypatch.undo()
+    for text, module in modules.values():
+        _same(module, parse_hlo_text(text))
 
 
 def _xla(text: str) -> Any:
