@@ -4,12 +4,12 @@ A big program repeats a few distinct instructions (an unrolled loop: 260,000 lin
 or computations (renamed copies of one block). Taken out of a line, the `%names` (the
 instruction's, its operands', the computations it calls) and the metadata leave a template that
 its copies share: the template is parsed once by the line reader's own code, and each copy is a
-stamp of it with its own names and its metadata, read once per distinct text. Each computation's content is numbered as the proto reader numbers it, so that renamed
-copies of one computation are priced once. A line whose names the template cannot place (a name
-inside a string, an operand printed without `%`) is read by the line reader; text whose lines
-are not one instruction each (a JSON attribute over several lines), or whose first instruction
-names nothing with `%`, is read by the line reader whole, which also says what is wrong with text
-that is not HLO.
+stamp of it with its own names and its metadata, read once per distinct text. Each computation's
+content is numbered as the proto reader numbers it, so that renamed copies of one computation are
+priced once. A line whose names the template cannot place (a name inside a string, an operand
+printed without `%`) is read by the line reader; text whose lines are not one instruction each (a
+JSON attribute over several lines), or whose first instruction names nothing with `%`, is read by
+the line reader whole, which also says what is wrong with text that is not HLO.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ class _TemplateReader(LineReader):
         text = "".join(p if i % 2 == 0 else "%" + _placeholder(i // 2) for i, p in enumerate(parts))
         try:
             is_root, one = self.instruction(0, text)
-        except Exception:
+        except Exception:  # whatever the template breaks, the line reader reads each such line and says why
             return None
         n_ops = len(one.operands)
         expected = tuple(_placeholder(k) for k in range(names))
