@@ -151,6 +151,10 @@ class Instruction:
         return default
 
 
+# A computation bigger than this is the body of a program, never a fused computation: the readers
+# give it no content number (`Computation.content`), not worth its key.
+MAX_CONTENT_INSTRUCTIONS = 1 << 12
+
 # The fields in which a big program's copies of one instruction differ: the readers read each
 # distinct instruction once and stamp its copies with these (`stamping`).
 STAMPED = ("name", "operands", "called", "id", "metadata", "attributes")

@@ -19,7 +19,7 @@ from . import hlo_schema as schema
 from ..errors import InputError
 from .hlo_collector import collector_paused
 from .hlo_checks import check_module
-from .hlo_model import STAMPED, Computation, Instruction, Module
+from .hlo_model import MAX_CONTENT_INSTRUCTIONS, STAMPED, Computation, Instruction, Module
 from .hlo_proto_fields import Attribute, called_attributes, named_template
 from .protobuild import DynamicMessage
 from .hlo_text import FrameTables
@@ -37,8 +37,6 @@ except ImportError:  # built without a C compiler: the Python split, the same re
 _STAMP = stamper(Instruction, STAMPED)
 _MAX_READ = 1 << 16
 _TAIL = tuple(f.name for f in dataclass_fields(Instruction))[6:-1]  # between `id` and `attributes`
-# A computation this big is the body of a program, never a fused computation: not worth a content key.
-_MAX_CONTENT = 1 << 12
 
 
 _Split = tuple[tuple[Attribute, ...], tuple[Attribute, ...]]
@@ -89,7 +87,7 @@ class _Reading:
         all_names, all_ids, all_operands, all_called, keys = split
         names = dict(zip(all_ids, all_names))
         position = {iid: n for n, iid in enumerate(all_ids)}
-        keyed = len(keys) <= _MAX_CONTENT
+        keyed = len(keys) <= MAX_CONTENT_INSTRUCTIONS
         shape_of: list[tuple[Any, ...]] = []
         out = []
         comps, content_of, template, stamp = self.comps, self.content_of, self.template, _STAMP

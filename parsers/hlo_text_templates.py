@@ -21,7 +21,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from .hlo_collector import collector_paused
-from .hlo_model import STAMPED, Instruction, Metadata, Module
+from .hlo_model import MAX_CONTENT_INSTRUCTIONS, STAMPED, Instruction, Metadata, Module
 from .hlo_syntax import bracket_depth
 from .hlo_text import (LineReader, backend_config_attributes, finish_module, header_line, parse_hlo_text,
                        read_metadata)
@@ -34,8 +34,6 @@ _STAMP = stamper(Instruction, STAMPED)
 _METADATA_AT = ", metadata={"
 _SCHEDULING_NAME = re.compile(r'scheduling_name="(?:[^"\\]|\\.)*"\s*')
 _METADATA_VALUE = re.compile(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')  # braces, quoted strings skipped
-# A computation this big is the body of a program, never a fused computation: not worth a content key.
-_MAX_CONTENT = 1 << 12
 
 
 def read_hlo_text(text: str, origin: str = "") -> Module:
@@ -215,7 +213,7 @@ class _TemplateReader(LineReader):
         assert self.current is not None
         name, instructions, root = self.current
         content = None
-        if len(instructions) <= _MAX_CONTENT:
+        if len(instructions) <= MAX_CONTENT_INSTRUCTIONS:
             position = {instr.name: n for n, instr in enumerate(instructions)}
             content_of = self.content_of
             shape = tuple((number, metadata, tuple([position.get(o, -1) for o in operands]),

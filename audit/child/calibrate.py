@@ -60,7 +60,8 @@ class Kernel:
 
 def prepare(device: Any) -> dict[str, Any]:
     """Every kernel compiled and run once on `device`: matmuls by dtype, the DRAM copy, a loop per
-    cache level and fill, the two chains that time the per-op cost."""
+    cache level and fill, the two chains that time the per-op cost. Inputs are numpy arrays put on
+    the device: `jnp.ones` and friends would compile a program per shape."""
     import jax
     import numpy as np
 
@@ -72,22 +73,15 @@ def prepare(device: Any) -> dict[str, Any]:
     matmuls: dict[str, list[Kernel]] = {}
     for dtype in ("float32", "bfloat16"):
         for n in _MATMUL_N:
-            a = _put(np.ones((n, n), dtype), device)  # numpy knows bfloat16 once JAX is imported
+            a = jax.device_put(np.ones((n, n), dtype), device)  # numpy knows bfloat16 once JAX is imported
             matmuls.setdefault(dtype, []).append(
                 Kernel(ready(matmul, a, a), 2.0 * n**3, _REPEATS * _MATMUL_N[-1] // n, f"{n}"))
     caches = [(level, [_cache_loop(device, level["capacity_bytes"], fill) for fill in _CACHE_FILL])
               for level in cache_levels()]
     chain = {length: _chain(length) for length in (_CHAIN, 1)}
-    x = _put(np.eye(8, dtype=np.float32), device)
+    x = jax.device_put(np.eye(8, dtype=np.float32), device)
     return {"matmul": matmuls, "copy": _copy(device), "caches": caches,
             "chain": {length: ready(fn, x) for length, fn in chain.items()}}
-
-
-def _put(array: Any, device: Any) -> Any:
-    """A host array on `device`, copied: `jnp.ones` and friends would compile a program per shape."""
-    import jax
-
-    return jax.device_put(array, device)
 
 
 def _copy(device: Any) -> Kernel:
@@ -97,7 +91,7 @@ def _copy(device: Any) -> Kernel:
     # In place (the input donated): a fresh 64 MiB output per call would time the OS handing out and
     # zeroing new pages (about 1 GB/s on a busy machine), not DRAM.
     add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
-    held = [add(_put(np.zeros((_COPY_ELEMENTS,), np.float32), device))]
+    held = [add(jax.device_put(np.zeros((_COPY_ELEMENTS,), np.float32), device))]
     held[0].block_until_ready()
 
     def call() -> None:
@@ -116,7 +110,7 @@ def _cache_loop(device: Any, capacity: float, fill: int) -> Kernel:
     elements = max(int(capacity / fill / 4 / 2), 256)  # two f32 arrays (in, out) in flight
     trips = max(2, int(_CACHE_BYTES_MOVED / (8 * elements)))  # a level of hundreds of MB: twice over is enough
     loop = jax.jit(lambda y: jax.lax.fori_loop(0, trips, lambda i, v: v * 1.0001 + 1e-6, y))
-    y = _put(np.ones((elements,), np.float32), device)
+    y = jax.device_put(np.ones((elements,), np.float32), device)
     loop(y).block_until_ready()
     return Kernel(lambda: loop(y).block_until_ready(), 8.0 * elements * trips, _CACHE_REPEATS, f"f32[{elements}]")
 
