@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "fixtures"
+SHARED = ROOT / "tests" / "data" / "fixtures"
 CAPTURES = ROOT / "tests" / "data" / "captures"
 RESULTS = ROOT / "bench" / "RESULTS.md"
 START, END = "<!-- corpus:start -->", "<!-- corpus:end -->"
@@ -37,7 +37,7 @@ HEADLINE = re.compile(r"^(hardware|\d+ step|op time|achievable op time|expected 
 
 @dataclass(frozen=True)
 class Entry:
-    """One real input: `path` relative to the project root (`../shared/...` or `tests/...`), with the
+    """One real input: `path` relative to the project root (under `tests/`), with the
     arguments a user would pass; `derive` names a copy made from it first (see `materialise`)."""
 
     name: str
@@ -48,32 +48,32 @@ class Entry:
 
 
 CORPUS: tuple[Entry, ...] = (
-    Entry("mi300x-gemm", "../shared/fixtures/gpu-mi300x/gemm.xplane.pb", "TraceLens, JAX 0.8, MI300X"),
-    Entry("mi300x-attention", "../shared/fixtures/gpu-mi300x/attention.xplane.pb", "TraceLens, JAX 0.8, MI300X"),
-    Entry("mi300x-elementwise", "../shared/fixtures/gpu-mi300x/elementwise.xplane.pb", "TraceLens, JAX 0.8, MI300X"),
-    Entry("mi300x-conv3d-8gpu", "../shared/fixtures/gpu-mi300x/conv3d-8gpu.xplane.pb",
+    Entry("mi300x-gemm", "tests/data/fixtures/gpu-mi300x/gemm.xplane.pb", "TraceLens, JAX 0.8, MI300X"),
+    Entry("mi300x-attention", "tests/data/fixtures/gpu-mi300x/attention.xplane.pb", "TraceLens, JAX 0.8, MI300X"),
+    Entry("mi300x-elementwise", "tests/data/fixtures/gpu-mi300x/elementwise.xplane.pb", "TraceLens, JAX 0.8, MI300X"),
+    Entry("mi300x-conv3d-8gpu", "tests/data/fixtures/gpu-mi300x/conv3d-8gpu.xplane.pb",
           "TraceLens, JAX 0.8, 8 MI300X"),
-    Entry("mi300x-conv3d-legacy", "../shared/fixtures/gpu-mi300x/conv3d-legacy.xplane.pb",
+    Entry("mi300x-conv3d-legacy", "tests/data/fixtures/gpu-mi300x/conv3d-legacy.xplane.pb",
           "TraceLens, JAX before 0.8 (older XPlane layout), MI300X"),
-    Entry("a100-nsys-jax-4proc", "../shared/fixtures/gpu-a100-pax-nsys-jax", "JAX-Toolbox nsys-jax, Pax FSDP, 4 A100"),
-    Entry("a100-nsys-jax-no-metadata", "../shared/fixtures/gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc0.zip",
+    Entry("a100-nsys-jax-4proc", "tests/data/fixtures/gpu-a100-pax-nsys-jax", "JAX-Toolbox nsys-jax, Pax FSDP, 4 A100"),
+    Entry("a100-nsys-jax-no-metadata", "tests/data/fixtures/gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc0.zip",
           "the same archive as an older nsys-jax writes it (no device-metadata.parquet)", derive="drop-metadata"),
-    Entry("h100-maxtext-hlo", "../shared/fixtures/gpu-h100-maxtext/"
+    Entry("h100-maxtext-hlo", "tests/data/fixtures/gpu-h100-maxtext/"
           "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb", "JAX-Toolbox, MaxText FSDP 4 H100",
           args=("--hardware", "h100:4")),
-    Entry("h100-maxtext-hlo-before-optimization", "../shared/fixtures/gpu-h100-maxtext/"
+    Entry("h100-maxtext-hlo-before-optimization", "tests/data/fixtures/gpu-h100-maxtext/"
           "module_0016.jit_train_step.before_optimizations.hlo.pb", "the same module before XLA optimized it",
           args=("--hardware", "h100:4")),
-    Entry("h100-maxtext-hlo-no-hardware", "../shared/fixtures/gpu-h100-maxtext/"
+    Entry("h100-maxtext-hlo-no-hardware", "tests/data/fixtures/gpu-h100-maxtext/"
           "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",
           "the same dump with no --hardware and no target config beside it"),
-    Entry("tpu-v6e-llama3-8b-hlo", "../shared/fixtures/tpu-v6e-llama3-8b/module_0262.jit_train_step."
+    Entry("tpu-v6e-llama3-8b-hlo", "tests/data/fixtures/tpu-v6e-llama3-8b/module_0262.jit_train_step."
           "after_optimizations.txt", "a public TPU v6e-8 Llama3-8B dump", args=("--hardware", "tpu-v6e:2x4")),
-    Entry("tensorflow-not-jax", "../shared/fixtures/not-jax/tensorflow-gpu-multiworker.xplane.pb",
+    Entry("tensorflow-not-jax", "tests/data/fixtures/not-jax/tensorflow-gpu-multiworker.xplane.pb",
           "tensorflow/profiler demo (TF2, not XLA)"),
-    Entry("pytorch-nsys-sqlite", "../shared/fixtures/not-jax/pytorch-h100-2gpu.nsys.sqlite",
+    Entry("pytorch-nsys-sqlite", "tests/data/fixtures/not-jax/pytorch-h100-2gpu.nsys.sqlite",
           "nsys-ai test fixture (PyTorch)"),
-    Entry("xprof-op-stats-cache", "../shared/fixtures/gpu-mi300x/ALL_HOSTS.op_stats_v2.pb", "XProf's own cache file"),
+    Entry("xprof-op-stats-cache", "tests/data/fixtures/gpu-mi300x/ALL_HOSTS.op_stats_v2.pb", "XProf's own cache file"),
     Entry("h100-microbench", "tests/data/captures/h100-jax0.11/microbench.xplane.pb",
           "this project, JAX 0.11.2, H100 SXM"),
     Entry("h100-attention-sweep", "tests/data/captures/h100-jax0.11/attention-sweep/attention-sweep.xplane.pb",

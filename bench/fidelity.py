@@ -4,7 +4,7 @@
 
 The roofline is meant to be a lower bound: an op should rarely run faster than its
 expected time. The achievable time (what good kernels reach on the chip) is meant to be
-tight: real ops should take about that long. For every real capture in ../shared/fixtures/
+tight: real ops should take about that long. For every real capture in tests/data/fixtures/
 (the MI300X traces, the A100 nsys-jax archives; the HLO dumps carry no measurements), every
 reference workload in
 workloads/ run on this CPU, and the default `audit run` (no workload), this prints the
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data" / "fixtures"
 FASTER = 1.25  # an op "beats" its roofline when measured < expected / FASTER
 # (name, workload file or None for the default run, --devices, workload arguments)
 WORKLOADS: tuple[tuple[str, str | None, int | None], ...] = (

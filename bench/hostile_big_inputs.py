@@ -3,7 +3,7 @@
     python bench/hostile_big_inputs.py [--out DIR] [--profile BIG.xplane.pb] [--only NAME ...]
 
 Cases (each made in DIR first, from real inputs):
-- `hlo-50mb`: a 50 MB HLO text, the TPU Llama 3 8B module of ../shared/fixtures copied 58 times
+- `hlo-50mb`: a 50 MB HLO text, the TPU Llama 3 8B module of tests/data/fixtures copied 58 times
   under new names, every copy called from one entry (as big MaxText dumps are); `audit inspect`.
 - `events-10m`: an XPlane of 10 million XLA op events: the real profile given with --profile
   (bench/make_big_profile.py makes one), its op lines repeated until 10 million; compared with

@@ -2,7 +2,7 @@
 inputs with the crafts in tests/hostile_*.py.
 
 A case is the `audit` command line and the files its folder holds; `{dir}` in the command is the
-case's folder. Seeds are real: the captures in ../shared/fixtures and tests/data/captures, a CPU
+case's folder. Seeds are real: the captures in tests/data/fixtures and tests/data/captures, a CPU
 capture this machine makes with `audit run`, an Nsight SQLite export built from a real nsys-jax
 archive's ranges, the catalog's hardware files and reports the tool writes.
 """
@@ -21,7 +21,7 @@ from hostile_hlo import PROTO_CRAFTS, craft_hlo_proto
 from hostile_inputs import HLO_CRAFTS, REPORT_CRAFTS, XPLANE_CRAFTS, craft_hlo, craft_report, craft_xplane, mutate_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data" / "fixtures"
 SEED_HLO = sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
 NSYS_ARCHIVE = FIXTURES / "gpu-a100-pax-nsys-jax" / "pax_fsdp4_4proc_proc0.zip"
 HLO_PROTOS = [FIXTURES / "gpu-h100-maxtext" / "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",

@@ -2,7 +2,7 @@
 
     python bench/nvidia_fidelity.py [--json REPORT.json] [--top N]
 
-Reads the four nsys-jax archives of ../shared/fixtures/gpu-a100-pax-nsys-jax/ as one profile
+Reads the four nsys-jax archives of tests/data/fixtures/gpu-a100-pax-nsys-jax/ as one profile
 (or a JSON report `audit inspect` wrote of them) and prints, as markdown for bench/RESULTS.md:
 the ops by kind with measured / roofline and measured / achievable (median, p10, min), how
 many ops and how much op time beat the roofline by more than 1.25x, the largest ops one by
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-ARCHIVES = ROOT.parent / "shared" / "fixtures" / "gpu-a100-pax-nsys-jax"
+ARCHIVES = ROOT / "tests" / "data" / "fixtures" / "gpu-a100-pax-nsys-jax"
 FASTER = 1.25
 
 

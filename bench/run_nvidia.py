@@ -2,7 +2,7 @@
 
     python bench/run_nvidia.py [--hosts 100] [--repeats 2]
 
-Two inputs: the real four-process A100 Pax capture (../shared/fixtures/gpu-a100-pax-nsys-jax,
+Two inputs: the real four-process A100 Pax capture (tests/data/fixtures/gpu-a100-pax-nsys-jax,
 one archive per process, read as four hosts), and a pod of `--hosts` hosts made of it (hard
 links to the four archives under new names, under bench/data/nvidia-pod; every host then
 holds the same program, as the hosts of one job do). Each run is `audit inspect DIR --quiet
@@ -28,7 +28,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from measure import load_average, measure  # noqa: E402
 
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "gpu-a100-pax-nsys-jax"
+FIXTURE = ROOT / "tests" / "data" / "fixtures" / "gpu-a100-pax-nsys-jax"
 
 _FLOOR = r"""
 import io, lzma, sys, time, zipfile

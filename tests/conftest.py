@@ -1,4 +1,4 @@
-"""Test settings: real JAX on CPU with 8 simulated devices, and the shared real captures."""
+"""Test settings: real JAX on CPU with 8 simulated devices, and the real captures in tests/data/fixtures."""
 
 from __future__ import annotations
 
@@ -8,20 +8,20 @@ from pathlib import Path
 # Before anything imports JAX: 8 simulated CPU devices, CPU backend only.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# No per-host summary caches written beside the shared fixtures; cache tests name their own.
+# No per-host summary caches written beside the fixtures; cache tests name their own.
 os.environ.setdefault("AUDIT_CACHE", "")
 
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data" / "fixtures"
 
 
 def shared_fixture(relative: str) -> Path:
-    """Path of a real capture in ../shared/fixtures; fail loudly if it is missing."""
+    """Path of a real capture in tests/data/fixtures; fail loudly if it is missing."""
     path = FIXTURES / relative
     if not path.exists():
-        pytest.fail(f"shared fixture missing: {path} (the tests need ../shared/fixtures beside the project)")
+        pytest.fail(f"fixture missing: {path} (tests/data/fixtures/README.md lists the real captures)")
     return path
 
 

@@ -61,7 +61,7 @@ REFUSED = {
 
 def test_the_corpus_is_every_real_input():
     """A real input added to the project is added here: the expectation tables cover the corpus, and
-    the corpus every real capture in ../shared/fixtures and tests/data/captures."""
+    the corpus every real capture in tests/data/fixtures and tests/data/captures."""
     assert set(EXPECTED) | set(REFUSED) == {e.name for e in corpus.CORPUS}
     named = {(ROOT / e.path).resolve() for e in corpus.CORPUS}
     shared = {p.resolve() for p in shared_fixture("").rglob("*") if p.is_file() and p.suffix not in (".md", ".csv")}

@@ -32,7 +32,7 @@ MAXTEXT = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimiza
 
 @cache
 def report(name: str) -> ReportModel:
-    """The report of one real MI300X capture (../shared/fixtures/gpu-mi300x/NAME.xplane.pb)."""
+    """The report of one real MI300X capture (tests/data/fixtures/gpu-mi300x/NAME.xplane.pb)."""
     return analyse_profile(shared_fixture(f"gpu-mi300x/{name}.xplane.pb"))
 
 
