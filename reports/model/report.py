@@ -16,6 +16,9 @@ optional parts and who attaches them:
 | `matching` | the pipeline, for measured GPU profiles | measured time matched to HLO ops, and the largest other ranges |
 | `programs` | assemble, for a capture of several programs run one per step | each program's measured, expected and achievable time per execution |
 | `command_buffers` | the pipeline, for measured GPU profiles with CUDA graphs | the ops each command buffer ran, priced (`reports.model.buffer_contents`) |
+| `findings` | the step diagnosis | the step's losses, ranked by the step time each costs (`reports.model.findings`) |
+| `waste` | the program waste detectors | findings only the program shows (HLO evidence), as `Finding` rows |
+| `program_memory` | the buffer-assignment reader | each program's peak heap, parameters, live-out, temporaries and largest buffers |
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ if TYPE_CHECKING:
 
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
-                   "repeat", "run_source", "matching", "programs", "command_buffers"]
+                   "repeat", "run_source", "matching", "programs", "command_buffers", "findings", "waste",
+                   "program_memory"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
-ListPart = Literal["hosts", "devices", "runs", "programs", "command_buffers"]  # the parts that are lists of rows
+ListPart = Literal["hosts", "devices", "runs", "programs", "command_buffers", "findings", "waste",
+                   "program_memory"]  # the parts that are lists of rows
 PartValue = list[JSON] | JSON | str
 """A part is a list of JSON rows (hosts, devices, runs), a JSON object, or a path (run_source)."""
 _PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str, "programs": list,
-                                 "command_buffers": list,
+                                 "command_buffers": list, "findings": list, "waste": list, "program_memory": list,
                                  **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
                                                             "cpu_comparison", "repeat", "matching")}}
 
