@@ -11,10 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-Origin = Literal["trace", "model", "trace+model"]
+FindingOrigin = Literal["trace", "model", "trace+model"]
 """Where `time_per_step_s` came from: measured in the trace, expected by the cost model (HLO dumps,
 predictions), or a measured time judged against an expected one."""
-ORIGINS: tuple[Origin, ...] = get_args(Origin)
+ORIGINS: tuple[FindingOrigin, ...] = get_args(FindingOrigin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Finding:
     share: float | None  # of the measured (or, for a dump, expected) step; None when no step is known
     evidence: tuple[str, ...]
     action: str
-    origin: Origin
+    origin: FindingOrigin
     program: str | None = None
 
     def __post_init__(self) -> None:
