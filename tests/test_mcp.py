@@ -268,3 +268,29 @@ def test_without_the_sdk_audit_mcp_says_how_to_install_it_in_one_line():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == ["audit: error: audit mcp needs the MCP Python SDK (mcp is not installed) "
                                         "(pip install 'roofline-audit[mcp]')"]
+
+
+def test_the_findings_part_is_passed_through_as_the_report_has_it(tmp_path):
+    """The step diagnosis attaches `findings` to a report; inspect returns them as the JSON holds them."""
+    import audit
+    from audit.reports.model.findings import Finding
+
+    report = audit.inspect(shared_fixture("gpu-mi300x/gemm.xplane.pb"))
+    gemm = max(report.model.ops, key=lambda o: o.self_s or 0.0)
+    finding = Finding("kernel-gap", f"{gemm.name} is the step's largest op", (gemm.self_s or 0.0) / 42, None,
+                      (gemm.key,), "see its suggestion", "trace")
+    with_findings = tmp_path / "with-findings.json"
+    audit.Report(report.model.attach("findings", [finding.to_json()])).save(str(with_findings))
+    plain = tmp_path / "plain.json"
+    report.save(str(plain))
+
+    async def steps(session: ClientSession) -> Any:
+        found = await session.call_tool("inspect", {"path": str(with_findings), "parts": ["findings", "programs"]})
+        none = await session.call_tool("inspect", {"path": str(plain)})
+        return data(found), data(none)
+
+    found, none = with_server(steps)
+    saved = json.loads(with_findings.read_text())
+    assert found["findings"] == saved["findings"] == found["parts"]["findings"]
+    assert found["parts"]["programs"] == saved["programs"]
+    assert none["findings"] is None and none["summary"] == found["summary"]

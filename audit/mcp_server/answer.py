@@ -42,10 +42,15 @@ def success(doc: JSON) -> CallToolResult:
                           structured_content=clean(doc))
 
 
-async def answer(ctx: Context[Any, Any], what: str, work: Callable[[CallProgress], JSON]) -> CallToolResult:
-    """Run `work` off the event loop, reporting progress, and reply with its document or its error."""
+async def answer(ctx: Context[Any, Any], what: str, work: Callable[[CallProgress], JSON], *,
+                 analysis: bool = False) -> CallToolResult:
+    """Run `work` off the event loop, reporting progress, and reply with its document or its error;
+    an `analysis` (reading profiles) waits for the one before it, napkin math and the catalog do not."""
     try:
-        async with _ONE_AT_A_TIME:
+        if analysis:
+            async with _ONE_AT_A_TIME:
+                doc = await CallProgress(ctx, what).run(work)
+        else:
             doc = await CallProgress(ctx, what).run(work)
     except AuditError as exc:
         return failure(error_line(exc))

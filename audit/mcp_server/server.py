@@ -28,10 +28,10 @@ from .reports import Analysis, report_of
 from .results import CalcResult, DiffResult, ExplainResult, HardwareResult, InspectResult, PlanResult
 
 Ctx = Context[Any, Any]
-Path_ = Annotated[str, Field(description="A .xplane.pb, a profile run dir, a TensorBoard logdir, an nsys-jax "
+InputPath = Annotated[str, Field(description="A .xplane.pb, a profile run dir, a TensorBoard logdir, an nsys-jax "
                                          "archive, an Nsight Systems SQLite export (with hlo), an HLO dump "
                                          "(.hlo.pb, .txt, .hlo, or an --xla_dump_to folder), or a JSON report.")]
-Hardware_ = Annotated[str | None, Field(description="Chip to judge against, NAME[:TOPOLOGY] or FILE.toml"
+ChipSpec = Annotated[str | None, Field(description="Chip to judge against, NAME[:TOPOLOGY] or FILE.toml"
                                                     "[:TOPOLOGY] (default: detected from the trace).")]
 Rows = Annotated[int, Field(ge=1, description="Rows of each list in the reply.")]
 OpKey = Annotated[str, Field(description="An op's key (`key` in top_ops, flagged) or its name when only one "
@@ -46,7 +46,7 @@ INSTRUCTIONS = (
     "Numbers are SI units (seconds, bytes, FLOP/s); each says where it comes from.")
 
 
-async def inspect(ctx: Ctx, path: Path_, hardware: Hardware_ = None,
+async def inspect(ctx: Ctx, path: InputPath, hardware: ChipSpec = None,
                   rows: Rows = DEFAULTS.top,
                   offset: Annotated[int, Field(ge=0, description="Top ops to skip: the next page.")] = 0,
                   op: Annotated[str | None, Field(description="Also return this op's full record (its key, "
@@ -72,10 +72,10 @@ async def inspect(ctx: Ctx, path: Path_, hardware: Hardware_ = None,
     def work(progress: CallProgress) -> dict[str, Any]:
         return inspect_doc(report_of(path, how, progress), rows, offset, op, parts)
 
-    return await answer(ctx, f"inspect {path}", work)
+    return await answer(ctx, f"inspect {path}", work, analysis=True)
 
 
-async def explain(ctx: Ctx, path: Path_, op: OpKey, hardware: Hardware_ = None,
+async def explain(ctx: Ctx, path: InputPath, op: OpKey, hardware: ChipSpec = None,
                   ) -> Annotated[CallToolResult, ExplainResult]:
     """One op of a report (or of a profile or dump, analysed as inspect does): every figure with its unit
     and source (hlo, trace, model, verdict), its verdict and the reasons, and the suggestion."""
@@ -84,7 +84,7 @@ async def explain(ctx: Ctx, path: Path_, op: OpKey, hardware: Hardware_ = None,
     def work(progress: CallProgress) -> dict[str, Any]:
         return explain_doc(report_of(path, how, progress), op)
 
-    return await answer(ctx, f"explain {op}", work)
+    return await answer(ctx, f"explain {op}", work, analysis=True)
 
 
 async def diff(ctx: Ctx,
@@ -96,7 +96,7 @@ async def diff(ctx: Ctx,
                                                                                  "in percent (default 5).")] = None,
                strict: Annotated[bool, Field(description="An inconclusive verdict also trips the gate.")] = False,
                fail_on_flops: bool = False, fail_on_comm_bytes: bool = False,
-               hardware: Hardware_ = None, rows: Rows = DEFAULTS.diff_top,
+               hardware: ChipSpec = None, rows: Rows = DEFAULTS.diff_top,
                ) -> Annotated[CallToolResult, DiffResult]:
     """Compare two runs, as `audit diff --json` does: the step-time verdict against noise, what changed
     in the program (FLOPs, bytes, ops added, removed, changed), and the gate's answer (regression)."""
@@ -104,7 +104,7 @@ async def diff(ctx: Ctx,
         return diff_doc(base, head, hardware, rows, progress, slowdown_percent=fail_on_slowdown, strict=strict,
                         fail_on_flops=fail_on_flops, fail_on_comm_bytes=fail_on_comm_bytes)
 
-    return await answer(ctx, "diff", work)
+    return await answer(ctx, "diff", work, analysis=True)
 
 
 async def plan(ctx: Ctx, kind: Annotated[PlanKind, Field(description="model: parameters, FLOPs, memory; "
