@@ -294,3 +294,28 @@ def test_the_findings_part_is_passed_through_as_the_report_has_it(tmp_path):
     assert found["findings"] == saved["findings"] == found["parts"]["findings"]
     assert found["parts"]["programs"] == saved["programs"]
     assert none["findings"] is None and none["summary"] == found["summary"]
+
+
+def test_a_fault_inside_a_tool_is_an_internal_error_and_the_next_call_is_answered(monkeypatch, caplog):
+    """As `audit` exits 4 for a bug (tests/test_cli_exit_codes.py), the server says `internal error` for
+    that call, logs the traceback, and serves on; here in-process, through the SDK's in-memory client."""
+    from mcp import Client
+
+    from audit.mcp_server import reports
+    from audit.mcp_server.server import build_server
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(reports, "inspect", broken)
+
+    async def main() -> Any:
+        async with Client(build_server()) as client:
+            fault = await client.call_tool("inspect", {"path": str(shared_fixture("gpu-mi300x/gemm.xplane.pb"))})
+            after = await client.call_tool("calc", {"kind": "matmul", "m": 64, "k": 64, "n": 64, "hardware": "h100"})
+            return fault, after
+
+    fault, after = anyio.run(main)
+    assert error(fault).startswith("audit: internal error: ZeroDivisionError: float division by zero")
+    assert "Traceback" in caplog.text and "ZeroDivisionError" in caplog.text
+    assert data(after)["result"]["flops"] == 2 * 64**3
