@@ -34,7 +34,7 @@ TYPECHECK := build/typecheck/audit
 check: $(STAMP)
 	$(BIN)/ruff check .
 	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
-	ln -s $(CURDIR)/audit/*.py $(addprefix $(CURDIR)/audit/,commands analyses child library optable orchestration pod) $(TYPECHECK)/
+	ln -s $(CURDIR)/audit/*.py $(addprefix $(CURDIR)/audit/,commands analyses child library mcp_server optable orchestration pod skills) $(TYPECHECK)/
 	ln -s $(CURDIR)/parsers $(TYPECHECK)/parsers
 	ln -s $(CURDIR)/costmodel $(TYPECHECK)/costmodel
 	ln -s $(CURDIR)/reports $(TYPECHECK)/reports

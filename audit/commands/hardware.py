@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from ..atomic import write_text
 from ..costmodel.chips import hwfile
 from ..costmodel.chips.calibration import cached_cpu_hardware
+from ..costmodel.chips.hardware import Hardware
 from ..costmodel.chips.catalog import SITE_PATH_VAR, canonical_name, chips, entries, spec_file
 from ..errors import UsageError
 from ..hardware_options import HARDWARE_METAVAR, Pairs, resolve_hardware, set_option
@@ -53,9 +55,7 @@ def show(name: str, json_out: str | None, toml_out: str | None, recalibrate: boo
         cpu_hardware(refresh=recalibrate)
     hw = resolve_hardware(name, overrides)
     if json_out is not None:
-        payload = hw.to_json()
-        payload["quantities"] = {k: q.to_json() for k, q in hw.quantities().items()}
-        write_text(json_out, json.dumps(payload, indent=2, sort_keys=True))
+        write_text(json_out, json.dumps(show_json(hw), indent=2, sort_keys=True))
     if toml_out is not None:
         header = (f"{hw.name}: a hardware file for audit, written by `audit hardware show {name} --toml`.\n"
                   f"Edit any figure and use it with --hardware FILE.toml[:TOPOLOGY], or put it in a directory\n"
@@ -67,3 +67,10 @@ def show(name: str, json_out: str | None, toml_out: str | None, recalibrate: boo
     if json_out is None and toml_out is None:
         origin = entries().get(hw.name)
         click.echo(describe(hw, spec_file(name) or (origin.path if origin and origin.site else None)))
+
+
+def show_json(hw: Hardware) -> dict[str, Any]:
+    """What `hardware show --json` writes: the entry, and each figure with its unit and source."""
+    payload = hw.to_json()
+    payload["quantities"] = {k: q.to_json() for k, q in hw.quantities().items()}
+    return payload
