@@ -126,6 +126,7 @@ class BufferAssignment:
     buffers: dict[int, LogicalBuffer]
     allocations: tuple[Allocation, ...]
     traces: tuple[tuple[HeapEvent, ...], ...]
+    traced: bool = True  # False: read from a text without the heap simulator's trace (buffer_assignment_text)
 
     def allocation_of(self) -> dict[int, Allocation]:
         """Logical buffer id -> the allocation holding it."""
@@ -223,6 +224,11 @@ def memory_usage(assignment: BufferAssignment, color: int = DEVICE_MEMORY) -> Me
     peak, peak_event, _ = _replay(assignment, owner, trace, None)
     _, _, live = _replay(assignment, owner, trace, peak_event)
     at_peak = [(b, a.group) for a, b in held] + [(assignment.buffers[b], owner[b].group) for b in live]
+    if not assignment.traced:  # no trace: the temporaries' allocations at their reserved size stand in
+        reserved = [a for a in mine if not a.indefinite]
+        peak = sum(a.size for a in reserved)
+        at_peak += [(LogicalBuffer(-a.index - 1, a.size, f"allocation {a.index}", -1, (), color), "temporary")
+                    for a in reserved if a.size]
     at_peak.sort(key=lambda item: -item[0].size)
     indefinite_bytes = sum(a.size for a, _ in held)
     return MemoryUsage(

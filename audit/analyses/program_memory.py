@@ -17,6 +17,7 @@ from ..parsers.buffer_assignment import BufferAssignment, LogicalBuffer, MemoryU
 from ..parsers.hlo_model import Instruction, Module, Shape
 
 SOURCE = "buffer assignment"
+TEXT_SOURCE = "buffer assignment text"  # no heap trace: temporaries at the size XLA reserved for them
 
 
 def program_memory(buffers: Mapping[int, BufferAssignment], modules: Mapping[int, Module],
@@ -32,7 +33,8 @@ def program_memory(buffers: Mapping[int, BufferAssignment], modules: Mapping[int
                 warnings.append(f"buffer assignment of program {pid} not replayed: {exc}")
             continue
         module = modules.get(pid)
-        rows.append(_row(pid, names.get(pid) or (module.name if module else str(pid)), usage, module, hw))
+        rows.append(_row(pid, names.get(pid) or (module.name if module else str(pid)), usage, module, hw,
+                         assignment.traced))
     rows.sort(key=lambda r: -r["peak_bytes"])
     if rows and config:
         plan = planned_memory(config)
@@ -41,16 +43,17 @@ def program_memory(buffers: Mapping[int, BufferAssignment], modules: Mapping[int
     return rows
 
 
-def _row(pid: int, name: str, usage: MemoryUsage, module: Module | None, hw: Hardware) -> dict[str, Any]:
+def _row(pid: int, name: str, usage: MemoryUsage, module: Module | None, hw: Hardware,
+         traced: bool) -> dict[str, Any]:
     capacity = hw.hbm_bytes
     by_id = {i.id: i for _, i in module.instructions()} if module is not None else {}
     row: dict[str, Any] = {
-        "program_id": pid, "module": name, "source": SOURCE,
+        "program_id": pid, "module": name, "source": SOURCE if traced else TEXT_SOURCE,
         "peak_bytes": usage.peak_bytes, "parameter_bytes": usage.parameter_bytes,
         "live_out_bytes": usage.live_out_bytes, "temporary_bytes": usage.temporary_bytes,
         "indefinite_bytes": usage.indefinite_bytes, "allocated_bytes": usage.allocated_bytes,
         "peak_at": _peak_at(usage, module),
-        "largest": [_buffer(b, group, by_id) for b, group in usage.live_at_peak[:DEFAULTS.memory_buffers]],
+        "largest": [_buffer(b, group, by_id, module) for b, group in usage.live_at_peak[:DEFAULTS.memory_buffers]],
         "device_memory_bytes": None, "device_memory_source": None, "headroom_bytes": None, "peak_share": None,
     }
     if capacity is not None and capacity.value > 0:
@@ -74,10 +77,13 @@ def _peak_at(usage: MemoryUsage, module: Module | None) -> dict[str, Any]:
     return out
 
 
-def _buffer(buffer: LogicalBuffer, group: str, by_id: Mapping[int, Instruction]) -> dict[str, Any]:
-    """A buffer live at the peak, named by the instruction that defined it (XLA names it by id, its
-    name field left empty since 2024)."""
+def _buffer(buffer: LogicalBuffer, group: str, by_id: Mapping[int, Instruction],
+            module: Module | None) -> dict[str, Any]:
+    """A buffer live at the peak, named by the instruction that defined it (the proto names it by id,
+    its name field left empty by recent XLA; the text by name)."""
     instr = by_id.get(buffer.instruction_id)
+    if instr is None and module is not None and buffer.instruction and (found := module.find(buffer.instruction)):
+        instr = found[1]
     shape = _element(instr.shape, buffer.shape_index) if instr is not None else None
     label = buffer.label if buffer.instruction or instr is None else replace(buffer, instruction=instr.name).label
     return {"instruction": label, "bytes": buffer.size, "kind": group,

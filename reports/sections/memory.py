@@ -32,7 +32,7 @@ def headline(report: ReportModel) -> str | None:
     capacity = top.get("device_memory_bytes")
     against = (f" of {qty.nbytes(capacity)} device memory ({qty.percent(top.get('peak_share'))})"
                if qty.known(capacity) else " (device memory unknown)")
-    sources = "buffer assignment" + (f", {top.get('device_memory_source')}" if qty.known(capacity) else "")
+    sources = str(top.get("source")) + (f", {top.get('device_memory_source')}" if qty.known(capacity) else "")
     return f"memory: peak {qty.nbytes(top.get('peak_bytes'))}{against} in {top.get('module')} [{sources}]"
 
 
@@ -46,6 +46,9 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
 def peak_place(row: Mapping[str, Any]) -> str:
     """Where the program's peak is reached, in words."""
     at = row.get("peak_at") or {}
+    if row.get("source") != "buffer assignment":
+        return (f"{row.get('module')}: read from {row.get('source')}, which has no heap trace: its temporaries count "
+                "at the size XLA reserved for them (an upper bound on the peak); the largest buffers it holds")
     if not at.get("instruction"):
         return f"{row.get('module')}: no temporaries on the heap; its peak is what it holds throughout"
     where = (f", {qty.count(at['position'])} of {qty.count(at['scheduled'])} in {at.get('computation')}'s schedule"
