@@ -3,7 +3,7 @@ buffer assignment.
 
     python bench/memory_vs_xprof.py [--write]
 
-For each capture, XProf (the `xprof` package, as its server runs it) writes each program's
+For each capture (and each HLO dump written as a proto), XProf (the `xprof` package, as its server runs it) writes each program's
 `<module>(<id>).hlo_proto.pb` beside a private copy of the capture, and its `memory_viewer` tool
 reads that file: its peak heap and entry parameters are compared with `audit`'s, which reads the
 same HloProto out of the capture itself. `--write` puts the table into bench/RESULTS.md between its
@@ -40,6 +40,10 @@ CAPTURES = (
     "tests/data/fixtures/gpu-mi300x/conv3d-legacy.xplane.pb",
     "tests/data/captures/cpu-default-run/vm.xplane.pb",  # XLA:CPU writes a buffer assignment too
 )
+# HLO dumps written as HloProto (`--xla_dump_hlo_as_proto`): XProf's memory viewer reads the same bytes
+# when they lie beside a capture as `<module>(<id>).hlo_proto.pb`.
+DUMPS = ("tests/data/fixtures/gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",)
+CARRIER = "tests/data/fixtures/gpu-mi300x/gemm.xplane.pb"  # any capture: XProf's tools open one beside the file
 _WRITTEN = re.compile(r"^(?P<module>.+)\((?P<id>\d+)\)\.hlo_proto\.pb$")
 
 
@@ -92,7 +96,7 @@ def xprof_memory(capture: Path, folder: Path) -> dict[int, tuple[str, float, flo
 
 def audit_memory(capture: Path) -> dict[int, tuple[float, float]]:
     """Program id -> (peak MiB, entry parameters MiB) as `audit` reads them from the capture."""
-    from audit.parsers.buffer_assignment import memory_usage, read_buffer_assignment
+    from audit.parsers.hlo_buffer_assignment import memory_usage, read_buffer_assignment
     from audit.parsers.profile import read_host
 
     _, protos = read_host(capture, decode_hlo=False)
@@ -114,6 +118,27 @@ def compare(capture: Path, folder: Path) -> tuple[list[Row], list[str]]:
     rows = [Row(name, pid, module, ours[pid][0], ours[pid][1], peak, params)
             for pid, (module, peak, params) in sorted(theirs.items()) if pid in ours]
     return rows, [f"{module}({pid})" for pid, (module, _, _) in sorted(theirs.items()) if pid not in ours]
+
+
+def compare_dump(dump: Path, folder: Path) -> Row:
+    """One dumped HloProto, audit beside XProf's memory viewer given the same bytes."""
+    from xprof.convert import raw_to_tool_data
+
+    from audit.parsers.hlo_buffer_assignment import memory_usage, read_buffer_assignment
+
+    data = dump.read_bytes()
+    assignment = read_buffer_assignment(data)
+    if assignment is None:
+        raise ValueError(f"{dump} carries no buffer assignment")
+    usage = memory_usage(assignment)
+    carrier = folder / Path(CARRIER).name
+    shutil.copy(ROOT / CARRIER, carrier)
+    (folder / "dump(0).hlo_proto.pb").write_bytes(data)
+    raw, _ = raw_to_tool_data.xspace_to_tool_data([str(carrier)], "memory_viewer",
+                                                  {"module_name": "dump(0)", "memory_space": "0"})
+    view = json.loads(raw)
+    return Row(str(dump.relative_to(ROOT)), 0, dump.name.split(".")[1], usage.peak_bytes / MIB,
+               usage.parameter_bytes / MIB, float(view["peakHeapMib"]), float(view["entryComputationParametersMib"]))
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -142,9 +167,12 @@ def main() -> None:
             found, lacking = compare(ROOT / relative, Path(folder))
         rows += found
         missing += [f"{relative}: {m}" for m in lacking]
+    for relative in DUMPS:
+        with tempfile.TemporaryDirectory() as folder:
+            rows.append(compare_dump(ROOT / relative, Path(folder)))
     lines = table(rows)
     worst = max((max(r.peak_gap, r.params_gap) for r in rows), default=0.0)
-    summary = (f"{len(rows)} programs in {len(CAPTURES)} captures; the largest difference on peak heap or "
+    summary = (f"{len(rows)} programs in {len(CAPTURES)} captures and {len(DUMPS)} dump; the largest difference on peak heap or "
                f"entry parameters is {100 * worst:.2f}%; programs XProf reports that audit does not: "
                f"{', '.join(missing) or 'none'}.")
     print("\n".join(lines + ["", summary]))

@@ -15,13 +15,13 @@ from conftest import ROOT, render
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.parsers.buffer_assignment import (ALLOC, FREE, SHARE_WITH, Allocation, BufferAssignment, HeapEvent,
+from audit.parsers.hlo_buffer_assignment import (ALLOC, FREE, SHARE_WITH, Allocation, BufferAssignment, HeapEvent,
                                              LogicalBuffer, hlo_proto_buffer_assignment, memory_usage,
                                              read_buffer_assignment)
-from audit.parsers.buffer_assignment_text import read_buffer_assignment_text
+from audit.parsers.hlo_buffer_assignment_text import read_buffer_assignment_text
 
 sys.path.insert(0, str(ROOT / "bench"))
-from memory_vs_xprof import CAPTURES, compare  # noqa: E402
+from memory_vs_xprof import CAPTURES, DUMPS, compare, compare_dump  # noqa: E402
 
 H200 = ROOT / "tests/data/captures/h200-jax0.11/train-step.xplane.pb"
 MIB = 2 ** 20
@@ -36,6 +36,15 @@ def test_peak_and_parameters_agree_with_xprof_memory_viewer(capture: str, tmp_pa
     for r in rows:
         assert r.peak_gap <= 0.02, (r.module, r.program_id, r.audit_peak_mib, r.xprof_peak_mib)
         assert r.params_gap <= 0.02, (r.module, r.program_id, r.audit_params_mib, r.xprof_params_mib)
+    # and in fact to the byte: the same replay of the same trace
+    assert all(abs(r.audit_peak_mib - r.xprof_peak_mib) * MIB < 1 for r in rows)
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=[Path(d).name for d in DUMPS])
+def test_a_dumped_proto_agrees_with_xprof_memory_viewer(dump: str, tmp_path: Path) -> None:
+    row = compare_dump(ROOT / dump, tmp_path)
+    assert row.peak_gap <= 0.02 and row.params_gap <= 0.02
+    assert abs(row.audit_peak_mib - row.xprof_peak_mib) * MIB < 1
 
 
 def test_h200_train_step_figures_and_the_buffers_at_the_peak() -> None:

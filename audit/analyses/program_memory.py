@@ -13,7 +13,7 @@ from typing import Any
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
 from ..options import DEFAULTS
-from ..parsers.buffer_assignment import BufferAssignment, LogicalBuffer, MemoryUsage, memory_usage
+from ..parsers.hlo_buffer_assignment import BufferAssignment, LogicalBuffer, MemoryUsage, memory_usage
 from ..parsers.hlo_model import Instruction, Module, Shape
 
 SOURCE = "buffer assignment"

@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..optable.judge import judge_predicted
 from ..optable.overlap import step_overlap
 from ..options import DEFAULTS, Thresholds
-from ..parsers.buffer_assignment import BufferAssignment
+from ..parsers.hlo_buffer_assignment import BufferAssignment
 from ..parsers.hlo_model import Module
 from ..reports.model.report import ReportModel
 from .assemble import assemble

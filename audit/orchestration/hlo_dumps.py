@@ -14,7 +14,7 @@ from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
-from ..parsers.buffer_assignment import BufferAssignment
+from ..parsers.hlo_buffer_assignment import BufferAssignment
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_platform import Platform
 from ..reports.model.report import ReportModel
@@ -58,8 +58,8 @@ def dump_buffer_assignments(files: list[tuple[Path, Module]],
                             ids: list[int]) -> tuple[dict[int, BufferAssignment], list[str]]:
     """Each dumped module's buffer assignment: from its own HloProto, the `.hlo.pb` beside its text,
     else the `-buffer-assignment.txt` beside it; and the files that have none."""
-    from ..parsers.buffer_assignment import read_buffer_assignment
-    from ..parsers.buffer_assignment_text import beside, read_buffer_assignment_text
+    from ..parsers.hlo_buffer_assignment import read_buffer_assignment
+    from ..parsers.hlo_buffer_assignment_text import beside, read_buffer_assignment_text
 
     found: dict[int, BufferAssignment] = {}
     missing: list[str] = []

@@ -15,7 +15,7 @@ import pandas as pd
 from ..optable.beside import EventWindow
 from ..costmodel.units import seconds
 from ..errors import InputError
-from ..parsers.buffer_assignment import BufferAssignment, read_buffer_assignment
+from ..parsers.hlo_buffer_assignment import BufferAssignment, read_buffer_assignment
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.input_files import is_url

@@ -4,11 +4,11 @@ every JAX profile (and `--xla_dump_to` as `*.hlo.pb`) carries beside its module.
 Only field 3 (`BufferAssignmentProto`) is decoded: the top level is walked with the wire reader,
 which steps over the module (field 1, the bulk of the bytes) without reading it. The heap replay
 follows the semantics of XProf's memory viewer, so the two agree on the same program: buffers of
-indefinite lifetime (entry parameters, outputs that may live out, constants, thread-local) count
-for the whole program; the heap simulator's trace of the temporary allocation is replayed event
-by event (ALLOC adds a buffer, FREE removes it when its last sharer is freed, SHARE_WITH counts
-the canonical buffer again when it was freed before), and the peak is the largest replayed heap
-plus the indefinite bytes. Field numbers follow openxla/xla `xla/service/hlo.proto`.
+indefinite lifetime (entry parameters, outputs that may live out, constants) count for the whole
+program, thread-local ones (scalars of nested computations) in none; the heap simulator's trace of
+the temporary allocation is replayed event by event (ALLOC adds a buffer, FREE removes it when its
+last sharer is freed, SHARE_WITH counts the canonical buffer again when it was freed before), and
+the peak is the largest replayed heap plus the indefinite bytes. Field numbers follow openxla/xla `xla/service/hlo.proto`.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class BufferAssignment:
     buffers: dict[int, LogicalBuffer]
     allocations: tuple[Allocation, ...]
     traces: tuple[tuple[HeapEvent, ...], ...]
-    traced: bool = True  # False: read from a text without the heap simulator's trace (buffer_assignment_text)
+    traced: bool = True  # False: read from a text without the heap simulator's trace (hlo_buffer_assignment_text)
 
     def allocation_of(self) -> dict[int, Allocation]:
         """Logical buffer id -> the allocation holding it."""
@@ -218,7 +218,9 @@ def memory_usage(assignment: BufferAssignment, color: int = DEVICE_MEMORY) -> Me
     **Raises:** ValueError when the trace frees a buffer more often than it was allocated.
     """
     owner = assignment.allocation_of()
-    mine = [a for a in assignment.allocations if a.color == color]
+    # Thread-local allocations (scalars of nested computations) are not in the device's memory pool:
+    # XProf's memory viewer leaves them out of every figure, and so does this.
+    mine = [a for a in assignment.allocations if a.color == color and not a.thread_local]
     held = [(a, b) for a in mine if a.indefinite and (b := _largest_buffer(a, assignment)) is not None]
     trace = _heap_trace(assignment, color, owner)
     peak, peak_event, _ = _replay(assignment, owner, trace, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .buffer_assignment import Allocation, BufferAssignment, LogicalBuffer
+from .hlo_buffer_assignment import Allocation, BufferAssignment, LogicalBuffer
 
 _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*):\s*$")
 _VALUE = re.compile(r"^ value: <(\d+) (\S+?)(?:\{([\d,]*)\})? @\d+> \(size=(\d+),offset=\d+\)")
