@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .protobuild import DynamicMessage, build_messages
+from .protobuild import DynamicMessage, FieldSpec, build_messages
 from .protowire import varint
 
-_MESSAGES = {
+_MESSAGES: dict[str, list[FieldSpec]] = {
     "Location": [
         ("instruction_name", 2, "string"),
         ("shape_index", 3, "int64", "repeated"),

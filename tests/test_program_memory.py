@@ -213,3 +213,22 @@ def test_inspect_of_a_dump_reads_the_proto_beside_it_else_the_text_else_says_so(
     assert from_text[0]["parameter_bytes"] == with_proto[0]["parameter_bytes"]
     assert nothing.part("program_memory") is None
     assert sum("no buffer assignment beside" in w for w in nothing.warnings) == 1
+
+
+def test_a_run_of_a_stated_transformer_puts_the_plan_beside_its_measured_memory(tmp_path: Path) -> None:
+    # GIVEN `audit run` of the reference transformer on this CPU: its config states the model's size
+    from audit.cli import main
+
+    small = ["--layers", "2", "--d-model", "64", "--heads", "4", "--seq", "32", "--batch", "4", "--vocab", "128",
+             "--d-ff", "128", "--sharding", "dp"]
+    out = tmp_path / "run.json"
+    assert main(["run", str(ROOT / "workloads" / "transformer.py"), "--devices", "1", "--steps", "2", "--warmup", "1",
+                 "--quiet", "--json", str(out), "--", *small]) == 0
+    row = json.loads(out.read_text())["program_memory"][0]
+    # THEN the planner's parameters and Adam moments (f32, 12 bytes a parameter) are what the step
+    # holds across steps, within the batch's tokens and the step counter
+    plan = row["plan"]
+    held = plan["parameter_bytes"] + plan["optimizer_bytes"]
+    assert plan["params"] * 12 == pytest.approx(held)
+    assert held <= row["parameter_bytes"] <= held + 2 * 4 * 32 * 4 + 64
+    assert "planner beside the buffer assignment" in render(json.loads(out.read_text()), "markdown").lower()
