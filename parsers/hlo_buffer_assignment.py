@@ -129,8 +129,8 @@ class BufferAssignment:
     traced: bool = True  # False: read from a text without the heap simulator's trace (hlo_buffer_assignment_text)
 
     def allocation_of(self) -> dict[int, Allocation]:
-        """Logical buffer id -> the allocation holding it."""
-        return {b: a for a in self.allocations for b in a.buffers}
+        """Logical buffer id -> the allocation holding it (ids the assignment does not describe left out)."""
+        return {b: a for a in self.allocations for b in a.buffers if b in self.buffers}
 
 
 @dataclass(frozen=True)
@@ -275,9 +275,9 @@ def _replay(assignment: BufferAssignment, owner: dict[int, Allocation], trace: t
             if refs[r] == 0:
                 live.pop(r, None)
                 heap -= assignment.buffers[r].size
-        elif event.kind == SHARE_WITH and event.canonical in owner:
+        elif (event.kind == SHARE_WITH and event.canonical in owner and event.buffer not in canonical_of
+              and (r := root(event.canonical)) != event.buffer):  # never a buffer shared with itself (a cycle)
             canonical_of[event.buffer] = event.canonical
-            r = root(event.canonical)
             refs[r] = refs.get(r, 0) + 1
             if refs[r] == 1:  # shares a buffer freed before: its memory is taken again
                 grown = r

@@ -232,3 +232,18 @@ def test_a_run_of_a_stated_transformer_puts_the_plan_beside_its_measured_memory(
     assert plan["params"] * 12 == pytest.approx(held)
     assert held <= row["parameter_bytes"] <= held + 2 * 4 * 32 * 4 + 64
     assert "planner beside the buffer assignment" in render(json.loads(out.read_text()), "markdown").lower()
+
+
+def test_a_hostile_trace_neither_hangs_nor_breaks_the_report() -> None:
+    # buffers shared with each other in a cycle, an id no allocation holds, and a buffer freed twice
+    from audit.analyses.program_memory import program_memory
+    from audit.costmodel.chips.catalog import lookup
+
+    cycle = [HeapEvent(ALLOC, 1, "a"), HeapEvent(SHARE_WITH, 2, "b", 1), HeapEvent(SHARE_WITH, 1, "c", 2),
+             HeapEvent(ALLOC, 77, "x"), HeapEvent(FREE, 2, "d"), HeapEvent(FREE, 1, "e")]
+    usage = memory_usage(_assignment({1: 10, 2: 10}, cycle))
+    assert usage.peak_bytes == 10
+    twice = _assignment({1: 10}, [HeapEvent(ALLOC, 1, "a"), HeapEvent(FREE, 1, "b"), HeapEvent(FREE, 1, "c")])
+    notes: list[str] = []
+    rows = program_memory({5: twice, 6: _assignment({1: 10}, cycle[:1])}, {}, {}, lookup("h100"), None, notes)
+    assert [r["program_id"] for r in rows] == [6] and len(notes) == 1 and "program 5" in notes[0]

@@ -28,7 +28,7 @@ def program_memory(buffers: Mapping[int, BufferAssignment], modules: Mapping[int
     for pid, assignment in buffers.items():
         try:
             usage = memory_usage(assignment)
-        except ValueError as exc:  # a trace that contradicts itself costs only its program its row
+        except (ValueError, KeyError) as exc:  # a trace that contradicts itself costs only its program its row
             if warnings is not None:
                 warnings.append(f"buffer assignment of program {pid} not replayed: {exc}")
             continue
