@@ -43,6 +43,8 @@ CAPTURES = (
 # HLO dumps written as HloProto (`--xla_dump_hlo_as_proto`): XProf's memory viewer reads the same bytes
 # when they lie beside a capture as `<module>(<id>).hlo_proto.pb`.
 DUMPS = ("tests/data/fixtures/gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",)
+# nsys-jax archives: each process's programs as xz-compressed HloProtos under dump/
+ARCHIVES = tuple(f"tests/data/fixtures/gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc{i}.zip" for i in range(4))
 CARRIER = "tests/data/fixtures/gpu-mi300x/gemm.xplane.pb"  # any capture: XProf's tools open one beside the file
 _WRITTEN = re.compile(r"^(?P<module>.+)\((?P<id>\d+)\)\.hlo_proto\.pb$")
 
@@ -122,23 +124,46 @@ def compare(capture: Path, folder: Path) -> tuple[list[Row], list[str]]:
 
 def compare_dump(dump: Path, folder: Path) -> Row:
     """One dumped HloProto, audit beside XProf's memory viewer given the same bytes."""
+    return compare_proto(str(dump.relative_to(ROOT)), dump.name, dump.read_bytes(), folder)
+
+
+def compare_proto(capture: str, name: str, data: bytes, folder: Path) -> Row:
+    """An HloProto's bytes, audit beside XProf's memory viewer reading them as its server's file."""
     from xprof.convert import raw_to_tool_data
 
     from audit.parsers.hlo_buffer_assignment import memory_usage, read_buffer_assignment
 
-    data = dump.read_bytes()
     assignment = read_buffer_assignment(data)
     if assignment is None:
-        raise ValueError(f"{dump} carries no buffer assignment")
+        raise ValueError(f"{capture}: {name} carries no buffer assignment")
     usage = memory_usage(assignment)
     carrier = folder / Path(CARRIER).name
-    shutil.copy(ROOT / CARRIER, carrier)
+    if not carrier.exists():
+        shutil.copy(ROOT / CARRIER, carrier)
     (folder / "dump(0).hlo_proto.pb").write_bytes(data)
     raw, _ = raw_to_tool_data.xspace_to_tool_data([str(carrier)], "memory_viewer",
                                                   {"module_name": "dump(0)", "memory_space": "0"})
     view = json.loads(raw)
-    return Row(str(dump.relative_to(ROOT)), 0, dump.name.split(".")[1], usage.peak_bytes / MIB,
+    match = re.match(r"module_(\d+)\.([^.]+)\.", name)
+    return Row(capture, int(match[1]) if match else 0, match[2] if match else name, usage.peak_bytes / MIB,
                usage.parameter_bytes / MIB, float(view["peakHeapMib"]), float(view["entryComputationParametersMib"]))
+
+
+def compare_archive(archive: Path, folder: Path) -> list[Row]:
+    """Every program an nsys-jax archive holds after optimization (xz-compressed HloProtos under
+    `dump/`), audit beside XProf's memory viewer on the same bytes."""
+    import lzma
+    import zipfile
+
+    rows = []
+    with zipfile.ZipFile(archive) as z:
+        for n, info in enumerate(sorted(z.infolist(), key=lambda i: i.filename)):
+            if info.filename.endswith("after_optimizations.hlo.pb.xz"):
+                own = folder / str(n)  # one folder a program: nothing XProf keeps of one is read for another
+                own.mkdir()
+                data = lzma.decompress(z.read(info))
+                rows.append(compare_proto(str(archive.relative_to(ROOT)), Path(info.filename).name, data, own))
+    return rows
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -170,9 +195,13 @@ def main() -> None:
     for relative in DUMPS:
         with tempfile.TemporaryDirectory() as folder:
             rows.append(compare_dump(ROOT / relative, Path(folder)))
+    for relative in ARCHIVES:
+        with tempfile.TemporaryDirectory() as folder:
+            rows += compare_archive(ROOT / relative, Path(folder))
     lines = table(rows)
     worst = max((max(r.peak_gap, r.params_gap) for r in rows), default=0.0)
-    summary = (f"{len(rows)} programs in {len(CAPTURES)} captures and {len(DUMPS)} dump; the largest difference on peak heap or "
+    summary = (f"{len(rows)} programs in {len(CAPTURES)} XPlane captures, {len(DUMPS)} HLO dump and "
+               f"{len(ARCHIVES)} nsys-jax archives; the largest difference on peak heap or "
                f"entry parameters is {100 * worst:.2f}%; programs XProf reports that audit does not: "
                f"{', '.join(missing) or 'none'}.")
     print("\n".join(lines + ["", summary]))

@@ -21,7 +21,7 @@ from audit.parsers.hlo_buffer_assignment import (ALLOC, FREE, SHARE_WITH, Alloca
 from audit.parsers.hlo_buffer_assignment_text import read_buffer_assignment_text
 
 sys.path.insert(0, str(ROOT / "bench"))
-from memory_vs_xprof import CAPTURES, DUMPS, compare, compare_dump  # noqa: E402
+from memory_vs_xprof import ARCHIVES, CAPTURES, DUMPS, compare, compare_archive, compare_dump  # noqa: E402
 
 H200 = ROOT / "tests/data/captures/h200-jax0.11/train-step.xplane.pb"
 MIB = 2 ** 20
@@ -45,6 +45,14 @@ def test_a_dumped_proto_agrees_with_xprof_memory_viewer(dump: str, tmp_path: Pat
     row = compare_dump(ROOT / dump, tmp_path)
     assert row.peak_gap <= 0.02 and row.params_gap <= 0.02
     assert abs(row.audit_peak_mib - row.xprof_peak_mib) * MIB < 1
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=[Path(a).name for a in ARCHIVES])
+def test_an_nsys_jax_archives_programs_agree_with_xprof_memory_viewer(archive: str, tmp_path: Path) -> None:
+    rows = compare_archive(ROOT / archive, tmp_path)
+    assert len(rows) == 17 and len({r.xprof_peak_mib for r in rows}) > 5  # distinct programs, not one kept
+    assert all(r.peak_gap <= 0.02 and r.params_gap <= 0.02 for r in rows)
+    assert all(abs(r.audit_peak_mib - r.xprof_peak_mib) * MIB < 1 for r in rows)
 
 
 def test_h200_train_step_figures_and_the_buffers_at_the_peak() -> None:
