@@ -47,9 +47,9 @@ def test_a_dumped_proto_agrees_with_xprof_memory_viewer(dump: str, tmp_path: Pat
     assert abs(row.audit_peak_mib - row.xprof_peak_mib) * MIB < 1
 
 
-@pytest.mark.parametrize("archive", ARCHIVES, ids=[Path(a).name for a in ARCHIVES])
-def test_an_nsys_jax_archives_programs_agree_with_xprof_memory_viewer(archive: str, tmp_path: Path) -> None:
-    rows = compare_archive(ROOT / archive, tmp_path)
+def test_an_nsys_jax_archives_programs_agree_with_xprof_memory_viewer(tmp_path: Path) -> None:
+    # one process of the four: they ran the same programs (bench/memory_vs_xprof.py compares all four)
+    rows = compare_archive(ROOT / ARCHIVES[0], tmp_path)
     assert len(rows) == 17 and len({r.xprof_peak_mib for r in rows}) > 5  # distinct programs, not one kept
     assert all(r.peak_gap <= 0.02 and r.params_gap <= 0.02 for r in rows)
     assert all(abs(r.audit_peak_mib - r.xprof_peak_mib) * MIB < 1 for r in rows)
