@@ -255,3 +255,16 @@ def test_a_hostile_trace_neither_hangs_nor_breaks_the_report() -> None:
     notes: list[str] = []
     rows = program_memory({5: twice, 6: _assignment({1: 10}, cycle[:1])}, {}, {}, lookup("h100"), None, notes)
     assert [r["program_id"] for r in rows] == [6] and len(notes) == 1 and "program 5" in notes[0]
+
+
+def test_a_peak_beyond_the_device_memory_says_the_program_cannot_run_there() -> None:
+    from audit import inspect
+
+    fits = inspect(str(H200)).model
+    small = inspect(str(H200), overrides={"hbm_bytes": 1.6e10}).model  # the user's 16 GB device
+    from audit.reports.sections.memory import headline
+
+    assert "cannot run" not in (headline(fits) or "")
+    line = headline(small) or ""
+    assert "18.8 GB of 16.0 GB device memory (117.6%)" in line and "[buffer assignment, user]" in line
+    assert "2.81 GB more than the device holds, it cannot run there" in line

@@ -33,7 +33,10 @@ def headline(report: ReportModel) -> str | None:
     against = (f" of {qty.nbytes(capacity)} device memory ({qty.percent(top.get('peak_share'))})"
                if qty.known(capacity) else " (device memory unknown)")
     sources = str(top.get("source")) + (f", {top.get('device_memory_source')}" if qty.known(capacity) else "")
-    return f"memory: peak {qty.nbytes(top.get('peak_bytes'))}{against} in {top.get('module')} [{sources}]"
+    headroom = top.get("headroom_bytes")
+    over = (f": {qty.nbytes(-float(headroom))} more than the device holds, it cannot run there"
+            if qty.known(headroom) and float(headroom) < 0 else "")
+    return f"memory: peak {qty.nbytes(top.get('peak_bytes'))}{against} in {top.get('module')} [{sources}]{over}"
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
