@@ -14,8 +14,9 @@ from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
-_HEADER = ("Program", "Module", "Peak", "Parameters", "Live-out", "Temporaries", "Device memory", "Peak share")
-_WIDTH = (8, 28, 9, 10, 9, 11, 13, 10)
+_HEADER = ("Program", "Module", "Peak", "Parameters", "Live-out", "Temporaries", "Device memory", "Peak share",
+           "Headroom")
+_WIDTH = (8, 28, 9, 10, 9, 11, 13, 10, 9)
 _BUFFER_HEADER = ("Size", "Kind", "Instruction", "Shape", "Source line")
 
 
@@ -43,7 +44,8 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     capacity = row.get("device_memory_bytes")
     return [str(row.get("program_id")), str(row.get("module") or ""), qty.nbytes(row.get("peak_bytes")),
             qty.nbytes(row.get("parameter_bytes")), qty.nbytes(row.get("live_out_bytes")),
-            qty.nbytes(row.get("temporary_bytes")), qty.nbytes(capacity), qty.percent(row.get("peak_share"))]
+            qty.nbytes(row.get("temporary_bytes")), qty.nbytes(capacity), qty.percent(row.get("peak_share")),
+            qty.nbytes(row.get("headroom_bytes"))]
 
 
 def peak_place(row: Mapping[str, Any]) -> str:
