@@ -17,6 +17,7 @@ from ..errors import InputError
 from ..optable.judge import judge_predicted
 from ..optable.overlap import step_overlap
 from ..options import DEFAULTS, Thresholds
+from ..parsers.hlo_buffer_assignment import BufferAssignment
 from ..parsers.hlo_model import Module
 from ..reports.model.report import ReportModel
 from .assemble import assemble
@@ -50,6 +51,18 @@ def attach_plan(report: ReportModel, hw: Hardware) -> ReportModel:
 
     table = plan_vs_profile(report, report.source.get("config") or {}, hw)
     return report if table is None else report.attach("plan_vs_profile", table)
+
+
+def attach_memory(report: ReportModel, buffers: dict[int, BufferAssignment], modules: dict[int, Module],
+                  names: dict[int, str], hw: Hardware) -> ReportModel:
+    """Each program's memory from its buffer assignment, where the programs carry one."""
+    from ..analyses.program_memory import program_memory
+
+    notes: list[str] = []
+    rows = program_memory(buffers, modules, names, hw, report.source.get("config"), notes)
+    for note in notes:
+        report = report.warn(note)
+    return report.attach("program_memory", rows) if rows else report
 
 
 @contextmanager

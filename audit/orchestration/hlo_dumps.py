@@ -14,12 +14,13 @@ from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
+from ..parsers.hlo_buffer_assignment import BufferAssignment
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_platform import Platform
 from ..reports.model.report import ReportModel
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning
-from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, hardware_for, naming,
+from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_memory, hardware_for, naming,
                        refuse_accelerator_without_hardware)
 
 
@@ -39,10 +40,46 @@ def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[
         warnings += list(dict.fromkeys(w for w in mismatches if w is not None))
     devices = max((device_count(m) or 0 for _, m in files), default=0) or None
     warnings += check_partitions(hw, hardware, devices, options.allow_smaller)
-    programs = {_program_id(f, m) if len(files) > 1 else m.id: m for f, m in files}
+    ids = [_program_id(f, m) if len(files) > 1 else m.id for f, m in files]
+    programs = dict(zip(ids, (m for _, m in files)))
     with naming(path):
-        return analyse_modules(programs, hw, source={"kind": "hlo", "paths": [str(f) for f, _ in files],
-                                                     **(source or {})}, warnings=warnings, options=options)
+        report = analyse_modules(programs, hw, source={"kind": "hlo", "paths": [str(f) for f, _ in files],
+                                                       **(source or {})}, warnings=warnings, options=options)
+    buffers, missing = dump_buffer_assignments(files, ids)
+    if missing:
+        report = report.warn(f"no buffer assignment beside {missing[0]}" + (f" and {len(missing) - 1} other module(s)"
+                                                                          if len(missing) > 1 else "")
+                             + ": memory per program needs the *.hlo.pb (--xla_dump_hlo_as_proto) or the "
+                               "*-buffer-assignment.txt XLA writes beside the module")
+    return attach_memory(report, buffers, programs, {i: m.name for i, m in programs.items()}, hw)
+
+
+def dump_buffer_assignments(files: list[tuple[Path, Module]],
+                            ids: list[int]) -> tuple[dict[int, BufferAssignment], list[str]]:
+    """Each dumped module's buffer assignment: from its own HloProto, the `.hlo.pb` beside its text,
+    else the `-buffer-assignment.txt` beside it; and the files that have none."""
+    from ..parsers.hlo_buffer_assignment import read_buffer_assignment
+    from ..parsers.hlo_buffer_assignment_text import beside, read_buffer_assignment_text
+
+    found: dict[int, BufferAssignment] = {}
+    missing: list[str] = []
+    for (file, _), pid in zip(files, ids):
+        proto = file if file.name.endswith(".pb") else _proto_beside(file)
+        assignment = read_buffer_assignment(proto.read_bytes()) if proto is not None else None
+        if assignment is None and (text := beside(file)) is not None:
+            assignment = read_buffer_assignment_text(text)
+        if assignment is None:
+            missing.append(file.name)
+        else:
+            found[pid] = assignment
+    return found, missing
+
+
+def _proto_beside(file: Path) -> Path | None:
+    """The `.hlo.pb` XLA wrote beside a module's text (`--xla_dump_hlo_as_proto`), if any."""
+    stem = file.name.removesuffix(".txt").removesuffix(".hlo")
+    found = file.with_name(f"{stem}.hlo.pb")
+    return found if found.is_file() else None
 
 
 def _modules(path: Path, module: Module | None) -> list[tuple[Path, Module]]:

@@ -19,8 +19,8 @@ from ..parsers.hlo_model import Module
 from ..parsers.readers import reader_named
 from ..reports.model.report import ReportModel
 from ..reports.model.summary import StepTimes
-from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_plan, cached_bytes, cost_modules, expect_all,
-                       hardware_for, naming, traced_chip_mismatch)
+from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_memory, attach_plan, cached_bytes,
+                       cost_modules, expect_all, hardware_for, naming, traced_chip_mismatch)
 from .assemble import assemble
 from .caveats import check_partitions, trace_flops_warning
 from .misleading import refuse_mixed_chips, refuse_unidentified_chip
@@ -113,7 +113,9 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
 
         report = report.attach("hosts", host_summary(per_device, step_list, hosts))
         report = report.attach("pod", pod_analyses(per_device, ops, step_list, hosts))
+    report = attach_memory(report, profile.buffers, modules, names, hw)
     return attach_plan(report, hw)
+
 
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 from ..optable.beside import EventWindow
 from ..costmodel.units import seconds
 from ..errors import InputError
+from ..parsers.hlo_buffer_assignment import BufferAssignment, read_buffer_assignment
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.input_files import is_url
@@ -76,6 +77,7 @@ class Pod:
     module_names: dict[int, str]
     device_stats: dict[str, Any]
     warnings: list[str]
+    buffers: dict[int, BufferAssignment] = field(default_factory=dict)  # each program's, where its HloProto has one
 
     @property
     def platform(self) -> str:
@@ -193,6 +195,7 @@ def _combine(found: files.RunFiles, results: Iterable[tuple[int, HostResult]], s
     hosts = [s for _, s in summaries]
     _distinct_names(hosts)
     modules, mismatch = _modules(hosts, protos, warnings)
+    buffers = _buffer_assignments(hosts, protos)
     names: dict[int, str] = {}
     for h in hosts:
         names.update(h.module_names)
@@ -206,7 +209,8 @@ def _combine(found: files.RunFiles, results: Iterable[tuple[int, HostResult]], s
         trace=_concat([h.trace for h in hosts], hosts),
         overlapped=_first_seen([h.overlapped for h in hosts]), modules=modules, module_names=names,
         device_stats={k: v for h in hosts for k, v in h.device_stats.items()},
-        warnings=list(dict.fromkeys(warnings + [w for h in hosts for w in h.warnings] + mismatch)))
+        warnings=list(dict.fromkeys(warnings + [w for h in hosts for w in h.warnings] + mismatch)),
+        buffers=buffers)
 
 
 def _raise(failure: HostFailure, total: int) -> None:
@@ -257,6 +261,18 @@ def _modules(hosts: list[HostSummary], protos: dict[str, bytes],
         mismatch.append(f"{len(differing)} host(s) ran programs whose HLO differs from the other hosts' "
                         f"(first: {', '.join(differing[:5])}); their ops are costed with the common HLO")
     return modules, mismatch
+
+
+def _buffer_assignments(hosts: list[HostSummary], protos: dict[str, bytes]) -> dict[int, BufferAssignment]:
+    """Each program's buffer assignment, from the HloProto most hosts ran (only the assignment's
+    field is decoded; the module is stepped over)."""
+    by_program: dict[int, Counter[str]] = {}
+    for h in hosts:
+        for pid, fp in h.programs.items():
+            by_program.setdefault(pid, Counter())[fp] += 1
+    chosen = {pid: counts.most_common(1)[0][0] for pid, counts in by_program.items()}
+    found = {pid: read_buffer_assignment(protos[fp]) for pid, fp in chosen.items() if fp in protos}
+    return {pid: a for pid, a in found.items() if a is not None}
 
 
 def _first_seen(maps: list[dict[str, bool]]) -> dict[str, bool]:

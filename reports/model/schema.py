@@ -175,6 +175,24 @@ def _command_buffer() -> JSON:
     return schema
 
 
+def _program_memory() -> JSON:
+    """The `program_memory` part (audit.analyses.program_memory): each program's buffer assignment."""
+    text, count = _nullable({"type": "string"}), _nullable(_integer())
+    size = {k: _number("bytes") for k in ("peak_bytes", "parameter_bytes", "live_out_bytes", "temporary_bytes",
+                                          "indefinite_bytes", "allocated_bytes")}
+    peak_at = _open({"event": _integer(), "events": _integer(), "instruction": {"type": "string"},
+                     "computation": text, "position": count, "scheduled": count, "source_line": text})
+    buffer = _open({"instruction": {"type": "string"}, "bytes": _number("bytes"), "kind": {"type": "string"},
+                    "opcode": text, "shape": text, "op_name": text, "source_line": text})
+    plan = _open({"source": {"type": "string"}, "params": _number(), "parameter_bytes": _number("bytes"),
+                  "optimizer_bytes": _number("bytes"), "activation_bytes": _number("bytes"),
+                  "total_bytes": _number("bytes"), "note": {"type": "string"}})
+    return _open({"program_id": _integer(), "module": {"type": "string"}, "source": {"type": "string"}, **size,
+                  "peak_at": peak_at, "largest": _array(buffer),
+                  "device_memory_bytes": _nullable(_number("bytes")), "device_memory_source": text,
+                  "headroom_bytes": _nullable(_number()), "peak_share": _nullable(_number()), "plan": plan})
+
+
 def report_schema() -> JSON:
     """The schema of `audit.report/v1`, from the types the writer serialises."""
     steps = _open({"index": _integer(), "time_s": _number("time_s"),
@@ -199,6 +217,7 @@ def report_schema() -> JSON:
         "run_source": {"type": "string"},
         "matching": _matching(),
         "command_buffers": _array(_command_buffer()),
+        "program_memory": _array(_program_memory()),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",

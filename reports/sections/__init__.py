@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from ..model.report import ReportModel
 from ._base import RenderOptions, Section, nothing
-from . import (collectives, flagged, interference, matching, ops, plan, pod, programs, target, timeline, verdict,
-               warnings)
+from . import (collectives, flagged, interference, matching, memory, ops, plan, pod, programs, target, timeline,
+               verdict, warnings)
 
 __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
@@ -29,6 +29,8 @@ REPORT_SECTIONS: Sequence[Section[ReportModel]] = (
             "with the rule that fired."),
     Section("interference", "Slowed by interference", interference.terminal, interference.markdown,
             interference.html),
+    Section("memory", "Memory", memory.terminal, memory.markdown, memory.html,
+            "Each program's device memory as XLA assigned it: the peak, where it is reached, what is live then."),
     # The terminal and markdown list the top ops; the page charts every op (and tables them last).
     Section("roofline", "Roofline", ops.terminal, ops.markdown, ops.roofline_html),
     Section("collectives", "Collectives", collectives.terminal, collectives.markdown, collectives.html),

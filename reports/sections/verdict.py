@@ -11,6 +11,7 @@ from ..model.report import ReportModel
 from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
+from . import memory
 from ._base import RenderOptions
 from .judged import fraction_clause, judged_any, none_judged
 from .programs import executions
@@ -107,6 +108,8 @@ def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     parts, total = breakdown(s)
     if total > 0:
         lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
+    if (peak := memory.headline(report)) is not None:
+        lines.append(peak)
     return lines
 
 
