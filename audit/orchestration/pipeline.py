@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..analyses.host_idle import merge_hosts
 from ..analyses.programs import per_program
+from ..analyses.step_diagnosis import attach_diagnosis
 from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.schedule import windows_by_op
 from ..optable.carriers import attribute_to_carriers
@@ -113,7 +115,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
 
         report = report.attach("hosts", host_summary(per_device, step_list, hosts))
         report = report.attach("pod", pod_analyses(per_device, ops, step_list, hosts))
-    return attach_plan(report, hw)
+    return attach_diagnosis(attach_plan(report, hw), merge_hosts([h.host_idle for h in hosts]))
 
 
 

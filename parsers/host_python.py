@@ -1,0 +1,118 @@
+"""What the host's Python thread did, from the `python` line of `/host:CPU`: one row per event.
+
+JAX's Python tracer (on by default in `jax.profiler`) writes each Python call as an event named
+`$file.py:line function` (a builtin as `$module function`) on the line named `python`, beside the
+TraceMe annotations the thread opened there (`train` of a `StepTraceAnnotation`, `PjitFunction(f)`,
+`DevicePut`, `CommonPjRtBuffer::Await`, ...). The step diagnosis reads this line to say what the
+host was doing while the devices idled. Only that line is decoded: its name is read from the first
+bytes of each encoded line (XLine serialises `name`, field 2, before its events), and its events
+by the compiled line decoder where one runs, so the thread-pool lines that hold the ops are not
+decoded twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from . import xline_decode
+from .protowire import varint
+from .ranges import check_columns
+
+PYTHON_LINE = "python"
+HOST_EVENT_COLUMNS = {
+    "name": "event name: `$file.py:line function`, `$module function`, or a TraceMe annotation",
+    "start_ps": "ps from profile start",
+    "end_ps": "ps from profile start",
+}
+
+
+def empty_host_events() -> pd.DataFrame:
+    return pd.DataFrame({"name": pd.Categorical([], categories=pd.Index([], dtype=str)),
+                         "start_ps": np.zeros(0, np.int64), "end_ps": np.zeros(0, np.int64)})
+
+
+def line_name(data: bytes | memoryview) -> str:
+    """The `name` of an encoded XLine, read from its leading fields only ("" where it has none
+    before its events, or where the bytes are not well formed)."""
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    try:
+        while pos < end:
+            tag, pos = varint(view, pos, end)
+            field, wire = tag >> 3, tag & 7
+            if field == 4:  # the events: a name is serialised before them
+                return ""
+            if wire == 0:
+                _, pos = varint(view, pos, end)
+            elif wire == 2:
+                size, pos = varint(view, pos, end)
+                if field == 2:
+                    return str(view[pos:pos + size], "utf-8", "replace")
+                pos += size
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            else:
+                return ""
+    except ValueError:
+        return ""
+    return ""
+
+
+def python_events(plane: Any) -> pd.DataFrame:
+    """The events of the plane's `python` line(s), sorted by start (longest first on ties)."""
+    if plane is None:
+        return empty_host_events()
+    lines = plane.lines
+    encoded = lines.encoded() if hasattr(lines, "encoded") else None
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for index in range(len(lines)):
+        if encoded is not None:
+            if line_name(encoded[index]) != PYTHON_LINE:
+                continue
+            parts.append(_decoded(plane, encoded[index]) if xline_decode.available() else _parsed(lines[index]))
+        elif lines[index].name == PYTHON_LINE:
+            parts.append(_parsed(lines[index]))
+    if not parts:
+        return empty_host_events()
+    mid = np.concatenate([p[0] for p in parts])
+    start = np.concatenate([p[1] for p in parts])
+    dur = np.concatenate([p[2] for p in parts])
+    order = np.lexsort((-dur, start))
+    mid, start, dur = mid[order], start[order], dur[order]
+    codes, ids = pd.factorize(mid)
+    metadata = plane.event_metadata
+    names = [metadata[int(m)].name if int(m) in metadata else "" for m in ids]
+    # Distinct metadata ids may share a name; categories must be unique.
+    categories, code_of = np.unique(np.asarray(names, dtype=object), return_inverse=True) if names else \
+        (np.zeros(0, object), np.zeros(0, np.int64))
+    return pd.DataFrame({
+        "name": pd.Categorical.from_codes(np.asarray(code_of, np.int64)[codes].astype(np.int32),
+                                          categories=pd.Index([str(c) for c in categories], dtype=str)),
+        "start_ps": start, "end_ps": start + dur})
+
+
+def _decoded(plane: Any, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        d = xline_decode.decode_line(data, np.full(1, -1, np.int64), 1)
+    except ValueError:
+        raise InputError(f"the {PYTHON_LINE!r} line of plane {plane.name!r} is truncated or corrupt "
+                         "(protobuf decode failed)", path=plane.lines.origin) from None
+    try:
+        check_columns(d.timestamp_ns, d.offset_ps, d.duration_ps, f"plane {plane.name!r} line {PYTHON_LINE!r}")
+    except InputError as exc:
+        raise InputError(exc.message, path=plane.lines.origin) from None
+    return d.metadata_id, d.timestamp_ns * 1000 + d.offset_ps, d.duration_ps
+
+
+def _parsed(line: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(line.events)
+    mid, off, dur = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i, ev in enumerate(line.events):
+        mid[i], off[i], dur[i] = ev.metadata_id, ev.offset_ps, max(ev.duration_ps, 0)
+    return mid, line.timestamp_ns * 1000 + off, dur
