@@ -1,13 +1,12 @@
-"""What the host's Python thread did, from the `python` line of `/host:CPU`: one row per event.
+"""What the host's Python thread did, from its line of `/host:CPU`: one row per event.
 
 JAX's Python tracer (on by default in `jax.profiler`) writes each Python call as an event named
 `$file.py:line function` (a builtin as `$module function`) on the line named `python`, beside the
 TraceMe annotations the thread opened there (`train` of a `StepTraceAnnotation`, `PjitFunction(f)`,
 `DevicePut`, `CommonPjRtBuffer::Await`, ...). The step diagnosis reads this line to say what the
-host was doing while the devices idled. Only that line is decoded: its name is read from the first
-bytes of each encoded line (XLine serialises `name`, field 2, before its events), and its events
-by the compiled line decoder where one runs, so the thread-pool lines that hold the ops are not
-decoded twice.
+host was doing while the devices idled. The thread-pool lines that hold the ops are not decoded
+again: each line's name is read from its first bytes (XLine serialises `name`, field 2, before its
+events), and only the other lines are decoded, by the compiled line decoder where one runs.
 """
 
 from __future__ import annotations
@@ -22,7 +21,11 @@ from . import xline_decode
 from .protowire import varint
 from .ranges import check_columns
 
-PYTHON_LINE = "python"
+# Thread-pool lines (the ops run there) and the profiler's own lines hold no Python; the host thread
+# is named after its process (`python`, `python3.11`), so it is found by what it holds instead:
+# JAX's launches, else the most Python tracer events.
+_POOL_LINES = ("tf_", "Grpc", "Host Threads")
+_LAUNCHES = ("PjitFunction(", "CommonPjRtLoadedExecutable::Execute", "PjitFunction")
 HOST_EVENT_COLUMNS = {
     "name": "event name: `$file.py:line function`, `$module function`, or a TraceMe annotation",
     "start_ps": "ps from profile start",
@@ -65,28 +68,32 @@ def line_name(data: bytes | memoryview) -> str:
 
 
 def python_events(plane: Any) -> pd.DataFrame:
-    """The events of the plane's `python` line(s), sorted by start (longest first on ties)."""
+    """The events of the thread that launched the programs (else the one with the most Python
+    calls), sorted by start (longest first on ties)."""
     if plane is None:
         return empty_host_events()
     lines = plane.lines
     encoded = lines.encoded() if hasattr(lines, "encoded") else None
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    metadata = plane.event_metadata
+    best: tuple[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     for index in range(len(lines)):
-        if encoded is not None:
-            if line_name(encoded[index]) != PYTHON_LINE:
-                continue
-            parts.append(_decoded(plane, encoded[index]) if xline_decode.available() else _parsed(lines[index]))
-        elif lines[index].name == PYTHON_LINE:
-            parts.append(_parsed(lines[index]))
-    if not parts:
+        name = line_name(encoded[index]) if encoded is not None else lines[index].name
+        if name.startswith(_POOL_LINES):
+            continue
+        if encoded is not None and xline_decode.available():
+            part = _decoded(plane, encoded[index])
+        else:
+            part = _parsed(lines[index])
+        names = [metadata[int(m)].name if int(m) in metadata else "" for m in np.unique(part[0])]
+        score = (sum(1 for n in names if n.startswith(_LAUNCHES)), sum(1 for n in names if n.startswith("$")))
+        if score > (0, 0) and (best is None or score > best[0]):
+            best = (score, part)
+    if best is None:
         return empty_host_events()
-    mid = np.concatenate([p[0] for p in parts])
-    start = np.concatenate([p[1] for p in parts])
-    dur = np.concatenate([p[2] for p in parts])
+    mid, start, dur = best[1]
     order = np.lexsort((-dur, start))
     mid, start, dur = mid[order], start[order], dur[order]
     codes, ids = pd.factorize(mid)
-    metadata = plane.event_metadata
     names = [metadata[int(m)].name if int(m) in metadata else "" for m in ids]
     # Distinct metadata ids may share a name; categories must be unique.
     categories, code_of = np.unique(np.asarray(names, dtype=object), return_inverse=True) if names else \
@@ -101,10 +108,10 @@ def _decoded(plane: Any, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarr
     try:
         d = xline_decode.decode_line(data, np.full(1, -1, np.int64), 1)
     except ValueError:
-        raise InputError(f"the {PYTHON_LINE!r} line of plane {plane.name!r} is truncated or corrupt "
+        raise InputError(f"a host thread line of plane {plane.name!r} is truncated or corrupt "
                          "(protobuf decode failed)", path=plane.lines.origin) from None
     try:
-        check_columns(d.timestamp_ns, d.offset_ps, d.duration_ps, f"plane {plane.name!r} line {PYTHON_LINE!r}")
+        check_columns(d.timestamp_ns, d.offset_ps, d.duration_ps, f"plane {plane.name!r} (a host thread line)")
     except InputError as exc:
         raise InputError(exc.message, path=plane.lines.origin) from None
     return d.metadata_id, d.timestamp_ns * 1000 + d.offset_ps, d.duration_ps

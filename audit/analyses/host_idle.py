@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..parsers.events import NO_RUN
 from .steps import _busy_in_windows, _merged
 
 PS = 1e-12
+NO_RUN = -1  # the run_id of an op whose launch the trace does not name (profile_model.EVENT_COLUMNS)
+LAUNCHES = "module launches"  # the step source of steps that are the program's launches
 TOP_FUNCTIONS = 8  # host functions kept per host, by their time during device idle
 TOP_STEPS = 64  # per-step rows kept (the first steps of the capture)
 
@@ -70,9 +71,12 @@ def kind_of(name: str) -> str | None:
     return next((k for k, words in _PATTERNS.items() if any(w in low for w in words)), None)
 
 
-def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
+def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.DataFrame,
+              step_source: str = "") -> dict[str, Any]:
     """Per-step idle split and the host's activity during idle between executions, for one host.
-    Seconds are per step (means over steps; per device where a device is meant); empty without ops."""
+    Seconds are per step (means over steps; per device where a device is meant); empty without ops.
+    Where the steps are the program's launches (no step annotation), a step is one cycle: from one
+    launch's first op to the next one's, so the time the host took between launches is in it."""
     timed = events[events["start_ps"] >= 0]
     if timed.empty:
         return {}
@@ -84,6 +88,11 @@ def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.
         windows = steps.groupby("step", sort=True).agg(start=("start_ps", "min"), end=("end_ps", "max"))
         ws, we = windows["start"].to_numpy(np.int64), windows["end"].to_numpy(np.int64)
         labels = windows.index.to_numpy(np.int64)
+        if step_source == LAUNCHES and ws.size > 1:
+            order = np.argsort(ws, kind="stable")
+            ws, we, labels = ws[order], we[order], labels[order]
+            # Each cycle ends where the next launch starts; the last has no next launch, so it is left out.
+            ws, we, labels = ws[:-1], ws[1:], labels[:-1]
     else:  # the capture: from the first op to the last
         ws, we, labels = np.asarray([start.min()]), np.asarray([end.max()]), np.asarray([-1])
     known = bool((run != NO_RUN).mean() > 0.5)
@@ -106,7 +115,7 @@ def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.
     n = ws.size
     out: dict[str, Any] = {
         "steps": int(n) if not steps.empty else 0, "executions_known": known, "devices": int(devices.size),
-        "step_s": float(length.mean() * PS), "busy_s": float(busy.mean() * PS),
+        "cycles": step_source == LAUNCHES, "step_s": float(length.mean() * PS), "busy_s": float(busy.mean() * PS),
         "between_s": float(between.mean() * PS), "inside_all_s": float((executing - running).mean() * PS),
         "inside_wait_s": float(np.clip(running - busy, 0, None).mean() * PS),
         "executions_per_step": float(len(np.unique(run[run != NO_RUN])) / n) if known else None,

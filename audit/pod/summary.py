@@ -118,7 +118,7 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
         device_stats=host.device_stats, device_names={int(k): v for k, v in host.device_names.items()},
         versions=host.versions, warnings=host.warnings, hlo=hlo, reader=reader.name,
-        host_idle=host_idle(host.host_events, events, host.steps))
+        host_idle=host_idle(host.host_events, events, host.steps, host.step_source))
 
 
 def fingerprint(proto: bytes) -> str:

@@ -12,6 +12,7 @@ from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
 from ._base import RenderOptions
+from .findings import headline as top_finding
 from .judged import fraction_clause, judged_any, none_judged
 from .programs import executions
 
@@ -101,6 +102,8 @@ def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
         lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
     else:
         lines = _measured_lines(report)
+    if (first := top_finding(report)) is not None:  # the largest finding is the verdict's first line
+        lines.insert(0, first)
     lines += [x for x in (_xla(report), _memory(report)) if x]
     if not s.programs:
         lines.append(overlap_line(s))
