@@ -133,3 +133,35 @@ def test_findings_are_in_the_json_report_and_read_back_through_the_schema(tmp_pa
     back = ReportModel.from_json(read_report(path))  # validated against the checked-in schema
     causes = [f["cause"] for f in back.part("findings") or []]
     assert causes[0] == "host-bound" and back.part("step_diagnosis") is not None
+
+
+def test_diff_names_the_cause_that_appears_and_the_one_that_goes(profiles):
+    from audit.analyses.diff_verdict import diff_reports
+    from audit.reports.diff_model import DiffModel
+    from audit.reports.diff_sections import render_diff_terminal
+
+    fed, waiting = analyse_profile(profiles["device"]), analyse_profile(profiles["host"])
+    diff = diff_reports(fed, waiting)
+    assert [f.cause for f in diff.findings.appeared][:1] == ["host-bound"]
+    assert "host-bound" not in [f.cause for f in diff.findings.disappeared]
+    text = render_diff_terminal(diff)
+    assert "new in head: host-bound: the host spends" in text
+    assert DiffModel.from_json(json.loads(json.dumps(diff.to_json()))).findings == diff.findings
+    back = diff_reports(waiting, fed)
+    assert "host-bound" in [f.cause for f in back.findings.disappeared]
+    assert "gone from head: host-bound" in render_diff_terminal(back)
+
+
+def test_the_host_thread_is_read_alone_and_the_same_without_the_compiled_decoder(profiles, monkeypatch):
+    from audit.parsers import xline_decode
+    from audit.parsers.profile import load_host
+
+    path = next(profiles["host"].rglob("*.xplane.pb"))
+    compiled = load_host(path).host_events
+    monkeypatch.setattr(xline_decode, "available", lambda: False)
+    parsed = load_host(path).host_events
+    assert len(compiled) > 0 and compiled.equals(parsed)
+    names = set(compiled["name"].astype(str))
+    # The thread that launched the program, with the Python tracer's calls and the step annotations.
+    assert "time sleep" in {n.removeprefix("$") for n in names} and "train" in names
+    assert not any(n.startswith("ynn_fusion") for n in names)  # no op of the pool threads

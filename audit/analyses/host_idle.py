@@ -34,7 +34,7 @@ PS = 1e-12
 NO_RUN = -1  # the run_id of an op whose launch the trace does not name (profile_model.EVENT_COLUMNS)
 LAUNCHES = "module launches"  # the step source of steps that are the program's launches
 TOP_FUNCTIONS = 8  # host functions kept per host, by their time during device idle
-TOP_STEPS = 64  # per-step rows kept (the first steps of the capture)
+TOP_STEPS = 64  # steps whose host activity is read and kept per step, spread over the capture
 
 # What a host event is, by its name (lower case); the first kind that matches, in this order of
 # strength: an event inherits its caller's kind unless its own is stronger (a compile under JAX's
@@ -49,7 +49,7 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
     "wait": ("block_until_ready", "pjrtbuffer::await", "awaitbuffer"),
     "dispatch": ("pjitfunction", "$pjit.py", "$dispatch.py", "executereplicated", "pjrtloadedexecutable",
                  "$api.py", "$traceback_util.py", "shard_args", "$pxla.py", "parsearguments", "pjrt",
-                 "pythonrefmanager", "wait for donation", "wait for usage", "handle input"),
+                 "pythonrefmanager", "executethunks", "wait for donation", "wait for usage", "handle input"),
 }
 UNTRACED = "untraced"  # a gap no Python event covers
 _FRAME = re.compile(r"^\$(?P<file>[^ :]+):(?P<line>\d+) (?P<function>.+)$")
@@ -76,14 +76,13 @@ def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.
     """Per-step idle split and the host's activity during idle between executions, for one host.
     Seconds are per step (means over steps; per device where a device is meant); empty without ops.
     Where the steps are the program's launches (no step annotation), a step is one cycle: from one
-    launch's first op to the next one's, so the time the host took between launches is in it."""
-    timed = events[events["start_ps"] >= 0]
-    if timed.empty:
+    launch's first op to the next one's, so the time the host took between launches is in it. At most
+    TOP_STEPS steps spread over the capture are read: the figures are means, and their cost stays
+    bounded however long the capture."""
+    starts = events["start_ps"].to_numpy(np.int64)
+    timed = starts >= 0  # arrays, not a filtered copy of the frame: the frame holds every op event
+    if not timed.any():
         return {}
-    start = timed["start_ps"].to_numpy(np.int64)
-    end = start + timed["dur_ps"].to_numpy(np.int64)
-    device = timed["device"].to_numpy(np.int64)
-    run = timed["run_id"].to_numpy(np.int64)
     if not steps.empty:
         windows = steps.groupby("step", sort=True).agg(start=("start_ps", "min"), end=("end_ps", "max"))
         ws, we = windows["start"].to_numpy(np.int64), windows["end"].to_numpy(np.int64)
@@ -93,42 +92,59 @@ def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.
             ws, we, labels = ws[order], we[order], labels[order]
             # Each cycle ends where the next launch starts; the last has no next launch, so it is left out.
             ws, we, labels = ws[:-1], ws[1:], labels[:-1]
-    else:  # the capture: from the first op to the last
+        pick = np.unique(np.linspace(0, ws.size - 1, min(ws.size, TOP_STEPS)).round().astype(np.int64))
+        ws, we, labels = ws[pick], we[pick], labels[pick]
+        step = events["step"].to_numpy(np.int64)
+        if labels.min() >= 0:  # the picked steps' ops only
+            lut = np.zeros(int(labels.max()) + 2, bool)
+            lut[labels] = True
+            timed &= lut[np.clip(step, -1, labels.max() + 1)]
+            if not timed.any():
+                return {}
+    start = starts[timed]
+    end = start + events["dur_ps"].to_numpy(np.int64)[timed]
+    device = events["device"].to_numpy(np.int64)[timed]
+    run = events["run_id"].to_numpy(np.int64)[timed]
+    if steps.empty:  # the capture: from the first op to the last
         ws, we, labels = np.asarray([start.min()]), np.asarray([end.max()]), np.asarray([-1])
     known = bool((run != NO_RUN).mean() > 0.5)
     any_s, any_e = _merged(start, end)  # some device runs an op
-    if known:
-        runs = pd.DataFrame({"run": run, "s": start, "e": end}).groupby("run").agg(s=("s", "min"), e=("e", "max"))
-        exec_s, exec_e = _merged(runs["s"].to_numpy(np.int64), runs["e"].to_numpy(np.int64))
-    else:
-        exec_s, exec_e = any_s, any_e
+    exec_s, exec_e = _merged(*_run_spans(run, start, end)) if known else (any_s, any_e)
     length = (we - ws).astype(np.int64)
     executing = _busy_in_windows(exec_s, exec_e, ws, we)
     running = _busy_in_windows(any_s, any_e, ws, we)
     devices = np.unique(device)
-    busy = np.zeros(ws.size, np.float64)
-    for d in devices:
-        mine = device == d
-        busy += _busy_in_windows(start[mine], end[mine], ws, we)
-    busy /= max(devices.size, 1)
+    busy = float(sum(_busy_in_windows(start[device == d], end[device == d], ws, we).sum() for d in devices)) \
+        / max(devices.size, 1) / ws.size  # per device, per step
     between = length - executing
     n = ws.size
     out: dict[str, Any] = {
         "steps": int(n) if not steps.empty else 0, "executions_known": known, "devices": int(devices.size),
-        "cycles": step_source == LAUNCHES, "step_s": float(length.mean() * PS), "busy_s": float(busy.mean() * PS),
+        "cycles": step_source == LAUNCHES, "step_s": float(length.mean() * PS), "busy_s": busy * PS,
         "between_s": float(between.mean() * PS), "inside_all_s": float((executing - running).mean() * PS),
-        "inside_wait_s": float(np.clip(running - busy, 0, None).mean() * PS),
+        "inside_wait_s": max(float(running.mean()) - busy, 0.0) * PS,
         "executions_per_step": float(len(np.unique(run[run != NO_RUN])) / n) if known else None,
     }
     gaps_s, gaps_e = _gaps(ws, we, exec_s, exec_e)
     attributed = _attribute(host_events, gaps_s, gaps_e, ws, we, n)
     out.update(attributed["totals"])
     out["per_step"] = [
-        {"step": int(label), "time_s": float(t * PS), "between_s": float(b * PS),
-         "inside_s": float(max(e - u, 0.0) * PS), "host": top}
-        for label, t, b, e, r, u, top in zip(labels[:TOP_STEPS], length, between, executing, running, busy,
-                                            attributed["top_per_step"])]
+        {"step": int(label), "time_s": float(t * PS), "between_s": float(b * PS), "inside_s": float((e - r) * PS),
+         "host": top}
+        for label, t, b, e, r, top in zip(labels.tolist(), length.tolist(), between.tolist(), executing.tolist(),
+                                         running.tolist(), attributed["top_per_step"])]
     return out
+
+
+def _run_spans(run: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each launch's first start and last end over its devices (events of no known launch left out)."""
+    known = run != NO_RUN
+    codes, _ = pd.factorize(run[known])
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    first = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if codes.size else codes[:0]
+    return (np.minimum.reduceat(start[known][order], first) if codes.size else start[:0],
+            np.maximum.reduceat(end[known][order], first) if codes.size else end[:0])
 
 
 def _gaps(ws: np.ndarray, we: np.ndarray, exec_s: np.ndarray, exec_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,7 +173,7 @@ def _attribute(host_events: pd.DataFrame | None, gs: np.ndarray, ge: np.ndarray,
     total = float((ge - gs).sum())
     kinds = dict.fromkeys((*KINDS, UNTRACED), 0.0)
     empty = {"totals": {"host_s": {k: 0.0 for k in kinds}, "functions": [], "python_traced": False},
-             "top_per_step": [None] * min(n, TOP_STEPS)}
+             "top_per_step": [None] * n}
     if host_events is None or host_events.empty:
         empty["totals"]["host_s"][UNTRACED] = total / n * PS
         return empty
@@ -188,9 +204,11 @@ def _attribute(host_events: pd.DataFrame | None, gs: np.ndarray, ge: np.ndarray,
     body = np.arange(keep.size)
     rank = {k: r for r, k in enumerate(KINDS)}
     anchor = [(ks[i], ke[i]) in roots or spanned[i] >= 2 for i in range(keep.size)]
+    own_kind = [kind_of(c) for c in categories]  # once per distinct name
+    code_list, parents = codes.tolist(), parent.tolist()
     for i in range(keep.size):
-        p = int(parent[i])
-        mine = kind_of(categories[codes[i]])
+        p = parents[i]
+        mine = own_kind[code_list[i]]
         inherited = kind[p] if p >= 0 and not anchor[p] else "python"
         kind[i] = mine if mine is not None and rank[mine] < rank.get(inherited, len(KINDS)) else inherited
         if anchor[i]:
@@ -201,21 +219,31 @@ def _attribute(host_events: pd.DataFrame | None, gs: np.ndarray, ge: np.ndarray,
     for k, t in zip(kind, seconds.tolist()):
         kinds[k] += t
     kinds[UNTRACED] += max(total - float(seconds.sum()), 0.0)
-    rows = pd.DataFrame({"body": [categories[codes[b]] for b in body], "leaf": [categories[c] for c in codes],
-                         "kind": kind, "t": seconds, "step": step_of, "anchor": anchor})
-    rows = rows[(~rows["anchor"]) & (rows["t"] > 0)]
+    names_of = (*KINDS, UNTRACED)
+    kind_codes = {k: i for i, k in enumerate(names_of)}
+    keep_rows = ~np.asarray(anchor, bool) & (seconds > 0)
+    bodies, leaves = codes[body][keep_rows], codes[keep_rows]
+    kinds_row = np.asarray([kind_codes[k] for k in kind], np.int64)[keep_rows] if kind else np.zeros(0, np.int64)
+    t_row, steps_row = seconds[keep_rows], step_of[keep_rows]
+    ncat = max(len(categories), 1)
+    totals = np.bincount(bodies, weights=t_row, minlength=ncat)
     functions = []
-    for b, grp in sorted(rows.groupby("body"), key=lambda bg: -bg[1]["t"].sum())[:TOP_FUNCTIONS]:
-        leaves = grp.groupby("leaf")["t"].sum().sort_values(ascending=False)
-        kinds_here = grp.groupby("kind")["t"].sum().sort_values(ascending=False)
-        functions.append({"function": readable(str(b)), "inside": readable(str(leaves.index[0])),
-                          "kind": str(kinds_here.index[0]), "seconds": float(grp["t"].sum() / n * PS),
-                          "steps": int(grp["step"].nunique())})
-    top = [None] * min(n, TOP_STEPS)
-    for s, grp in rows[rows["step"] < TOP_STEPS].groupby("step"):
-        if int(s) >= 0:
-            best = grp.groupby("body")["t"].sum().idxmax()
-            top[int(s)] = readable(str(best))
+    for b in np.argsort(-totals, kind="stable")[:TOP_FUNCTIONS]:
+        if totals[b] <= 0:
+            break
+        mine = bodies == b
+        leaf = int(np.argmax(np.bincount(leaves[mine], weights=t_row[mine], minlength=ncat)))
+        kind_here = int(np.argmax(np.bincount(kinds_row[mine], weights=t_row[mine], minlength=len(names_of))))
+        functions.append({"function": readable(categories[int(b)]), "inside": readable(categories[leaf]),
+                          "kind": names_of[kind_here], "seconds": float(totals[b] / n * PS),
+                          "steps": int(np.unique(steps_row[mine]).size)})
+    top: list[str | None] = [None] * n
+    inside = (steps_row >= 0) & (steps_row < n)
+    if inside.any():
+        per_step = np.bincount(steps_row[inside] * ncat + bodies[inside], weights=t_row[inside],
+                               minlength=n * ncat).reshape(n, ncat)
+        for k in np.flatnonzero(per_step.max(axis=1) > 0):
+            top[int(k)] = readable(categories[int(np.argmax(per_step[k]))])
     return {"totals": {"host_s": {k: v / n * PS for k, v in kinds.items()}, "functions": functions,
                        "python_traced": traced}, "top_per_step": top}
 
