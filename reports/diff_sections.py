@@ -9,6 +9,7 @@ from html import escape
 from ..costmodel import units as u
 from ..options import DEFAULTS
 from .diff_model import SCHEMA, ChangedOp, DiffModel, Total
+from .model.findings import Finding
 from .html import page, render_sections as html_sections
 from .markdown import render_sections as markdown_sections
 from .sections import RenderOptions, Section
@@ -165,8 +166,10 @@ def _verdict_html(diff: DiffModel, _: RenderOptions) -> str:
 
 def _finding_lines(diff: DiffModel) -> list[str]:
     """Causes of step time new in the head (a regression with its cause named), and causes gone."""
-    cost = (lambda f: f"{u.seconds(f.time_per_step_s)} per step"
-            + (f", {u.percent(f.share)} of the step" if f.share is not None else "") + f" [{f.origin}]")
+    def cost(f: Finding) -> str:
+        return (f"{u.seconds(f.time_per_step_s)} per step"
+                + (f", {u.percent(f.share)} of the step" if f.share is not None else "") + f" [{f.origin}]")
+
     return ([f"new in head: {f.title} ({cost(f)})" for f in diff.findings.appeared]
             + [f"gone from head: {f.title} (was {cost(f)})" for f in diff.findings.disappeared])
 

@@ -172,7 +172,7 @@ def _attribute(host_events: pd.DataFrame | None, gs: np.ndarray, ge: np.ndarray,
     """Seconds per step of idle between executions by kind of host activity, and the host functions."""
     total = float((ge - gs).sum())
     kinds = dict.fromkeys((*KINDS, UNTRACED), 0.0)
-    empty = {"totals": {"host_s": {k: 0.0 for k in kinds}, "functions": [], "python_traced": False},
+    empty: dict[str, Any] = {"totals": {"host_s": {k: 0.0 for k in kinds}, "functions": [], "python_traced": False},
              "top_per_step": [None] * n}
     if host_events is None or host_events.empty:
         empty["totals"]["host_s"][UNTRACED] = total / n * PS
@@ -242,8 +242,8 @@ def _attribute(host_events: pd.DataFrame | None, gs: np.ndarray, ge: np.ndarray,
     if inside.any():
         per_step = np.bincount(steps_row[inside] * ncat + bodies[inside], weights=t_row[inside],
                                minlength=n * ncat).reshape(n, ncat)
-        for k in np.flatnonzero(per_step.max(axis=1) > 0):
-            top[int(k)] = readable(categories[int(np.argmax(per_step[k]))])
+        for row in np.flatnonzero(per_step.max(axis=1) > 0).tolist():
+            top[row] = readable(categories[int(np.argmax(per_step[row]))])
     return {"totals": {"host_s": {k: v / n * PS for k, v in kinds.items()}, "functions": functions,
                        "python_traced": traced}, "top_per_step": top}
 
