@@ -159,6 +159,8 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
              _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
+    if (first := top_finding(report)) is not None:  # the PR comment leads with the largest finding
+        lines[:0] = [f"**{md_text(first[:1].upper() + first[1:], 400)}**", ""]
     if total > 0:
         lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
