@@ -260,7 +260,8 @@ def merge_hosts(per_host: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out.update(steps=max(h["steps"] for h in found), executions_known=all(h["executions_known"] for h in found),
                devices=sum(h["devices"] for h in found), per_step=found[0]["per_step"],
                python_traced=any(h.get("python_traced") for h in found),
-               executions_per_step=found[0].get("executions_per_step"), hosts=len(found))
+               executions_per_step=found[0].get("executions_per_step"), hosts=len(found),
+               cycles=all(h.get("cycles") for h in found))
     out["host_s"] = {k: float(np.mean([h["host_s"].get(k, 0.0) for h in found])) for k in found[0]["host_s"]}
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for h in found:

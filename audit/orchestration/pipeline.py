@@ -125,7 +125,9 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     op with its expected time (`module`: the file's module, already read). See `hlo_dumps`."""
     from .hlo_dumps import analyse_dump
 
-    return analyse_dump(path, hardware=hardware, source=source, options=options, module=module)
+    # A dump measures no step: its findings are the program's own (the `waste` part), ranked.
+    return attach_diagnosis(analyse_dump(path, hardware=hardware, source=source, options=options, module=module),
+                            None)
 
 
 
