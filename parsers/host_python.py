@@ -25,15 +25,12 @@ from .ranges import check_columns
 # is named after its process (`python`, `python3.11`), so it is found by what it holds instead:
 # JAX's launches, else the most Python tracer events.
 _POOL_LINES = ("tf_", "Grpc", "Host Threads")
-_LAUNCHES = ("PjitFunction(", "CommonPjRtLoadedExecutable::Execute", "PjitFunction")
-HOST_EVENT_COLUMNS = {
-    "name": "event name: `$file.py:line function`, `$module function`, or a TraceMe annotation",
-    "start_ps": "ps from profile start",
-    "end_ps": "ps from profile start",
-}
+_LAUNCHES = ("PjitFunction", "CommonPjRtLoadedExecutable::Execute")
 
 
 def empty_host_events() -> pd.DataFrame:
+    """The frame `python_events` returns: `name` (`$file.py:line function`, `$module function` or a
+    TraceMe name), `start_ps` and `end_ps` (ps from the profile's start)."""
     return pd.DataFrame({"name": pd.Categorical([], categories=pd.Index([], dtype=str)),
                          "start_ps": np.zeros(0, np.int64), "end_ps": np.zeros(0, np.int64)})
 

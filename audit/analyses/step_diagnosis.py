@@ -106,8 +106,7 @@ def attach_diagnosis(report: ReportModel, host: Mapping[str, Any] | None) -> Rep
 
 
 def _kept(findings: list[Finding], defaults: Defaults) -> list[Finding]:
-    return ranked(f for f in findings if f.share is None or f.share >= defaults.finding_min_share
-                  or f.cause in ("host-bound", "input-bound", "dispatch-bound"))
+    return ranked(f for f in findings if f.share is None or f.share >= defaults.finding_min_share)
 
 
 def _main_program(report: ReportModel) -> str | None:
