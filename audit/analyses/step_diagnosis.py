@@ -159,10 +159,15 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
     if not host or step <= 0:
         return []
     out: list[Finding] = []
-    kinds: Mapping[str, float] = host.get("host_s", {})
+    kinds: dict[str, float] = dict(host.get("host_s", {}))
     functions = list(host.get("functions", []))
     executions = host.get("executions_per_step")
     between = float(host.get("between_s", 0.0))
+    unseen = kinds.pop("untraced", 0.0) + kinds.pop("wait", 0.0)
+    many = executions is not None and float(executions) >= defaults.dispatch_executions
+    if many:  # many short launches a step: the host's time between them is launching them
+        kinds["dispatch"] = kinds.get("dispatch", 0.0) + unseen
+        unseen = 0.0
     for kind, (cause, words, action) in _BOUND.items():
         t = float(kinds.get(kind, 0.0))
         if t <= 0:
@@ -179,6 +184,8 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
         where = (top["function"] + (f", inside {top['inside']}" if top["inside"] != top["function"] else "")
                  if top else "no single function")
         share = (top["seconds"] if top else t) / step
+        if kind == "dispatch" and many:
+            where, share = f"{qty.count(executions)} program executions per step", t / step
         if t / step >= defaults.bound_share:
             title = f"{cause}: " + words.format(share=f"~{qty.percent(share)}", where=where)
             out.append(Finding(cause, title, t, t / step, evidence, action, "trace", pid))
@@ -186,7 +193,6 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
             out.append(Finding(f"idle-between:{kind}", f"devices idle {qty.seconds(t)} per step between executions "
                                f"while the host ran {where} ({qty.percent(t / step)} of the step; the host keeps up)",
                                t, t / step, evidence, action, "trace", pid))
-    unseen = float(kinds.get("untraced", 0.0)) + float(kinds.get("wait", 0.0))
     if unseen > 0:
         traced = host.get("python_traced", False)
         out.append(Finding("idle-between:unseen", f"devices idle {qty.seconds(unseen)} per step between executions "
