@@ -15,9 +15,16 @@ from pathlib import Path
 
 
 def xprof_overview(path: Path) -> dict[str, str]:
+    import shutil
+    import tempfile
+
     from xprof.convert import raw_to_tool_data as r
 
-    data, _ = r.xspace_to_tool_data([str(path)], "overview_page", {"use_saved_result": False})
+    # XProf writes its op stats beside the file it reads: it reads a copy, so the corpus stays as it is.
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        data, _ = r.xspace_to_tool_data([str(copy)], "overview_page", {"use_saved_result": False})
     tables = json.loads(data)
     p = tables[1]["p"] if len(tables) > 1 else {}
     return {k: str(p.get(k, "")) for k in ("steptime_ms_average", "device_compute_time_ms_avg",
