@@ -59,12 +59,16 @@ def diagnose(report: ReportModel, host: Mapping[str, Any] | None,
         return _kept(waste, defaults), None
     if s.programs:
         findings, waterfall = _programs(report)
+        if host and not float(host.get("step_s", 0.0)) > 0:
+            host = None
         findings += _idle(host or {}, host.get("step_s", 0.0) if host else 0.0, None, defaults)
         return _kept(findings + waste, defaults), waterfall
     n = max(s.steps, 1)
     # A step without annotations is one launch cycle: its ops and the time before the next launch.
     step = float(host["step_s"]) if host and host.get("cycles") and host.get("step_s") else \
         statistics.fmean(float(x["time_s"]) for x in report.steps)
+    if not step > 0:  # steps of no length (a degenerate capture): nothing to take apart
+        return _kept(waste, defaults), None
     busy = (s.measured_s or 0.0) / n
     pid = _main_program(report)
     ops = _op_findings(report, n, step, pid)
