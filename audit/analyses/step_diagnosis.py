@@ -84,8 +84,7 @@ def diagnose(report: ReportModel, host: Mapping[str, Any] | None,
     rest = step - attributed
     findings = ops + idle
     if rest > 0:
-        findings.append(Finding("unexplained", f"unexplained: {qty.seconds(rest)} per step that no cause above "
-                                "accounts for", rest, rest / step,
+        findings.append(Finding("unexplained", "unexplained: step time no cause above accounts for", rest, rest / step,
                                 (f"measured step {qty.seconds(step)} [trace] - achievable {qty.seconds(achievable)} "
                                  f"[model] - the causes above {qty.seconds(attributed - achievable)}",),
                                 "Said as unexplained, not hidden: ops that overlap on a device, or time between "
@@ -126,15 +125,13 @@ def _op_findings(report: ReportModel, n: int, step: float, pid: str | None) -> l
     out: list[Finding] = []
     gap = sum(o.wasted_s or 0.0 for o in flagged) / n
     if gap > 0:
-        out.append(Finding("kernel-gap", f"{len(flagged)} flagged op(s) run {qty.seconds(gap)} per step beyond their "
-                           "achievable time", gap, gap / step,
+        out.append(Finding("kernel-gap", f"{len(flagged)} flagged op(s) run beyond their achievable time", gap, gap / step,
                            tuple(f"{o.name} ({o.module}): {qty.seconds((o.wasted_s or 0.0) / n)} per step beyond "
                                  f"achievable [trace+model]" for o in flagged[:5]),
                            "See the flagged ops: each says why it is slow and what to try.", "trace+model", pid))
     slowed = sum(o.interference_s or 0.0 for o in interfered) / n
     if slowed > 0:
-        out.append(Finding("interference", f"{len(interfered)} op(s) slowed by what ran beside them: "
-                           f"{qty.seconds(slowed)} per step", slowed, slowed / step,
+        out.append(Finding("interference", f"{len(interfered)} op(s) slowed by what ran beside them", slowed, slowed / step,
                            tuple(f"{o.name}: {qty.seconds((o.interference_s or 0.0) / n)} per step [trace]"
                                  for o in interfered[:5]),
                            "Their kernel runs faster elsewhere in the capture: look at what ran beside them.",
@@ -143,15 +140,14 @@ def _op_findings(report: ReportModel, n: int, step: float, pid: str | None) -> l
     beyond = sum((o.self_s or 0.0) - (o.achievable_s or 0.0) for o in priced) / n
     slack = beyond - gap - slowed
     if slack > 0:
-        out.append(Finding("kernel-slack", f"ops each under the flag threshold run {qty.seconds(slack)} per step "
-                           "beyond their achievable time", slack, slack / step,
+        out.append(Finding("kernel-slack", "ops each under the flag threshold run beyond their achievable time, all "
+                           "together", slack, slack / step,
                            (f"{len(priced) - len(flagged) - len(interfered)} op(s) not flagged [trace+model]",),
                            "No single op is far off: gains here need many small improvements.", "trace+model", pid))
     unpriced = [o for o in timed if o.achievable_s is None]
     free = sum(o.self_s or 0.0 for o in unpriced) / n
     if free > 0:
-        out.append(Finding("unmodeled", f"{len(unpriced)} op(s) with no achievable time take {qty.seconds(free)} "
-                           "per step", free, free / step,
+        out.append(Finding("unmodeled", f"{len(unpriced)} op(s) with no achievable time", free, free / step,
                            tuple(f"{o.name} ({o.opcode}) [trace]" for o in sorted(unpriced,
                                                                                 key=lambda o: -(o.self_s or 0.0))[:5]),
                            "Measured but not priced: no cost model covers them.", "trace", pid))
@@ -194,12 +190,12 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
             title = f"{cause}: " + words.format(share=f"~{qty.percent(share)}", where=where)
             out.append(Finding(cause, title, t, t / step, evidence, action, "trace", pid))
         else:
-            out.append(Finding(f"idle-between:{kind}", f"devices idle {qty.seconds(t)} per step between executions "
-                               f"while the host ran {where} ({qty.percent(t / step)} of the step; the host keeps up)",
+            out.append(Finding(f"idle-between:{kind}", f"devices idle between executions while the host ran {where} "
+                               "(the host keeps up)",
                                t, t / step, evidence, action, "trace", pid))
     if unseen > 0:
         traced = host.get("python_traced", False)
-        out.append(Finding("idle-between:unseen", f"devices idle {qty.seconds(unseen)} per step between executions "
+        out.append(Finding("idle-between:unseen", "devices idle between executions "
                            + ("while no traced Python call ran on the host" if traced
                               else "(the trace holds no Python tracer events to say why)"),
                            unseen, unseen / step,
@@ -207,8 +203,8 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
                            "trace", pid))
     inside = float(host.get("inside_all_s", 0.0))
     if inside > 0:
-        out.append(Finding("runtime-gaps", f"gaps inside each execution (the runtime between ops, dependencies): "
-                           f"{qty.seconds(inside)} per step; the program was launched, the host is not the cause",
+        out.append(Finding("runtime-gaps", "gaps inside each execution (the runtime between ops, dependencies); the program "
+                           "was launched, the host is not the cause",
                            inside, inside / step,
                            (f"every device idle {qty.seconds(inside)} per step while an execution was in flight "
                             "[trace]",),
@@ -216,8 +212,8 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
                            "trace", pid))
     wait = float(host.get("inside_wait_s", 0.0))
     if wait > 0:
-        out.append(Finding("straggler", f"waiting on another device: {qty.seconds(wait)} per step per device idle "
-                           "while another device of the same execution still ran", wait, wait / step,
+        out.append(Finding("straggler", "waiting on another device: a device idle while another device of the same "
+                           "execution still ran", wait, wait / step,
                            (f"{host.get('devices', '?')} device(s) [trace]",),
                            "Balance the work across devices; the per-device times in the ops table name the slowest.",
                            "trace", pid))
@@ -230,7 +226,7 @@ def _inside_op_time(report: ReportModel, n: int, step: float, pid: str | None) -
     exposed = sum(o.self_s or 0.0 for o in comm) / n
     if exposed <= 0:
         return []
-    return [Finding("exposed-comm", f"communication not hidden behind compute: {qty.seconds(exposed)} per step",
+    return [Finding("exposed-comm", "communication not hidden behind compute",
                     exposed, exposed / step,
                     tuple(f"{o.name}: {qty.seconds((o.self_s or 0.0) / n)} per step [trace]"
                           for o in sorted(comm, key=lambda o: -(o.self_s or 0.0))[:5]),
@@ -252,8 +248,8 @@ def _programs(report: ReportModel) -> tuple[list[Finding], dict[str, Any]]:
                      "bars": [{"cause": "kernel-gap", "time_s": gap}] if gap > 0 else [], "over_s": 0.0,
                      "inside_op_time": [], "per_step": []})
         if gap > 0 and measured:
-            findings.append(Finding("kernel-gap", f"{pid}: {len(flagged)} flagged op(s) run {qty.seconds(gap)} per "
-                                    "execution beyond their achievable time", gap, gap / measured,
+            findings.append(Finding("kernel-gap", f"{pid}: {len(flagged)} flagged op(s) run beyond their achievable time "
+                                    "(per execution)", gap, gap / measured,
                                     tuple(f"{o.name}: {qty.seconds((o.wasted_s or 0.0) / runs)} per execution "
                                           "[trace+model]" for o in flagged[:5]),
                                     "See the flagged ops.", "trace+model", pid))
