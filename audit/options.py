@@ -41,6 +41,12 @@ class Defaults:
     diff_top: int = 10  # rows of each table in the terminal summary of `audit diff`
     plan_top: int = 5  # layouts `audit plan` lists (its --top)
     memory_buffers: int = 8  # the largest buffers live at a program's memory peak that the report lists
+    # The step diagnosis: host activity during idle between executions that takes at least this share of
+    # the step is called host-bound (input-bound, dispatch-bound...); below it, idle with what the host ran.
+    bound_share: float = 0.2
+    dispatch_executions: int = 10  # program executions per step from which the time between them is launching
+    finding_min_share: float = 0.005  # findings smaller than this share of the step are left out
+    findings_top: int = 5  # findings the terminal and markdown list (the JSON and HTML hold all)
 
 
 DEFAULTS = Defaults()

@@ -14,6 +14,7 @@ from .events_cpu import extract_cpu
 from .events_gpu import GPU_PLANE, extract_gpu
 from .events_tpu import TPU_PLANE, core_label, extract_tpu
 from .hlo_files import decode_programs
+from .host_python import python_events
 from .profile_model import HostProfile, HostRead, Profile, ProfileReader
 from .ranges import ordinal
 from .profile_files import SUFFIX, find_profile_files
@@ -89,7 +90,8 @@ def read_host(path: str | Path, data: bytes | None = None,
         modules=modules, module_names=names, step_source=extraction.step_source, device_stats=device_stats,
         device_names=extraction.device_names, versions=versions,
         warnings=warnings + extraction.warnings,
-        profile_start_ns=_profile_start(planes.get("Task Environment"))), protos
+        profile_start_ns=_profile_start(planes.get("Task Environment")),
+        host_events=python_events(planes.get("/host:CPU"))), protos
 
 
 def _device_planes(planes: dict[str, Any], pattern: re.Pattern[str]) -> list[tuple[int, Any]]:

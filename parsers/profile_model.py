@@ -66,6 +66,9 @@ class HostProfile:
     versions: dict[str, str] = field(default_factory=dict)  # e.g. jax_version from /host:metadata
     warnings: list[str] = field(default_factory=list)
     profile_start_ns: int | None = None
+    # What the host's Python thread did (parsers.host_python: name, start_ps, end_ps); None where the
+    # format records no host thread.
+    host_events: pd.DataFrame | None = None
 
 
 @dataclass

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .model.findings import Finding
+
 SCHEMA = "audit.diff/v1"
 JSON = dict[str, Any]
 PROGRAM_FIELDS = ("flops", "bytes", "comm_bytes")
@@ -356,6 +358,24 @@ def _plain(record: Any) -> JSON:
 
 
 @dataclass(frozen=True)
+class FindingChanges:
+    """Findings of the step diagnosis (reports.model.findings) in the head and not the base, and the
+    other way round, paired by cause and program; each side's ranking kept."""
+
+    appeared: tuple[Finding, ...] = ()
+    disappeared: tuple[Finding, ...] = ()
+
+    def to_json(self) -> JSON:
+        return {"appeared": [f.to_json() for f in self.appeared],
+                "disappeared": [f.to_json() for f in self.disappeared]}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> FindingChanges:
+        return cls(tuple(Finding.from_json(f) for f in doc.get("appeared") or ()),
+                   tuple(Finding.from_json(f) for f in doc.get("disappeared") or ()))
+
+
+@dataclass(frozen=True)
 class DiffModel:
     """What changed between two sides of runs: in the program (exact), in time (beyond noise), and
     which gates tripped."""
@@ -367,6 +387,7 @@ class DiffModel:
     measured: MeasuredChanges
     gates: Gates = Gates()
     tripped: tuple[str, ...] = ()  # each gate that tripped, in one line
+    findings: FindingChanges = FindingChanges()  # the step diagnosis: causes new in the head, and gone
 
     @property
     def verdict(self) -> str:
@@ -387,7 +408,7 @@ class DiffModel:
             "measured": self.measured.to_json(), "verdict": self.verdict,
             "gates": {"fail_on": g.fail_on_slowdown, "fail_on_flops": g.fail_on_flops,
                       "fail_on_comm_bytes": g.fail_on_comm_bytes, "strict": g.strict, "tripped": list(self.tripped)},
-            "regression": self.regression,
+            "regression": self.regression, "findings": self.findings.to_json(),
         }
 
     @classmethod
@@ -398,4 +419,5 @@ class DiffModel:
                    int(doc.get("matched_ops") or 0), CompileTimeChanges.from_json(doc.get("compile_time") or {}),
                    MeasuredChanges.from_json(doc.get("measured") or {"threshold": 0.0}),
                    Gates(g.get("fail_on"), bool(g.get("fail_on_flops")), bool(g.get("fail_on_comm_bytes")),
-                         bool(g.get("strict"))), tuple(g.get("tripped") or ()))
+                         bool(g.get("strict"))), tuple(g.get("tripped") or ()),
+                   FindingChanges.from_json(doc.get("findings") or {}))

@@ -9,6 +9,7 @@ from html import escape
 from ..costmodel import units as u
 from ..options import DEFAULTS
 from .diff_model import SCHEMA, ChangedOp, DiffModel, Total
+from .model.findings import Finding
 from .html import page, render_sections as html_sections
 from .markdown import render_sections as markdown_sections
 from .sections import RenderOptions, Section
@@ -163,8 +164,34 @@ def _verdict_html(diff: DiffModel, _: RenderOptions) -> str:
     return "".join(f"<p>{escape(ln.removeprefix('- '))}</p>" for ln in _verdict_lines(diff))
 
 
+def _finding_lines(diff: DiffModel) -> list[str]:
+    """Causes of step time new in the head (a regression with its cause named), and causes gone."""
+    def cost(f: Finding) -> str:
+        return (f"{u.seconds(f.time_per_step_s)} per step"
+                + (f", {u.percent(f.share)} of the step" if f.share is not None else "") + f" [{f.origin}]")
+
+    return ([f"new in head: {f.title} ({cost(f)})" for f in diff.findings.appeared]
+            + [f"gone from head: {f.title} (was {cost(f)})" for f in diff.findings.disappeared])
+
+
+def _findings_text(diff: DiffModel, _: RenderOptions) -> list[str] | None:
+    return [f"  {ln}" for ln in _finding_lines(diff)] or None
+
+
+def _findings_markdown(diff: DiffModel, _: RenderOptions) -> list[str] | None:
+    lines = _finding_lines(diff)
+    return ["Findings that appeared or disappeared [step diagnosis]:", ""] + [f"- {md_text(ln, 300)}" for ln in lines] \
+        if lines else None
+
+
+def _findings_html(diff: DiffModel, _: RenderOptions) -> str | None:
+    lines = _finding_lines(diff)
+    return "<ul>" + "".join(f"<li>{escape(ln)}</li>" for ln in lines) + "</ul>" if lines else None
+
+
 DIFF_SECTIONS: Sequence[Section[DiffModel]] = (
     Section("verdict", "Verdict", lambda d, _: _verdict_lines(d), _verdict_markdown, _verdict_html),
+    Section("findings", "Findings that appeared or disappeared", _findings_text, _findings_markdown, _findings_html),
     Section("program", "Program changes [model]", _text("program"), _markdown("program", "Program changes [model]"),
             _html("program")),
     Section("runs", "Per-run median step time [trace]", _text("runs"),

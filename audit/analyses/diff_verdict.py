@@ -10,6 +10,7 @@ from typing import Any, Union
 from ..costmodel.units import percent, signed
 from ..reports.diff_model import CompileTimeChanges, DiffModel, Gates, MeasuredChanges, DiffSide
 from ..reports.model.report import ReportModel
+from .diff_findings import finding_changes
 from .diff_pairing import pair_ops
 from .diff_program import compile_time, measured_ops, program_ops
 from .diff_timing import measured
@@ -38,7 +39,7 @@ def diff_reports(base: AnyReport | Sequence[AnyReport], head: AnyReport | Sequen
     me = _one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on_slowdown), ct)
     return DiffModel(DiffSide(b0.source, str(b0.hardware.get("name")), len(base_list)),
                      DiffSide(h0.source, str(h0.hardware.get("name")), len(head_list)), len(pairs), ct, me, gates,
-                     tuple(_tripped(me, ct, gates)))
+                     tuple(_tripped(me, ct, gates)), finding_changes(b0, h0))
 
 
 def _one_run_guard(me: MeasuredChanges, ct: CompileTimeChanges) -> MeasuredChanges:

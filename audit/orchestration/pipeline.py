@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..analyses.host_idle import merge_hosts
 from ..analyses.programs import per_program
+from ..analyses.step_diagnosis import attach_diagnosis
 from ..analyses.steps import step_table, step_time_stats
 from ..costmodel.schedule import windows_by_op
 from ..optable.carriers import attribute_to_carriers
@@ -114,7 +116,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         report = report.attach("hosts", host_summary(per_device, step_list, hosts))
         report = report.attach("pod", pod_analyses(per_device, ops, step_list, hosts))
     report = attach_memory(report, profile.buffers, modules, names, hw)
-    return attach_plan(report, hw)
+    return attach_diagnosis(attach_plan(report, hw), merge_hosts([h.host_idle for h in hosts]))
 
 
 
@@ -125,7 +127,9 @@ def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[s
     op with its expected time (`module`: the file's module, already read). See `hlo_dumps`."""
     from .hlo_dumps import analyse_dump
 
-    return analyse_dump(path, hardware=hardware, source=source, options=options, module=module)
+    # A dump measures no step: its findings are the program's own (the `waste` part), ranked.
+    return attach_diagnosis(analyse_dump(path, hardware=hardware, source=source, options=options, module=module),
+                            None)
 
 
 

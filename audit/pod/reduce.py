@@ -58,6 +58,7 @@ class HostFacts:
     trace_scope: str = STEP  # what the trace-viewer export holds of this host (pod.trace_window)
     trace_left_out: dict[int, int] = field(default_factory=dict[int, int])  # device -> events beyond its cap
     reader: str = "xplane"  # the reader of its format (parsers.readers)
+    host_idle: dict[str, Any] = field(default_factory=dict[str, Any])  # analyses.host_idle of this host
 
 
 @dataclass
@@ -202,7 +203,8 @@ def _combine(found: files.RunFiles, results: Iterable[tuple[int, HostResult]], s
     return Pod(
         paths=[h.path for h in hosts], run=found.run,
         hosts=[HostFacts(h.host, h.path, h.platform, h.step_source, h.versions, h.device_names, h.programs,
-                         h.warnings, h.device_stats, h.trace_scope, h.trace_left_out, h.reader) for h in hosts],
+                         h.warnings, h.device_stats, h.trace_scope, h.trace_left_out, h.reader, h.host_idle)
+               for h in hosts],
         ops=_concat([h.ops for h in hosts], hosts), steps=_concat([h.steps for h in hosts], hosts),
         idle_ps=_concat([h.idle for h in hosts], hosts),
         strips=[(h.host, h.strip_step, h.strip) for h in hosts],

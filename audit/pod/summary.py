@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analyses.host_idle import host_idle
 from ..analyses.programs import program_steps
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
@@ -28,7 +29,7 @@ from ..parsers.user_cache import summaries_dir
 from . import files
 from .trace_window import STEP, empty_trace, trace_window
 
-CACHE_VERSION = "6"
+CACHE_VERSION = "7"
 TIMELINE_EVENTS = 2000
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
 
@@ -60,6 +61,7 @@ class HostSummary:
     trace_scope: str = STEP  # step: one representative step; capture: the capture window (many programs)
     trace_left_out: dict[int, int] = field(default_factory=dict)  # device -> events beyond the trace's cap
     reader: str = "xplane"  # the format's reader (parsers.readers)
+    host_idle: dict[str, Any] = field(default_factory=dict)  # analyses.host_idle: idle split, host activity
 
 
 @dataclass
@@ -115,7 +117,8 @@ def _summarise(path: str, hlo_dir: str | None = None) -> HostSummary:
         overlapped=overlapped_collectives(events, set(starts)), programs=programs,
         module_names={int(k): v for k, v in host.module_names.items()}, step_source=host.step_source,
         device_stats=host.device_stats, device_names={int(k): v for k, v in host.device_names.items()},
-        versions=host.versions, warnings=host.warnings, hlo=hlo, reader=reader.name)
+        versions=host.versions, warnings=host.warnings, hlo=hlo, reader=reader.name,
+        host_idle=host_idle(host.host_events, events, host.steps, host.step_source))
 
 
 def fingerprint(proto: bytes) -> str:
@@ -221,7 +224,7 @@ def write_cached(cache_dir: str, key: str, summary: HostSummary) -> None:
             write_bytes(root / f"{key}.{name}.parquet", buf.getvalue())
         facts = {k: getattr(summary, k) for k in ("host", "path", "platform", "strip_step", "overlapped",
                                                   "step_source", "device_stats", "versions", "warnings",
-                                                  "trace_scope", "reader")}
+                                                  "trace_scope", "reader", "host_idle")}
         facts.update(programs={str(k): v for k, v in summary.programs.items()},
                      module_names={str(k): v for k, v in summary.module_names.items()},
                      device_names={str(k): v for k, v in summary.device_names.items()},

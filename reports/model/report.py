@@ -19,6 +19,7 @@ optional parts and who attaches them:
 | `findings` | the step diagnosis | the step's losses, ranked by the step time each costs (`reports.model.findings`) |
 | `waste` | the program waste detectors | findings only the program shows (HLO evidence), as `Finding` rows |
 | `program_memory` | the buffer-assignment reader | each program's peak heap, parameters, live-out, temporaries and largest buffers |
+| `step_diagnosis` | the step diagnosis | per program, the waterfall roofline -> achievable -> measured step and its bars |
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 SCHEMA = "audit.report/v1"
 PartName = Literal["hosts", "pod", "plan_vs_profile", "xla", "memory", "devices", "cpu_comparison", "runs",
                    "repeat", "run_source", "matching", "programs", "command_buffers", "findings", "waste",
-                   "program_memory"]
+                   "program_memory", "step_diagnosis"]
 PARTS: tuple[PartName, ...] = get_args(PartName)
 ListPart = Literal["hosts", "devices", "runs", "programs", "command_buffers", "findings", "waste",
                    "program_memory"]  # the parts that are lists of rows
@@ -45,7 +46,8 @@ PartValue = list[JSON] | JSON | str
 _PART_TYPES: dict[str, type] = {"hosts": list, "devices": list, "runs": list, "run_source": str, "programs": list,
                                  "command_buffers": list, "findings": list, "waste": list, "program_memory": list,
                                  **{name: dict for name in ("pod", "plan_vs_profile", "xla", "memory",
-                                                            "cpu_comparison", "repeat", "matching")}}
+                                                            "cpu_comparison", "repeat", "matching",
+                                                            "step_diagnosis")}}
 
 
 @dataclass(frozen=True, eq=False)  # frames do not compare as one truth value
@@ -102,7 +104,7 @@ class ReportModel:
     def part(self, name: ListPart) -> list[JSON] | None: ...
     @overload
     def part(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
-                                 "matching"]) -> JSON | None: ...
+                                 "matching", "step_diagnosis"]) -> JSON | None: ...
     @overload
     def part(self, name: Literal["run_source"]) -> str | None: ...
 
@@ -115,7 +117,7 @@ class ReportModel:
     def attach(self, name: ListPart, value: list[JSON]) -> ReportModel: ...
     @overload
     def attach(self, name: Literal["pod", "plan_vs_profile", "xla", "memory", "cpu_comparison", "repeat",
-                                   "matching"], value: JSON) -> ReportModel: ...
+                                   "matching", "step_diagnosis"], value: JSON) -> ReportModel: ...
     @overload
     def attach(self, name: Literal["run_source"], value: str) -> ReportModel: ...
 

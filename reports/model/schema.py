@@ -28,6 +28,7 @@ from .record import JSON_NAMES, CollectiveRow, DeviceTime, OpRecord, Provenance
 from .report import SCHEMA
 from .summary import StepOverlap, StepTimes, Summary
 from .buffer_contents import BufferContents, BufferOp
+from .findings import ORIGINS
 
 JSON = dict[str, Any]
 
@@ -193,6 +194,25 @@ def _program_memory() -> JSON:
                   "headroom_bytes": _nullable(_number()), "peak_share": _nullable(_number()), "plan": plan})
 
 
+def _finding() -> JSON:
+    """One row of the `findings` part (reports.model.findings.Finding.to_json)."""
+    text = {"type": "string"}
+    return _open({"cause": text, "title": text, "time_per_step_s": {"type": "number", "minimum": 0,
+                                                                     "maximum": MAX_NUMBER},
+                  "share": _nullable(_number()), "evidence": _array(text), "action": text,
+                  "origin": {"enum": list(ORIGINS)}, "program": _nullable(text)})
+
+
+def _step_diagnosis() -> JSON:
+    """The `step_diagnosis` part (audit.analyses.step_diagnosis): each program's waterfall."""
+    bar = _open({"cause": {"type": "string"}, "time_s": _number()})
+    row = _open({"program": {"type": "string"}, "roofline_s": _nullable(_number()),
+                 "achievable_s": _nullable(_number()), "measured_s": _nullable(_number()), "steps": _integer(),
+                 "bars": _array(bar), "over_s": _number(), "inside_op_time": _array(bar),
+                 "per_step": _array({"type": "object"})})
+    return _open({"programs": _array(row)})
+
+
 def report_schema() -> JSON:
     """The schema of `audit.report/v1`, from the types the writer serialises."""
     steps = _open({"index": _integer(), "time_s": _number("time_s"),
@@ -218,6 +238,10 @@ def report_schema() -> JSON:
         "matching": _matching(),
         "command_buffers": _array(_command_buffer()),
         "program_memory": _array(_program_memory()),
+
+
+        "findings": _array(_finding()),
+        "step_diagnosis": _step_diagnosis(),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",

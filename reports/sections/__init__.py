@@ -12,14 +12,17 @@ from collections.abc import Sequence
 
 from ..model.report import ReportModel
 from ._base import RenderOptions, Section, nothing
-from . import (collectives, flagged, interference, matching, memory, ops, plan, pod, programs, target, timeline,
-               verdict, warnings)
+from . import (collectives, findings, flagged, interference, matching, memory, ops, plan, pod, programs, target,
+               timeline, verdict, warnings)
 
 __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
 
 REPORT_SECTIONS: Sequence[Section[ReportModel]] = (
     Section("verdict", "Verdict", verdict.terminal, verdict.markdown, verdict.html),
+    Section("findings", "Findings", findings.terminal, findings.markdown, findings.html,
+            "What the step's time goes to, each cause with the time it costs per step and its evidence, "
+            "largest first; the waterfall runs from the roofline step to the measured one."),
     Section("programs", "Programs", programs.terminal, programs.markdown, programs.html,
             "A capture of several programs, one per step: each program's measured time per execution beside "
             "what it should take."),

@@ -13,6 +13,7 @@ from ..svg import share_bar_svg
 from ..text import md_table, md_text
 from . import memory
 from ._base import RenderOptions
+from .findings import headline as top_finding
 from .judged import fraction_clause, judged_any, none_judged
 from .programs import executions
 
@@ -102,6 +103,8 @@ def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
         lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
     else:
         lines = _measured_lines(report)
+    if (first := top_finding(report)) is not None:  # the largest finding is the verdict's first line
+        lines.insert(0, first)
     lines += [x for x in (_xla(report), _memory(report)) if x]
     if not s.programs:
         lines.append(overlap_line(s))
@@ -159,6 +162,8 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
              _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
     lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
+    if (first := top_finding(report)) is not None:  # the PR comment leads with the largest finding
+        lines[:0] = [f"**{md_text(first[:1].upper() + first[1:], 400)}**", ""]
     if total > 0:
         lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
