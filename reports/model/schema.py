@@ -28,6 +28,7 @@ from .record import JSON_NAMES, CollectiveRow, DeviceTime, OpRecord, Provenance
 from .report import SCHEMA
 from .summary import StepOverlap, StepTimes, Summary
 from .buffer_contents import BufferContents, BufferOp
+from .findings import Finding
 
 JSON = dict[str, Any]
 
@@ -50,8 +51,10 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "command_buffer": ("key", "ops"),
     "buffer_op": ("name", "opcode", "category", "framework_op", "shape", "dtype", "fingerprint", "position", "runs",
                   "flops", "bytes", "comm_bytes", "expected_s"),
+    "finding": ("cause", "title", "time_per_step_s"),
 }
-_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops", "runs"})
+_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops", "runs",
+                            "time_per_step_s"})
 
 
 def _number(name: str = "") -> JSON:
@@ -199,6 +202,7 @@ def report_schema() -> JSON:
         "run_source": {"type": "string"},
         "matching": _matching(),
         "command_buffers": _array(_command_buffer()),
+        "waste": _array(_object(Finding, role="finding")),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
             "title": f"audit JSON report ({SCHEMA})",

@@ -1,0 +1,119 @@
+"""Data kept wider than anything reads it: a value converted up (bf16 -> f32, FP8 -> f32) and written
+to memory, which every op that reads it converts back down before use.
+
+Inside one fused kernel a convert costs a few instructions and XLA folds a convert pair that
+returns to its own type; across kernels the wide copy is written and read back, at twice (f32 for
+bf16) or four times (f32 for FP8) the bytes. Counted: the extra bytes of that write and of every
+read, at the rate each op moved its bytes. Left out: reductions that accumulate in f32 from narrow
+inputs inside one kernel (the accumulator is not written), and wide values any reader uses wide.
+"""
+
+from __future__ import annotations
+
+from ...costmodel.units import human
+from ...parsers.dtypes import DTYPE_BITS
+from ...parsers.hlo_model import Computation, Instruction
+from ...reports.model.findings import Finding
+from .program import ProgramView, Timing, evidence, finding
+
+CAUSE = "waste:precision-round-trip"
+_FLOATS = frozenset({"f64", "f32", "bf16", "f16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3",
+                     "f8e3m4", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"})
+
+
+def detect(view: ProgramView, timing: Timing) -> list[Finding]:
+    rows: list[tuple[Instruction, list[Instruction], str, str, float]] = []
+    for comp in view.running():
+        for instr in comp.instructions:
+            made = _upcast_from(view, instr)
+            if made is None:
+                continue
+            readers = view.users(instr.name)
+            narrow = [_read_as(view, instr, r) for r in readers]
+            if not readers or any(n is None for n in narrow):
+                continue
+            widest = max(DTYPE_BITS.get(n or "", 0) for n in narrow)
+            wide = DTYPE_BITS.get(instr.shape.dtype, 0)
+            if widest >= wide:
+                continue
+            seconds = _extra_seconds(view, timing, instr, readers, 1 - widest / wide)
+            rows.append((instr, readers, made, max(narrow, key=lambda n: DTYPE_BITS.get(n or "", 0)) or "", seconds))
+    seconds = sum(r[4] for r in rows)
+    if not rows or seconds <= 0:
+        return []
+    first = rows[0]
+    kind = "round trip" if first[2] == first[3] else "upcast"
+    extra = sum(r[0].shape.elements * (DTYPE_BITS.get(r[0].shape.dtype, 0) - DTYPE_BITS.get(r[3], 0)) // 8
+                * (1 + len(r[1])) for r in rows)
+    return [finding(
+        view, timing, cause=CAUSE, seconds=seconds, origin="trace+model" if timing.origin == "trace" else "model",
+        what=(f"{len(rows)} value{'s' if len(rows) > 1 else ''} written wider than read "
+              f"({first[2]} -> {first[0].shape.dtype} -> {first[3]} {kind}; {human(extra, 'B')} extra per run)"),
+        lines=evidence([i for r in rows for i in (r[0], *r[1][:1])]),
+        action=(f"Keep the value in {first[3]} between the kernels: convert once where it is used (x.astype("
+                f"{first[3]}) before it is stored), or fuse the consumer with the producer; accumulate in f32 inside "
+                "the kernel only."))]
+
+
+def _upcast_from(view: ProgramView, instr: Instruction) -> str | None:
+    """The narrower float type `instr` converted its result from, when its result is only that:
+    a convert, or a fusion whose root is one."""
+    if instr.shape.is_tuple or instr.shape.dtype not in _FLOATS or not instr.shape.dims:
+        return None
+    comp: Computation | None
+    if instr.opcode == "convert":
+        comp, root = None, instr
+    else:
+        comp = view.fused(instr)
+        if comp is None:
+            return None
+        root = comp.root_instruction
+        if root.opcode != "convert":
+            return None
+    source = (comp.get(root.operands[0].lstrip("%")) if comp is not None else view.get(root.operands[0])) \
+        if root.operands else None
+    if source is None or source.shape.dtype not in _FLOATS:
+        return None
+    return source.shape.dtype if DTYPE_BITS.get(source.shape.dtype, 0) < DTYPE_BITS.get(instr.shape.dtype, 0) else None
+
+
+def _read_as(view: ProgramView, value: Instruction, reader: Instruction) -> str | None:
+    """The narrower type `reader` converts `value` to before any use, or None if it uses it wide."""
+    if reader.opcode == "convert":
+        return reader.shape.dtype if reader.shape.dtype in _FLOATS else None
+    fused = view.fused(reader)
+    if fused is None:
+        return None
+    numbers = [n for n, o in enumerate(reader.operands) if o.lstrip("%") == value.name]
+    params = [i for i in fused.instructions if i.opcode == "parameter"
+              and int(i.attr("parameter_number", "-1") or -1) in numbers]
+    types = []
+    for param in params:
+        users = [i for i in fused.instructions if param.name in (o.lstrip("%") for o in i.operands)]
+        if not users or any(u.opcode != "convert" or u.shape.dtype not in _FLOATS for u in users):
+            return None
+        types += [u.shape.dtype for u in users]
+    if not types:
+        return None
+    return max(types, key=lambda t: DTYPE_BITS.get(t, 0))
+
+
+def _extra_seconds(view: ProgramView, timing: Timing, value: Instruction, readers: list[Instruction],
+                   wasted: float) -> float:
+    """The time of the extra bytes: each op's time times the share of its bytes that are the wide
+    value's extra width (its write for the producer, its read for each reader)."""
+    size = value.shape.byte_size * wasted
+    total = 0.0
+    for op in (value, *readers):
+        seconds = timing.seconds.get((view.program, op.name), 0.0)
+        moved = _bytes(view, op)
+        if seconds > 0 and moved:
+            total += seconds * min(size / moved, 1.0)
+    return total
+
+
+def _bytes(view: ProgramView, op: Instruction) -> float | None:
+    cost = view.costs.get(op.name) if view.costs is not None else None
+    if cost is None or cost.bytes_read is None or cost.bytes_written is None:
+        return None
+    return cost.bytes_read + cost.bytes_written

@@ -1,0 +1,52 @@
+"""An input copied on every call because it is not donated.
+
+An entry parameter that is not aliased to an output (`input_output_alias`, what `donate_argnums`
+asks for) is read-only to XLA: where the program updates it in place (a loop carry, a
+dynamic-update-slice) or returns it, copy insertion copies it first, once per call. Donated, the
+update reuses the input's buffer and the copy goes. A copy that also changes the layout is a layout
+copy (`layout`), not this.
+"""
+
+from __future__ import annotations
+
+from ...costmodel.units import human
+from ...parsers.hlo_model import Instruction
+from ...reports.model.findings import Finding
+from .program import ProgramView, Timing, evidence, finding
+
+CAUSE = "waste:undonated-input"
+
+
+def detect(view: ProgramView, timing: Timing) -> list[Finding]:
+    entry = view.module.entry_computation
+    copies: list[tuple[Instruction, Instruction]] = []
+    for instr in entry.instructions:
+        if instr.opcode != "copy" or instr.shape.is_tuple or not instr.shape.dims:
+            continue
+        source = view.origin(instr.operands[0]) if instr.operands else None
+        if source is None or source.opcode != "parameter" or view.get(source.name) is None:
+            continue
+        number = int(source.attr("parameter_number", "-1") or -1)
+        if number in view.module.aliased_outputs or _layout(view, instr) != _layout(view, source, instr):
+            continue
+        copies.append((instr, source))
+    seconds = timing.of_ops(view.program, (c.name for c, _ in copies))
+    if not copies or seconds <= 0:
+        return []
+    params = sorted({int(p.attr("parameter_number", "0") or 0) for _, p in copies})
+    size = sum(c.shape.byte_size for c, _ in copies)
+    return [finding(
+        view, timing, cause=CAUSE, seconds=seconds,
+        what=(f"input{'s' if len(params) > 1 else ''} {', '.join(map(str, params))} copied on every call because "
+              f"not donated ({human(size, 'B')} a call)"),
+        lines=evidence([c for c, _ in copies] + [p for _, p in copies]),
+        action=(f"Donate the buffer (jax.jit(..., donate_argnums=({', '.join(map(str, params))},))) if the caller "
+                "does not use it after the call: the program then updates it in place."))]
+
+
+def _layout(view: ProgramView, instr: Instruction, like: Instruction | None = None) -> tuple[int, ...] | None:
+    """The layout of `instr`, or for a parameter seen through reshapes, the layout `like` would
+    have had (a reshape changes the dims, so compare only where the dims agree)."""
+    if like is not None and instr.shape.dims != like.shape.dims:
+        return like.shape.layout
+    return instr.shape.layout
