@@ -20,8 +20,9 @@ CAUSE = "waste:padding"
 
 
 def detect(view: ProgramView, timing: Timing) -> list[Finding]:
-    if view.costs is None or view.hw is None:
+    if view.costs is None or view.hw is None or view.hw.achievable is None:
         return []
+    hw, ach = view.hw, view.hw.achievable
     rows: list[tuple[Instruction, float, str]] = []
     for comp in view.running():
         for instr in comp.instructions:
@@ -31,7 +32,7 @@ def detect(view: ProgramView, timing: Timing) -> list[Finding]:
                 continue
             if timing.bound.get((view.program, instr.name)) != "compute":
                 continue  # a matmul bound by memory or launch does not pay for its padded work
-            factor, how = shape_factor(cost.gemm or implicit_gemm(cost.convolution), view.hw, view.hw.achievable)
+            factor, how = shape_factor(cost.gemm or implicit_gemm(cost.convolution), hw, ach)
             if how and factor > 1:
                 rows.append((instr, seconds * (1 - 1 / factor), how))
     seconds = sum(r[1] for r in rows)

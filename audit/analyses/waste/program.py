@@ -70,26 +70,31 @@ class ProgramView:
     module: Module
     costs: Mapping[str, OpCost] | None = None
     hw: Hardware | None = None
-    _users: dict[str, list[Instruction]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for comp in self.module.computations.values():
-            for instr in comp.instructions:
-                for op in instr.operands:
-                    self._users.setdefault(_base(op), []).append(instr)
+    _users: dict[str, list[Instruction]] | None = None
+    _running: list[Computation] | None = None
 
     @property
     def label(self) -> str:
         return self.module.name
 
     def running(self) -> list[Computation]:
-        return self.module.running()
+        """The computations whose instructions are the program's ops (fused ones left out), found once."""
+        if self._running is None:
+            self._running = self.module.running()
+        return self._running
 
     def get(self, name: str) -> Instruction | None:
         found = self.module.find(name.lstrip("%"))
         return found[1] if found else None
 
     def users(self, name: str) -> list[Instruction]:
+        """The ops that read `name` (ops of the program: instructions of fused computations left out)."""
+        if self._users is None:
+            self._users = {}
+            for comp in self.running():
+                for instr in comp.instructions:
+                    for op in instr.operands:
+                        self._users.setdefault(_base(op), []).append(instr)
         return self._users.get(name, [])
 
     def origin(self, name: str) -> Instruction | None:
