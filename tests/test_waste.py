@@ -93,6 +93,10 @@ def test_loop_carry_copy_measured_in_a_profile(tmp_path):
     assert found.time_per_step_s == pytest.approx(sum(o.measured_s or 0 for o in copies) / report.summary.steps)
     assert sum(" copy(" in line for line in found.evidence) == 2
     assert any(" while(" in line and "test_waste.py" in line for line in found.evidence), found.evidence
+    # Beside the copies, the update that could not be done in place and the read of the old carry
+    # that kept it live, at their source lines.
+    sources = [line.rsplit("[", 1)[-1] for line in found.evidence if " fusion(" in line]
+    assert len(sources) == 2 and all("test_waste.py" in s for s in sources) and sources[0] != sources[1], found.evidence
     assert "in place" in found.action
 
 

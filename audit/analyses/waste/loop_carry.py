@@ -40,7 +40,8 @@ def detect(view: ProgramView, timing: Timing) -> list[Finding]:
                 what=(f"the loop %{loop.name} copies its carry every iteration instead of updating it in place "
                       f"({len(copies)} cop{'y' if len(copies) == 1 else 'ies'} of up to {human(size, 'B')} "
                       "per iteration)"),
-                lines=evidence([*copies, *_updates(view, body, copies), loop])))
+                lines=evidence([*copies, *(updates := _updates(view, body, copies)),
+                                *_old_readers(body, copies, updates), loop])))
     return found
 
 
@@ -85,3 +86,11 @@ def _updates(view: ProgramView, body: Computation, copies: list[Instruction]) ->
         if any(i.opcode in ("dynamic-update-slice", "scatter") for i in inner):
             out.append(instr)
     return out
+
+
+def _old_readers(body: Computation, copies: list[Instruction], updates: list[Instruction]) -> list[Instruction]:
+    """The other ops that read a copy of the old carry: the reads that keep it live past the update."""
+    names = {c.name for c in copies}
+    skip = names | {u.name for u in updates}
+    return [i for i in body.instructions
+            if i.name not in skip and i.opcode != "tuple" and names & {o.lstrip("%") for o in i.operands}]
