@@ -15,7 +15,7 @@ from ...costmodel.units import human
 from ...parsers.hlo_model import Instruction
 from ...parsers.hlo_opcodes import COLLECTIVES
 from ...reports.model.findings import Finding
-from .program import ProgramView, Timing, evidence, finding
+from .program import ProgramView, Timing, evidence, finding, number
 
 CAUSE = "waste:duplicate-collective"
 
@@ -66,7 +66,7 @@ def _data(view: ProgramView, operand: str) -> str:
             name = instr.operands[0].lstrip("%")
         elif instr.opcode == "get-tuple-element":
             base = view.get(instr.operands[0])
-            index = int(instr.attr("index", "0") or 0)
+            index = number(instr, "index") or 0
             if base is not None and base.opcode in ("opt-barrier", "tuple") and index < len(base.operands):
                 inner = view.get(base.operands[0]) if base.opcode == "opt-barrier" else None
                 if inner is not None and inner.opcode == "tuple" and index < len(inner.operands):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...costmodel.units import human
 from ...parsers.hlo_model import Instruction, Shape
 from ...reports.model.findings import Finding
-from .program import PASS_THROUGH, ProgramView, Timing, evidence, finding
+from .program import PASS_THROUGH, ProgramView, Timing, evidence, finding, root
 
 CAUSE = "waste:layout-copy"
 ACTION = ("Make the producer write the layout its consumer reads: transposes written into the producer or consumer "
@@ -42,15 +42,15 @@ def changes_layout(view: ProgramView, instr: Instruction) -> bool:
     fused = view.fused(instr)
     if fused is None:
         return False
-    root = fused.root_instruction
-    if root.opcode != "copy" or not root.operands:
+    last = root(fused)
+    if last is None or last.opcode != "copy" or not last.operands:
         return False
-    source = fused.get(root.operands[0].lstrip("%"))
+    source = fused.get(last.operands[0].lstrip("%"))
     while source is not None and source.opcode in PASS_THROUGH - {"get-tuple-element"} and source.operands:
         source = fused.get(source.operands[0].lstrip("%"))
     if source is None or source.opcode != "parameter":
         return False
-    return _relaid(source.shape, root.shape)
+    return _relaid(source.shape, last.shape)
 
 
 def _relaid(before: Shape, after: Shape) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...costmodel.units import human
 from ...parsers.hlo_model import Computation, Instruction
 from ...reports.model.findings import Finding
-from .program import ProgramView, Timing, evidence, finding
+from .program import ProgramView, Timing, evidence, finding, root
 
 CAUSE = "waste:loop-carry-copy"
 ACTION = ("Let the loop update its carry in place: read what the body needs from the carry before the update "
@@ -49,8 +49,10 @@ def carry_copies(view: ProgramView, body: Computation) -> list[Instruction]:
     """The body's copies of a loop-carried array: made from the carry (the body's parameter, through
     tuple elements and other copies), or written into the root that becomes the next carry."""
     params = {i.name for i in body.instructions if i.opcode == "parameter"}
-    root = body.root_instruction
-    into_root = {o.lstrip("%") for o in root.operands} if root.opcode == "tuple" else {root.name}
+    last = root(body)
+    if last is None:
+        return []
+    into_root = {o.lstrip("%") for o in last.operands} if last.opcode == "tuple" else {last.name}
     out = []
     for instr in body.instructions:
         if instr.opcode != "copy" or instr.shape.is_tuple or not instr.shape.dims:

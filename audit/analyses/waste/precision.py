@@ -14,7 +14,7 @@ from ...costmodel.units import human
 from ...parsers.dtypes import DTYPE_BITS
 from ...parsers.hlo_model import Computation, Instruction
 from ...reports.model.findings import Finding
-from .program import ProgramView, Timing, evidence, finding
+from .program import ProgramView, Timing, evidence, finding, number, root
 
 CAUSE = "waste:precision-round-trip"
 _FLOATS = frozenset({"f64", "f32", "bf16", "f16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3",
@@ -61,17 +61,16 @@ def _upcast_from(view: ProgramView, instr: Instruction) -> str | None:
     if instr.shape.is_tuple or instr.shape.dtype not in _FLOATS or not instr.shape.dims:
         return None
     comp: Computation | None
+    last: Instruction | None
     if instr.opcode == "convert":
-        comp, root = None, instr
+        comp, last = None, instr
     else:
         comp = view.fused(instr)
-        if comp is None:
+        last = root(comp) if comp is not None else None
+        if last is None or last.opcode != "convert":
             return None
-        root = comp.root_instruction
-        if root.opcode != "convert":
-            return None
-    source = (comp.get(root.operands[0].lstrip("%")) if comp is not None else view.get(root.operands[0])) \
-        if root.operands else None
+    source = (comp.get(last.operands[0].lstrip("%")) if comp is not None else view.get(last.operands[0])) \
+        if last.operands else None
     if source is None or source.shape.dtype not in _FLOATS:
         return None
     return source.shape.dtype if DTYPE_BITS.get(source.shape.dtype, 0) < DTYPE_BITS.get(instr.shape.dtype, 0) else None
@@ -86,7 +85,7 @@ def _read_as(view: ProgramView, value: Instruction, reader: Instruction) -> str 
         return None
     numbers = [n for n, o in enumerate(reader.operands) if o.lstrip("%") == value.name]
     params = [i for i in fused.instructions if i.opcode == "parameter"
-              and int(i.attr("parameter_number", "-1") or -1) in numbers]
+              and number(i, "parameter_number") in numbers]
     types = []
     for param in params:
         users = [i for i in fused.instructions if param.name in (o.lstrip("%") for o in i.operands)]

@@ -114,6 +114,17 @@ class ProgramView:
         return self.module.computations.get(name.lstrip("%"))
 
 
+def number(instr: Instruction, key: str) -> int | None:
+    """An integer attribute (`parameter_number`, `index`), or None where the text holds none."""
+    text = instr.attr(key).strip()
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def root(comp: Computation) -> Instruction | None:
+    """A computation's root, or None for one whose root the file does not hold."""
+    return comp.get(comp.root) if comp.root else None
+
+
 def _base(operand: str) -> str:
     name = operand.lstrip("%")
     base, sep, index = name.rpartition("#")

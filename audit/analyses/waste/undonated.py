@@ -12,13 +12,15 @@ from __future__ import annotations
 from ...costmodel.units import human
 from ...parsers.hlo_model import Instruction
 from ...reports.model.findings import Finding
-from .program import ProgramView, Timing, evidence, finding
+from .program import ProgramView, Timing, evidence, finding, number
 
 CAUSE = "waste:undonated-input"
 
 
 def detect(view: ProgramView, timing: Timing) -> list[Finding]:
-    entry = view.module.entry_computation
+    entry = view.module.computations.get(view.module.entry)
+    if entry is None:
+        return []
     copies: list[tuple[Instruction, Instruction]] = []
     for instr in entry.instructions:
         if instr.opcode != "copy" or instr.shape.is_tuple or not instr.shape.dims:
@@ -26,14 +28,13 @@ def detect(view: ProgramView, timing: Timing) -> list[Finding]:
         source = view.origin(instr.operands[0]) if instr.operands else None
         if source is None or source.opcode != "parameter" or view.get(source.name) is None:
             continue
-        number = int(source.attr("parameter_number", "-1") or -1)
-        if number in view.module.aliased_outputs or _layout(view, instr) != _layout(view, source, instr):
+        if number(source, "parameter_number") in view.module.aliased_outputs or _layout(view, instr) != _layout(view, source, instr):
             continue
         copies.append((instr, source))
     seconds = timing.of_ops(view.program, (c.name for c, _ in copies))
     if not copies or seconds <= 0:
         return []
-    params = sorted({int(p.attr("parameter_number", "0") or 0) for _, p in copies})
+    params = sorted({n for _, p in copies if (n := number(p, "parameter_number")) is not None})
     size = sum(c.shape.byte_size for c, _ in copies)
     return [finding(
         view, timing, cause=CAUSE, seconds=seconds,
