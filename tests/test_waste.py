@@ -173,6 +173,18 @@ def test_precision_kept_narrow_is_no_round_trip():
     assert causes(audit.inspect(HANDWRITTEN / "precision_kept.hlo", "h100")) == []
 
 
+def test_reduction_data_kept_wider_than_needed():
+    # A bf16 array upcast and stored in f32 for two reductions, against the same reductions reading
+    # bf16 and accumulating in f32 inside their kernels.
+    for name in ("reduce_wide", "reduce_narrow"):
+        assert _hlo.hlo_module_from_text((HANDWRITTEN / f"{name}.hlo").read_text()) is not None
+    found = one(audit.inspect(HANDWRITTEN / "reduce_wide.hlo", "h100"), "waste:precision-round-trip")
+    # 2 bytes an element too many in the one write and the two reads.
+    assert "(bf16 -> f32 stored, read only by reductions; 201 MB extra per run)" in found.title
+    assert "dtype=jnp.float32" in found.action
+    assert causes(audit.inspect(HANDWRITTEN / "reduce_narrow.hlo", "h100")) == []
+
+
 # -- rematerialised recompute --------------------------------------------------------------------
 
 
