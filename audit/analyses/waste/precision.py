@@ -44,9 +44,9 @@ def detect(view: ProgramView, timing: Timing) -> list[Finding]:
         return []
     first = rows[0]
     reduced = all(_reduces(view, first[0], r) for r in first[1])
-    wide = first[0].shape.dtype
-    chain = (f"{first[2]} -> {wide} stored, read only by reductions" if reduced else
-             f"{first[2]} -> {wide} -> {first[3]} {'round trip' if first[2] == first[3] else 'upcast'}")
+    stored = first[0].shape.dtype
+    chain = (f"{first[2]} -> {stored} stored, read only by reductions" if reduced else
+             f"{first[2]} -> {stored} -> {first[3]} {'round trip' if first[2] == first[3] else 'upcast'}")
     extra = sum(r[0].shape.elements * (DTYPE_BITS.get(r[0].shape.dtype, 0) - DTYPE_BITS.get(r[3], 0)) // 8
                 * (1 + len(r[1])) for r in rows)
     return [finding(
