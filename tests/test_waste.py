@@ -107,6 +107,18 @@ def test_in_place_loop_is_not_a_carry_copy(tmp_path):
     assert not [o for o in report.model.ops if o.opcode == "copy" and o.shape == f"f32[{CARRY}]"]
 
 
+def test_loop_carry_copied_by_a_copy_fusion_and_its_twin():
+    # XLA:GPU may run a copy as a fusion of its own: a hand-written loop that copies its 16 MiB carry
+    # through one before updating the copy in place, because the body still reads the old carry; its
+    # twin reads the updated carry and updates it in place.
+    for name in ("loop_copy_fusion", "loop_in_place"):
+        assert _hlo.hlo_module_from_text((HANDWRITTEN / f"{name}.hlo").read_text()) is not None
+    found = one(audit.inspect(HANDWRITTEN / "loop_copy_fusion.hlo", "h100"), "waste:loop-carry-copy")
+    assert found.origin == "model" and found.share is not None and found.share > 0.3
+    assert [line.split(" ")[0] for line in found.evidence] == ["%carry.copy", "%updated", "%read", "%loop"]
+    assert causes(audit.inspect(HANDWRITTEN / "loop_in_place.hlo", "h100")) == []
+
+
 # -- an input copied per call because it is not donated ------------------------------------------
 
 
@@ -147,6 +159,10 @@ def test_layout_copy_and_its_twin():
     assert found.origin == "model" and found.share is not None and found.share > 0.1
     assert found.evidence == ("%relaid = bf16[4096,4096]{0,1} copy(%sum)  [model.py:13]",)
     assert causes(audit.inspect(HANDWRITTEN / "layout_agreed.hlo", "h100")) == []
+    # The same copy run as a fusion of its own.
+    assert _hlo.hlo_module_from_text((HANDWRITTEN / "layout_copy_fusion.hlo").read_text()) is not None
+    fused = one(audit.inspect(HANDWRITTEN / "layout_copy_fusion.hlo", "h100"), "waste:layout-copy")
+    assert fused.evidence == ("%relaid = bf16[4096,4096]{0,1} fusion(%sum)  [model.py:13]",)
 
 
 # -- data kept wider than it is read -------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...costmodel.units import human
 from ...parsers.hlo_model import Computation, Instruction
 from ...reports.model.findings import Finding
-from .program import ProgramView, Timing, evidence, finding, root
+from .program import ProgramView, Timing, evidence, finding, is_copy, root
 
 CAUSE = "waste:loop-carry-copy"
 ACTION = ("Let the loop update its carry in place: read what the body needs from the carry before the update "
@@ -55,7 +55,7 @@ def carry_copies(view: ProgramView, body: Computation) -> list[Instruction]:
     into_root = {o.lstrip("%") for o in last.operands} if last.opcode == "tuple" else {last.name}
     out = []
     for instr in body.instructions:
-        if instr.opcode != "copy" or instr.shape.is_tuple or not instr.shape.dims:
+        if not is_copy(view, instr) or instr.shape.is_tuple or not instr.shape.dims:
             continue
         if _from_carry(view, body, instr, params) or instr.name in into_root:
             out.append(instr)
@@ -69,7 +69,7 @@ def _from_carry(view: ProgramView, body: Computation, instr: Instruction, params
         current = body.get(current.operands[0].lstrip("%"))
         if current is None or current.name in params:
             return current is not None
-        if current.opcode not in ("copy", "get-tuple-element", "bitcast"):
+        if current.opcode not in ("get-tuple-element", "bitcast") and not is_copy(view, current):
             return False
         seen += 1
     return False
@@ -91,8 +91,8 @@ def _updates(view: ProgramView, body: Computation, copies: list[Instruction]) ->
 
 
 def _old_readers(body: Computation, copies: list[Instruction], updates: list[Instruction]) -> list[Instruction]:
-    """The other ops that read a copy of the old carry: the reads that keep it live past the update."""
-    names = {c.name for c in copies}
-    skip = names | {u.name for u in updates}
+    """The other ops that read the old carry or a copy of it: the reads that keep it live past the update."""
+    names = {c.name for c in copies} | {o.lstrip("%") for c in copies for o in c.operands}
+    skip = {c.name for c in copies} | {u.name for u in updates}
     return [i for i in body.instructions
             if i.name not in skip and i.opcode != "tuple" and names & {o.lstrip("%") for o in i.operands}]

@@ -125,6 +125,17 @@ def root(comp: Computation) -> Instruction | None:
     return comp.get(comp.root) if comp.root else None
 
 
+def is_copy(view: ProgramView, instr: Instruction) -> bool:
+    """A copy: the `copy` op, or a fusion that only copies its one parameter (XLA:GPU wraps copies so)."""
+    if instr.opcode == "copy":
+        return True
+    fused = view.fused(instr)
+    last = root(fused) if fused is not None else None
+    if fused is None or last is None or last.opcode != "copy" or len(instr.operands) != 1:
+        return False
+    return all(i.opcode in ("parameter", "copy", "bitcast") for i in fused.instructions)
+
+
 def _base(operand: str) -> str:
     name = operand.lstrip("%")
     base, sep, index = name.rpartition("#")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...costmodel.units import human
 from ...parsers.hlo_model import Instruction
 from ...reports.model.findings import Finding
-from .program import ProgramView, Timing, evidence, finding, number
+from .program import ProgramView, Timing, evidence, finding, is_copy, number
 
 CAUSE = "waste:undonated-input"
 
@@ -23,7 +23,7 @@ def detect(view: ProgramView, timing: Timing) -> list[Finding]:
         return []
     copies: list[tuple[Instruction, Instruction]] = []
     for instr in entry.instructions:
-        if instr.opcode != "copy" or instr.shape.is_tuple or not instr.shape.dims:
+        if not is_copy(view, instr) or instr.shape.is_tuple or not instr.shape.dims:
             continue
         source = view.origin(instr.operands[0]) if instr.operands else None
         if source is None or source.opcode != "parameter" or view.get(source.name) is None:
