@@ -1,5 +1,6 @@
 """The program waste detectors (audit.analyses.waste), each on a program that has the waste and on
-its twin that does not, and their own CPU time within a warm `inspect` of the largest real programs.
+its twin that does not, what they find on every real capture and dump of tests/data, and their own
+CPU time within a warm `inspect` of the largest real programs.
 
     python bench/waste_detectors.py [--write]
 
@@ -153,6 +154,38 @@ def detector_table(tmp: Path) -> str:
     return "\n".join(rows)
 
 
+# Every real capture and dump the repository holds, with the hardware a user passes (None: detected).
+REAL = (
+    ("captures/cpu-default-run/vm.xplane.pb", CPU), ("captures/h100-jax0.11/train-step.xplane.pb", None),
+    ("captures/h100-jax0.11/train-step-cmdbuf.xplane.pb", None),
+    ("captures/h100-jax0.11/attention-sweep/attention-sweep.xplane.pb", None),
+    ("captures/h100-jax0.11/microbench.xplane.pb", None), ("captures/h200-jax0.11/train-step.xplane.pb", None),
+    ("captures/h200-jax0.11/microbench.xplane.pb", None),
+    ("captures/h100-jax0.11/dump/module_0000.jit_train_step.sm_9.0a_gpu_after_optimizations.txt", None),
+    ("captures/h200-jax0.11/dump/module_0000.jit_train_step.sm_9.0a_gpu_after_optimizations.txt", None),
+    ("captures/h100-jax0.11/attention", None), ("captures/h100-jax0.11/attention-sweep/hlo", "h100"),
+    ("fixtures/gpu-mi300x/attention.xplane.pb", None), ("fixtures/gpu-mi300x/conv3d-8gpu.xplane.pb", None),
+    ("fixtures/gpu-mi300x/conv3d-legacy.xplane.pb", None), ("fixtures/gpu-mi300x/elementwise.xplane.pb", None),
+    ("fixtures/gpu-mi300x/gemm.xplane.pb", None), ("fixtures/gpu-a100-pax-nsys-jax", None),
+    ("fixtures/gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb", "h100"),
+    ("fixtures/tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt", "v6e:2x4"),
+    ("hlo/tpu-aot/fsdp_mlp.tpu-v5p-2x2x1.after_optimizations.txt", "v5p:2x2x1"),
+    ("hlo/tpu-aot/fsdp_mlp.tpu-v6e-2x4.after_optimizations.txt", "v6e:2x4"),
+)
+
+
+def real_table() -> str:
+    """What fires on every real capture and dump (tests/test_waste.py holds the hand-reviewed set)."""
+    import audit
+
+    rows = ["| input | findings (time per step, share of the step) |", "|---|---|"]
+    for relative, hw in REAL:
+        found = audit.inspect(DATA / relative, hw).model.part("waste") or []
+        said = "; ".join(f"`{f['cause']}` {f['title']}" for f in found) or "none"
+        rows.append(f"| {relative} | {said} |")
+    return "\n".join(rows)
+
+
 def cost_table(repeats: int = 5) -> str:
     """What the detectors cost within a warm `inspect` of the largest real programs: their own CPU
     time (the detectors timed where the analysis calls them, on its own modules and costs) against
@@ -200,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write the tables into bench/RESULTS.md")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        markdown = detector_table(Path(tmp)) + "\n\n" + cost_table()
+        markdown = detector_table(Path(tmp)) + "\n\n" + real_table() + "\n\n" + cost_table()
     print(markdown)
     if args.write:
         text = RESULTS.read_text()
