@@ -31,6 +31,7 @@ class Timing:
     step_s: float | None  # the measured (or, for a prediction, expected) step; None when no step repeats
     origin: Origin
     bound: Mapping[tuple[int, str], str] = field(default_factory=dict)  # (program, op) -> what bounds it [model]
+    per: str = "step"  # "run" where the steps are executions of several programs: times are per execution
 
     @classmethod
     def of(cls, report: ReportModel) -> Timing:
@@ -46,7 +47,8 @@ class Timing:
             seconds[(o.program_id, o.name)] = value / runs.get(o.program_id, steps)
             bound[(o.program_id, o.name)] = o.bound_by
         step = None if runs else report.summary.step_time_s.median
-        return cls(seconds, step if step and step > 0 else None, "model" if predicted else "trace", bound)
+        return cls(seconds, step if step and step > 0 else None, "model" if predicted else "trace", bound,
+                   "run" if runs else "step")
 
     def of_ops(self, program: int, names: Iterable[str]) -> float:
         return sum(self.seconds.get((program, n), 0.0) for n in names)
@@ -55,11 +57,11 @@ class Timing:
         return seconds / self.step_s if self.step_s else None
 
     def says(self, seconds: float) -> str:
-        """"1.2 ms a step (85.0% of the step)", with where the time came from."""
+        """"1.2 ms a step measured, 85.0% of the step": the time, where it came from, and its share."""
         where = "measured" if self.origin == "trace" else "expected"
         share = self.share(seconds)
         of = f", {percent(share)} of the step" if share is not None else ""
-        return f"{human(seconds, 's')} a step {where}{of}"
+        return f"{human(seconds, 's')} a {self.per} {where}{of}"
 
 
 @dataclass
