@@ -139,6 +139,21 @@ def test_donated_input_is_not_copied(tmp_path):
     assert causes(report) == []
 
 
+def test_input_also_read_elsewhere_is_not_blamed_on_donation(tmp_path):
+    # The input is updated and also read: XLA:CPU copies it whether it is donated or not (donated, it
+    # even copies twice), so "donate it" would not remove the copy and is not said.
+    def update_and_read(x):
+        return x.at[5].set(1.0), jnp.sum(x * 2)
+
+    x = jnp.zeros((CARRY,))
+    kept = dump(tmp_path, "also_read", update_and_read, x)
+    assert " copy(%x" in kept.read_text()
+    donated = dump(tmp_path, "also_read_donated", update_and_read, x, donate_argnums=0)
+    assert " copy(%x" in donated.read_text()
+    for path in (kept, donated):
+        assert "waste:undonated-input" not in causes(audit.inspect(path, CPU))
+
+
 # -- copies made only to change a layout ---------------------------------------------------------
 # XLA:CPU's layout assignment gives every array its default layout, so it makes no layout copy:
 # a real TPU dump that has them, and a hand-written GPU module with its twin.
