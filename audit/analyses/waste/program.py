@@ -28,7 +28,7 @@ class Timing:
     """The time of a report's ops per step, and the step they are a share of."""
 
     seconds: Mapping[tuple[int, str], float]  # (program, op) -> seconds per step
-    step_s: float | None  # the measured (or, for a prediction, expected) step; None when no step repeats
+    step_s: float | None  # the mean measured (or, for a prediction, expected) step; None when no step repeats
     origin: Origin
     bound: Mapping[tuple[int, str], str] = field(default_factory=dict)  # (program, op) -> what bounds it [model]
     per: str = "step"  # "run" where the steps are executions of several programs: times are per execution
@@ -46,7 +46,9 @@ class Timing:
                 continue
             seconds[(o.program_id, o.name)] = value / runs.get(o.program_id, steps)
             bound[(o.program_id, o.name)] = o.bound_by
-        step = None if runs else report.summary.step_time_s.median
+        # The mean step, as the times are (summed over the steps, divided by them); a prediction's is its one step.
+        times = [float(t) for s in report.steps if isinstance(t := s.get("time_s"), (int, float))]
+        step = None if runs else sum(times) / len(times) if times and not predicted else report.summary.step_time_s.median
         return cls(seconds, step if step and step > 0 else None, "model" if predicted else "trace", bound,
                    "run" if runs else "step")
 
