@@ -18,8 +18,7 @@ from ...reports.model.findings import Finding
 from .program import ProgramView, Timing, evidence, finding, number, root
 
 CAUSE = "waste:precision-round-trip"
-_FLOATS = frozenset({"f64", "f32", "bf16", "f16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3",
-                     "f8e3m4", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"})
+_FLOATS = frozenset(t for t in DTYPE_BITS if t.startswith(("f", "bf")))  # real floating types, the one table's
 
 
 def detect(view: ProgramView, timing: Timing) -> list[Finding]:
