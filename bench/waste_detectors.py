@@ -81,7 +81,7 @@ def _remat(checkpoint: bool, grad_only: bool = False) -> Callable:
     return jax.grad(loss) if grad_only else jax.value_and_grad(loss)
 
 
-def _psum_twice() -> Callable:
+def _psum_twice(through_barrier: bool = False) -> Callable:
     import jax
     import numpy as np
     from jax import lax
@@ -89,7 +89,8 @@ def _psum_twice() -> Callable:
     mesh = jax.sharding.Mesh(np.array(jax.devices()), ("d",))
 
     def twice(x):
-        return lax.psum(x, "d") * 2 + lax.psum(x, "d")
+        again = lax.optimization_barrier(x) if through_barrier else x
+        return lax.psum(x, "d") * 2 + lax.psum(again, "d")
     return jax.shard_map(twice, mesh=mesh, in_specs=jax.P("d"), out_specs=jax.P("d"))
 
 
@@ -128,6 +129,10 @@ def pairs(tmp: Path) -> list[tuple[str, str, str, tuple[str | Path, str | None],
         ("waste:duplicate-collective", "FSDP transformer step, 8 CPU devices (real capture)",
          "the same psum asked twice (XLA merges it)",
          (DATA / "captures/cpu-default-run/vm.xplane.pb", CPU), (_dump(tmp, "psum", _psum_twice(), jnp.ones((8192,))), CPU)),
+        ("waste:duplicate-collective", "psum of x and of optimization_barrier(x), 8 CPU devices (CPU dump)",
+         "the same psum asked twice (XLA merges it)",
+         (_dump(tmp, "psum_barrier", _psum_twice(True), jnp.ones((8192,))), CPU),
+         (_dump(tmp, "psum_once", _psum_twice(), jnp.ones((8192,))), CPU)),
         ("waste:padding", "1024x1024x1024 GEMM on MI300X (real capture)", "hand-written: 4096x4864x4096 (whole tiles)",
          (DATA / "fixtures/gpu-mi300x/gemm.xplane.pb", None), (HAND / "gemm_whole_tiles.hlo", "mi300x")),
         ("waste:offload", "hand-written: 128 MiB to host and back (S(5))", "the same kept on device",

@@ -262,16 +262,30 @@ def test_duplicate_collectives_in_a_real_cpu_capture():
     assert all(" all-to-all(" in line for line in found.evidence[:-1])
 
 
-def test_one_psum_used_twice_is_not_duplicated(tmp_path):
-    # The twin: JAX asks for the same psum twice and XLA's CSE merges them into one all-reduce.
+def _psum_twice(through_barrier: bool):
     mesh = jax.sharding.Mesh(np.array(jax.devices()), ("d",))
 
     def twice(x):
-        return lax.psum(x, "d") * 2 + lax.psum(x, "d")
+        again = lax.optimization_barrier(x) if through_barrier else x
+        return lax.psum(x, "d") * 2 + lax.psum(again, "d")
 
-    step = jax.shard_map(twice, mesh=mesh, in_specs=jax.P("d"), out_specs=jax.P("d"))
-    path = dump(tmp_path, "psum", step, jnp.ones((8 * 1024,)))
-    assert path.read_text().count(" all-reduce(") == 1
+    return jax.shard_map(twice, mesh=mesh, in_specs=jax.P("d"), out_specs=jax.P("d"))
+
+
+def test_psum_repeated_through_a_barrier_is_sent_twice(tmp_path):
+    # The barrier keeps CSE from merging the two psums; XLA:CPU then drops the barrier and its
+    # combiner makes one all-reduce that sends the same operand twice.
+    path = dump(tmp_path, "psum_barrier", _psum_twice(through_barrier=True), jnp.ones((8 * 1024,)))
+    assert "all-reduce(%param.1, %param.1)" in path.read_text()
+    found = one(audit.inspect(path, CPU), "waste:duplicate-collective")
+    assert found.title.startswith("1 collective repeated on the same data (4.10 kB moved again per run)")
+    assert found.evidence[0].startswith("%all-reduce = (f32[1024]{0}, f32[1024]{0}) all-reduce(%param.1, %param.1)")
+
+
+def test_one_psum_used_twice_is_not_duplicated(tmp_path):
+    # The twin: JAX asks for the same psum twice and XLA's CSE merges them into one all-reduce of one operand.
+    path = dump(tmp_path, "psum", _psum_twice(through_barrier=False), jnp.ones((8 * 1024,)))
+    assert path.read_text().count(" all-reduce(%param.1)") == 1
     assert causes(audit.inspect(path, CPU)) == []
 
 
