@@ -17,13 +17,15 @@ from .errors import UsageError
 @dataclass(frozen=True)
 class Thresholds:
     """When an op is flagged: its achievable time is below `min_efficiency` of its measured time,
-    and its self time is at least `min_share` of the measured op time.
+    and its self time is at least `min_share` of the measured op time. Program waste
+    (`audit.analyses.waste`) is a finding when it costs at least `min_waste_share` of the step.
 
     **Raises:** `UsageError` for a threshold outside [0, 1].
     """
 
     min_efficiency: float = 0.5
     min_share: float = 0.01
+    min_waste_share: float = 0.01  # program waste costing less of the step is not a finding
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -104,6 +104,7 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
     `coords` maps device ids to physical coordinates when the compile knows them, so
     collectives are placed on the real torus.
     """
+    from ..analyses.waste import attach_waste
     from ..costmodel.ops.module import device_count
 
     costs = cost_modules(modules, devices, hw)
@@ -113,9 +114,10 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
     walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
     ops = judge_predicted(modules, costs, expectations, hw, options.thresholds, devices=devices, walks=walks)
     loop_warnings, loops = loop_caveats(modules)
-    return assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
-                    devices=devices, loops=loops,
-                    source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
+    report = assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
+                      devices=devices, loops=loops,
+                      source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
+    return attach_waste(report, modules, costs, hw, options.thresholds)
 
 
 def cost_modules(modules: dict[int, Module], devices: int | None,

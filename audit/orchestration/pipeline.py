@@ -10,6 +10,7 @@ from ..analyses.host_idle import merge_hosts
 from ..analyses.programs import per_program
 from ..analyses.step_diagnosis import attach_diagnosis
 from ..analyses.steps import step_table, step_time_stats
+from ..analyses.waste import attach_waste
 from ..costmodel.schedule import windows_by_op
 from ..optable.carriers import attribute_to_carriers
 from ..optable.command_buffers import price_command_buffers
@@ -110,6 +111,7 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         report = report.attach("matching", found) if found is not None else report
         if buffers := buffer_contents(ops, modules, costs, expectations):
             report = report.attach("command_buffers", [b.to_json() for b in buffers])
+    report = attach_waste(report, modules, costs, hw, options.thresholds)
     if len(hosts) > 1:
         from ..pod.analyses import host_summary, pod_analyses
 

@@ -51,8 +51,10 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "command_buffer": ("key", "ops"),
     "buffer_op": ("name", "opcode", "category", "framework_op", "shape", "dtype", "fingerprint", "position", "runs",
                   "flops", "bytes", "comm_bytes", "expected_s"),
+    "finding": ("cause", "title", "time_per_step_s"),
 }
-_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops", "runs"})
+_NON_NEGATIVE = frozenset({"steps", "time_s", "occurrences", "devices", "hosts", "bytes", "comm_bytes", "flops", "runs",
+                            "time_per_step_s"})
 
 
 def _number(name: str = "") -> JSON:
@@ -195,12 +197,12 @@ def _program_memory() -> JSON:
 
 
 def _finding() -> JSON:
-    """One row of the `findings` part (reports.model.findings.Finding.to_json)."""
+    """One row of the `findings` and `waste` parts (reports.model.findings.Finding.to_json)."""
     text = {"type": "string"}
     return _open({"cause": text, "title": text, "time_per_step_s": {"type": "number", "minimum": 0,
                                                                      "maximum": MAX_NUMBER},
                   "share": _nullable(_number()), "evidence": _array(text), "action": text,
-                  "origin": {"enum": list(ORIGINS)}, "program": _nullable(text)})
+                  "origin": {"enum": list(ORIGINS)}, "program": _nullable(text)}, role="finding")
 
 
 def _step_diagnosis() -> JSON:
@@ -238,9 +240,8 @@ def report_schema() -> JSON:
         "matching": _matching(),
         "command_buffers": _array(_command_buffer()),
         "program_memory": _array(_program_memory()),
-
-
         "findings": _array(_finding()),
+        "waste": _array(_finding()),
         "step_diagnosis": _step_diagnosis(),
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": f"urn:{SCHEMA}",
