@@ -14,7 +14,7 @@ from ...costmodel.chips.hardware import Hardware
 from ...costmodel.costs import OpCost
 from ...costmodel.units import human, percent
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
-from ...reports.model.findings import Finding, Origin
+from ...reports.model.findings import Finding, FindingOrigin
 from ...reports.model.report import ReportModel
 
 # Ops that pass their operand's data through unchanged: a value is followed through them to where it was made.
@@ -29,7 +29,7 @@ class Timing:
 
     seconds: Mapping[tuple[int, str], float]  # (program, op) -> seconds per step
     step_s: float | None  # the mean measured (or, for a prediction, expected) step; None when no step repeats
-    origin: Origin
+    origin: FindingOrigin
     bound: Mapping[tuple[int, str], str] = field(default_factory=dict)  # (program, op) -> what bounds it [model]
     per: str = "step"  # "run" where the steps are executions of several programs: times are per execution
 
@@ -177,7 +177,7 @@ def evidence(instrs: Iterable[Instruction], extra: Iterable[str] = ()) -> tuple[
 
 
 def finding(view: ProgramView, timing: Timing, *, cause: str, what: str, seconds: float,
-            lines: tuple[str, ...], action: str, origin: Origin | None = None) -> Finding:
+            lines: tuple[str, ...], action: str, origin: FindingOrigin | None = None) -> Finding:
     """A finding of program waste: its title says what and its share of the step."""
     return Finding(cause=cause, title=f"{what}: {timing.says(seconds)}", time_per_step_s=seconds,
                    share=timing.share(seconds), evidence=lines, action=action, origin=origin or timing.origin,
