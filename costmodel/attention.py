@@ -114,6 +114,10 @@ def achievable_compute(cost: OpCost, compute_s: float, hw: Hardware, ach: Achiev
     length = (keys + half.value) / keys if half is not None and keys > 0 else 1.0
     waves = _waves(p, hw, ach)
     sources.append(f"{figure_key(p).replace('_', ' ')} attention {human(rate_q.value, 'FLOP/s')} ({_cite(rate_q)})")
+    if rate_q.estimate and hw.vendor != "NVIDIA":
+        notes.append(f"{hw.name}'s flash attention rate is an estimate carried over from NVIDIA measurements (cuDNN "
+                     f"on H100, scaled to this chip's matmul rate): no {hw.vendor or hw.name} attention kernel has "
+                     "been measured for it yet")
     if length > 1.005 and half is not None:
         notes.append(f"{keys:,.0f} keys per query on average: flash kernels reach {1 / length:.0%} of their "
                      f"long-sequence rate (half of it at {half.value:,.0f} keys, {_cite(half)})")

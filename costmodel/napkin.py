@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..parsers.dtypes import DTYPE_BITS, canonical_dtype
 from .network.collectives import collective_time
 from .chips.hardware import Hardware
+from .ops.complex_flops import CONTRACTION_NOTE, contraction_factor, is_complex
 from .ops.compute import dot_flops
 from .costs import OpCost
 from .achievable import achievable_time, collective_seconds
@@ -30,7 +31,7 @@ def dtype_name(text: str) -> str:
     """An HLO element type for `text` ("bf16", "int8", "float32", ...); UsageError if unknown."""
     name = canonical_dtype(text)
     if name is None:
-        raise UsageError(f"unknown dtype {text!r}", hint="e.g. bf16, f32, int8, fp8")
+        raise UsageError(f"unknown dtype {text!r}", hint="e.g. bf16, f32, f64, c64, int8, fp8")
     return name
 
 
@@ -63,8 +64,8 @@ PRECISIONS = ("default", "high", "highest", "dot_tf32_tf32_f32", "dot_tf32_tf32_
 
 
 def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware, precision: str = "default") -> dict[str, Any]:
-    """Roofline and achievable time of [M,K] x [K,N] -> [M,N] on one chip: 2MKN FLOPs,
-    (MK + KN + MN) elements. `precision` prices an f32 matmul as the auditor prices a dot
+    """Roofline and achievable time of [M,K] x [K,N] -> [M,N] on one chip: 2MKN FLOPs (8MKN real
+    FLOPs for complex operands), (MK + KN + MN) elements. `precision` prices an f32 matmul as the auditor prices a dot
     asking for it (default: what JAX runs on the platform: TF32 on GPUs that have it, one bf16
     pass on TPU)."""
     if min(m, k, n) < 1:
@@ -74,10 +75,10 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware, precision: str = "d
         raise UsageError(f"unknown precision {precision!r}", hint=f"choose one of: {', '.join(PRECISIONS)}")
     dt = dtype_name(dtype)
     size = DTYPE_BITS[dt] / 8
-    flops = float(dot_flops((m, k), (1,), m * n))  # the auditor's dot rule
+    flops = float(dot_flops((m, k), (1,), m * n)) * contraction_factor(dt)  # the auditor's dot rule
     read, written = size * (m * k + k * n), size * m * n
     cost = OpCost(flops=flops, bytes_read=read, bytes_written=written, dtype=dt, precision=asked,
-                  gemm=(1, m, n, k))
+                  gemm=(1, m, n, k), notes=(CONTRACTION_NOTE,) if is_complex(dt) else ())
     exp = expect(cost, hw)
     reach = achievable_time(cost, exp, hw)
     peak = flops_peak(cost, hw)

@@ -10,6 +10,7 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 from __future__ import annotations
 
 from ..errors import AuditError
+from ..parsers.dtypes import real_part
 from .network.collectives import CollectiveTime, collective_time
 from .units import human
 from .chips.hardware import Hardware, Quantity
@@ -35,7 +36,7 @@ def expect(cost: OpCost, hw: Hardware, *, coords: dict[int, tuple[int, ...]] | N
     if host_s is not None and link is not None and (memory_s is None or host_s > memory_s):
         memory_s, level, hbm_s, level_note, level_bytes = host_s, "host link", link.value, "", cost.host_bytes
     reasons: list[str] = list(cost.notes) + ([host_note] if host_note else [])
-    if cost.precision and cost.dtype == "f32" and hw.kind != "cpu":
+    if cost.precision and real_part(cost.dtype) in ("f32", "f64") and hw.kind != "cpu":
         reasons.append(f"priced at {human(peak.value, 'FLOP/s')} per chip: {peak.note}")
     comm, comm_reason = _collective(cost, hw, coords)
     comm_s = None if comm is None else comm.time_s

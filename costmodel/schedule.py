@@ -61,7 +61,8 @@ class Window:
 
     @property
     def hidden_s(self) -> float:
-        return self.duration_s - self.exposed_s
+        # Never below zero: an exposed time equal to the duration can come out a rounding error above it.
+        return max(0.0, self.duration_s - self.exposed_s)
 
 
 @dataclass

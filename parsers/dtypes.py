@@ -20,10 +20,22 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 
+# Complex element types and the real type of each of their two parts: a c64 is two f32s, so its
+# arithmetic runs on the f32 units (TF32 tensor cores for a matmul where JAX allows them) and a
+# c128's on the f64 ones.
+COMPLEX_PARTS: dict[str, str] = {"c64": "f32", "c128": "f64"}
+
+
+def real_part(dtype: str) -> str:
+    """The real type a dtype's arithmetic runs in: its parts' type for a complex one, else itself."""
+    return COMPLEX_PARTS.get(dtype, dtype)
+
+
 # Names people type -> HLO element types. `tf32` is stored as f32 (TF32 is a compute mode).
 DTYPE_ALIASES: dict[str, str] = {
     "bfloat16": "bf16", "float16": "f16", "fp16": "f16", "half": "f16",
     "float32": "f32", "fp32": "f32", "float": "f32", "tf32": "f32", "float64": "f64", "double": "f64",
+    "complex64": "c64", "complex128": "c128", "cfloat": "c64", "cdouble": "c128",
     "int8": "s8", "uint8": "u8", "int4": "s4", "uint4": "u4", "int16": "s16", "int32": "s32", "int64": "s64",
     "fp8": "f8e4m3fn", "f8": "f8e4m3fn", "e4m3": "f8e4m3fn", "e5m2": "f8e5m2", "fp4": "f4e2m1fn",
     "bool": "pred",

@@ -218,6 +218,8 @@ class Module:
     # buffer (input_output_alias: a donated input updated in place, so one run's output is the next
     # run's input). Only whole top-level parameters and outputs are listed.
     aliased_outputs: dict[int, int] = field(default_factory=dict)
+    # `num_partitions=N` of a text module's header (its compile options; a proto states none: 1).
+    num_partitions: int = 1
 
     def sequence(self, computation: str) -> list[Instruction]:
         """The computation's instructions in the order they run (schedule order when known)."""

@@ -20,6 +20,7 @@ from .replica_groups import parse_replica_groups, parse_source_target_pairs
 
 _HEADER = re.compile(r"^HloModule\b\s*([^\s,]*)")
 _SCHEDULED = re.compile(r"\bis_scheduled=true\b")
+_PARTITIONS = re.compile(r"\bnum_partitions=(\d{1,9})\b")
 _ALIAS_ENTRY = re.compile(r"\{(\d+)\}:\s*\((\d+),\s*\{\}")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
@@ -419,7 +420,8 @@ def finish_module(reader: LineReader, header: str, origin: str) -> Module:
     computations = resolve_sources(reader.computations, reader.tables)
     name = _HEADER.match(header.strip())
     module = Module(name=name.group(1) if name else "", computations=computations, entry=entry, source="text",
-                    is_scheduled=bool(_SCHEDULED.search(header)), aliased_outputs=_aliased_outputs(header))
+                    is_scheduled=bool(_SCHEDULED.search(header)), aliased_outputs=_aliased_outputs(header),
+                    num_partitions=int(partitions[1]) if (partitions := _PARTITIONS.search(header)) else 1)
     check_module(module, origin)
     return module
 

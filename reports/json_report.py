@@ -17,7 +17,8 @@ def clean(value: Any) -> Any:
     if kind in _PLAIN:  # exact types first: a report holds hundreds of thousands of plain values
         return value
     if kind is float:
-        return value if value - value == 0.0 else None  # NaN and infinities are not finite differences
+        # NaN and infinities are not finite differences; adding 0.0 turns a negative zero into 0.
+        return value + 0.0 if value - value == 0.0 else None
     if kind is dict:
         return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
     if kind is list or kind is tuple:
@@ -27,7 +28,7 @@ def clean(value: Any) -> Any:
 
 def _clean_other(value: Any) -> Any:
     if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
+        return None if math.isnan(value) or math.isinf(value) else value + 0.0
     if isinstance(value, dict):
         return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -295,3 +295,22 @@ def test_fp8_attention_runs_on_the_fp8_tensor_core_rate():
     fp8, bf16 = (hw.achievable.matmul_flops_per_s[k].value for k in ("fp8", "bf16"))
     bf16_time = a.flops * (2048 + 335) / 2048 / hw.achievable.attention_flops_per_s["forward"].value
     assert reach.compute_s == pytest.approx(bf16_time * 1056 / 1024 * bf16 / fp8)  # 8 waves of 1024 blocks
+
+
+@pytest.mark.parametrize("chip", ["mi300x", "mi355x", "tpu-v5p", "tpu-v7"])
+def test_attention_rates_off_nvidia_say_they_are_carried_over_from_nvidia(chip):
+    # AMD and TPU flash-attention rates are H100 cuDNN fits scaled to the chip: every op priced on one says so.
+    from audit.costmodel.achievable import achievable_time
+    from audit.costmodel.costs import AttentionProblem, OpCost
+    from audit.costmodel.attention import flops
+    from audit.costmodel.roofline import expect
+
+    hw = CATALOG[chip]
+    problem = AttentionProblem(batch=4, heads=16, kv_heads=16, q_len=4096, kv_len=4096, qk_dim=128, v_dim=128)
+    cost = OpCost(flops=flops(problem), bytes_read=3 * 4 * 4096 * 16 * 128 * 2.0,
+                  bytes_written=4 * 4096 * 16 * 128 * 2.0, dtype="bf16", attention=problem)
+    reach = achievable_time(cost, expect(cost, hw), hw)
+    assert hw.achievable.attention_flops_per_s["forward"].estimate
+    assert any("carried over from NVIDIA measurements" in n for n in reach.notes), reach.notes
+    h100 = CATALOG["h100"]
+    assert not any("carried over" in n for n in achievable_time(cost, expect(cost, h100), h100).notes)

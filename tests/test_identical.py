@@ -119,7 +119,9 @@ def test_a_copy_beside_an_all_gather_on_the_a100_is_interference(a100: dict[str,
     beside = same["beside"]
     assert beside["collective_concurrency"] == pytest.approx(1.0, abs=0.05) and beside["concurrency"] < 1.1
     assert beside["ops"][0]["name"] == "all-gather-start.1" and beside["ops"][0]["collective"]
-    # The rest of the A100 verdicts stand: its reduce-scatter is still the one flagged op.
+    # The rest of the A100 verdicts stand; its reduce-scatter, which the schedule hides and whose overlap
+    # the trace does not measure, is not judged (tests/test_collective_judgement.py), and one reduce fusion
+    # runs at under half of what the best A100 streaming kernels reach.
     assert a100["summary"]["flagged_ops"] == 1 and a100["summary"]["interference_ops"] == 2
 
 

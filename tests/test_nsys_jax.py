@@ -359,12 +359,13 @@ def test_collective_waits_stay_not_judged_when_the_gpu_profile_is_projected_onto
 
 def test_whether_an_async_collective_overlapped_is_unknown_not_no(four):
     # Thunk ranges carry no -done event bounding the collective's window, so the trace cannot
-    # tell whether compute ran beside it: the report says unknown, and the flagged reduce-scatter
-    # is not told to "overlap this collective with compute" on a fact nobody measured.
+    # tell whether compute ran beside it: the report says unknown, and the reduce-scatter the schedule
+    # hides is neither flagged nor told to "overlap this collective with compute" on a fact nobody measured.
     assert four["collectives"] and all(c["overlapped"] is None for c in four["collectives"])
     assert "Overlapped unknown" in render(four, "terminal") and "| unknown |" in render(four, "markdown")
-    flagged = [o for o in four["ops"] if o["flagged"]]
-    assert flagged and not any(o["suggestion"].startswith("Overlap this collective") for o in flagged)
+    assert not any(o["suggestion"].startswith("Overlap this collective") for o in four["ops"])
+    rs = next(o for o in four["ops"] if o["name"] == "reduce-scatter-start")
+    assert not rs["flagged"] and rs["reasons"][0].startswith("hidden by the schedule, overlap not measured")
 
 
 def test_ranges_read_the_same_whatever_their_frame_index(one):

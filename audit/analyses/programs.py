@@ -61,9 +61,25 @@ def per_program(ops: Sequence[OpRecord], steps: Sequence[Mapping[str, Any]],
     return sorted(rows, key=lambda r: -(r["op_time_s"] or 0.0) * r["executions"])
 
 
-def _row(pid: int, times: list[float], ops: list[OpRecord], walk: StepWalk | None) -> dict[str, Any]:
+def predicted_programs(ops: Sequence[OpRecord], walks: Mapping[int, StepWalk | None]) -> list[dict[str, Any]] | None:
+    """Per program of a prediction holding several (a dump folder of different programs), one
+    execution's expected and achievable time [model]; None for one program. Such programs are not
+    one step: a prediction that summed them would describe no run."""
+    by_program: dict[int, list[OpRecord]] = {}
+    for o in ops:
+        if not o.container:
+            by_program.setdefault(o.program_id, []).append(o)
+    if len(by_program) < 2:
+        return None
+    rows = [{**_row(pid, [], mine, walks.get(pid), runs=1), "executions_from": "one execution (compiled, not run)"}
+            for pid, mine in by_program.items()]
+    return sorted(rows, key=lambda r: -(r["expected_step_s"] or r["expected_s"] or 0.0))
+
+
+def _row(pid: int, times: list[float], ops: list[OpRecord], walk: StepWalk | None,
+         runs: int | None = None) -> dict[str, Any]:
     # Without steps, each op ran once per execution outside loops: the fewest runs of any op.
-    n = len(times) or int(min((o.occurrences for o in ops), default=0)) or 1
+    n = runs or len(times) or int(min((o.occurrences for o in ops), default=0)) or 1
 
     def per_run(values: list[float | None]) -> float | None:
         known = [v for v in values if v is not None]

@@ -37,7 +37,7 @@ from .overlap import fused_work, overlap_of
 from .predicted import PredictedRecords, predicted_records
 from .suggest import suggest
 from .verdict import flag_reasons, judge
-from .waits import collective_wait
+from .waits import collective_wait, hidden_unmeasured
 
 # Ops that only contain or wait for other ops: their time is their children's, not their own.
 # An async-start is not one: it carries the cost of the ops it wraps (costmodel.ops.control),
@@ -147,6 +147,12 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
                 if r.measured_s is not None and not container else "")
     if not unjudged and measured_report and measured_on == "gpu" and not container:
         unjudged = collective_wait(cost, by_key.get((r.program_id, r.name)))
+    was_overlapped = ((overlapped.get(r.name) if r.opcode.endswith("-start") else False)
+                      if cost is not None and cost.collective is not None else None)
+    overlap = (overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ, fused_work(cost, exp, occ))
+               if not container and expected is not None else None)
+    if not unjudged and r.measured_s is not None and not container:
+        unjudged = hidden_unmeasured(cost, overlap, was_overlapped)
     if unjudged:
         reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
     elif r.measured_s is not None and not container:
@@ -194,18 +200,16 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
         verdict=verdict, flagged=flagged, roofline_fraction=roofline_fraction, reasons=_distinct(tuple(reasons)),
         suggestion="", share=share,
+        # An op not judged (a wait, a collective hidden without a measured overlap) wastes nothing we can tell.
         wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container or bound_only
-                  else max(r.self_s - achievable, 0.0)),
+                  or unjudged else max(r.self_s - achievable, 0.0)),
         intensity=safe_ratio(flops, bytes_), achieved_flops_per_s=safe_ratio(flops, r.measured_s),
         achieved_bytes_per_s=safe_ratio(bytes_, r.measured_s), provenance=prov,
         collective=cost.collective if cost is not None else None,
         placement=exp.collective if exp is not None and cost is not None and cost.collective is not None else None,
         # A synchronous collective never overlaps; an async one is None where the trace cannot tell
         # (no -done event bounds its window, as in nsys thunk ranges).
-        overlapped=((overlapped.get(r.name) if r.opcode.endswith("-start") else False)
-                    if cost is not None and cost.collective is not None else None),
-        overlap=(overlap_of(windows.get((r.program_id, r.name)), expected, comm, occ, fused_work(cost, exp, occ))
-                 if not container and expected is not None else None),
+        overlapped=was_overlapped, overlap=overlap,
         per_device=per_device, spread=_spread(per_device) if per_device else None,
         achievable_s=achievable, achievable_fraction=achievable_fraction, achievable_source=reach.source,
     )

@@ -15,6 +15,7 @@ from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
 from ..errors import InputError
 from ..optable.judge import judge_predicted
+from ..analyses.programs import predicted_programs
 from ..optable.overlap import step_overlap
 from ..options import DEFAULTS, Thresholds
 from ..parsers.hlo_buffer_assignment import BufferAssignment
@@ -114,8 +115,10 @@ def analyse_modules(modules: dict[int, Module], hw: Hardware, *, source: dict[st
     walks = windows_by_op(modules, costs, expectations, shared_stream=hw.kind == "gpu")
     ops = judge_predicted(modules, costs, expectations, hw, options.thresholds, devices=devices, walks=walks)
     loop_warnings, loops = loop_caveats(modules)
+    # Several different programs are not one step: each is priced per execution, none summed.
+    programs = predicted_programs(ops, walks)
     report = assemble(ops=ops, hw=hw, warnings=warnings + loop_warnings, overlap=step_overlap(ops, walks),
-                      devices=devices, loops=loops,
+                      devices=devices, loops=loops, programs=programs,
                       source={"paths": [], "workload": None, "command": None, "jax_version": None, **source})
     return attach_waste(report, modules, costs, hw, options.thresholds)
 

@@ -51,7 +51,9 @@ def assemble(*, ops: Sequence[OpRecord], hw: Hardware, warnings: Sequence[str], 
         return None if total is None or per_step is None else total / per_step
 
     expected_step = one_step(expected_total)
-    if step_time is None:  # a prediction: the step is the overlapped one where the schedule says it
+    if step_time is None and programs:  # a prediction of several programs: no one step, each per execution
+        step_time = StepTimes(None, None, None)
+    elif step_time is None:  # a prediction: the step is the overlapped one where the schedule says it
         step = overlap.expected_step_s if overlap.expected_step_s is not None else expected_total
         step_time = StepTimes(step, step, step)
     flagged = [o for o in ops if o.flagged]

@@ -19,7 +19,7 @@ from ..parsers.hlo_model import Module
 from ..parsers.hlo_platform import Platform
 from ..reports.model.report import ReportModel
 from .caveats import check_partitions
-from .misleading import platform_mismatch_warning, pre_optimization_warning
+from .misleading import platform_mismatch_warning, pre_optimization_warning, unpartitioned_refusal
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_memory, hardware_for, naming,
                        refuse_accelerator_without_hardware)
 
@@ -31,6 +31,8 @@ def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[
     from ..costmodel.ops.module import device_count
 
     files = _modules(Path(path), module)
+    for f, m in files:
+        unpartitioned_refusal(m, str(f))
     warnings = [w for f, m in files if (w := pre_optimization_warning(m, str(f))) is not None]
     hw = dump_hardware(hardware, files, options.overrides, warnings)
     if hardware:
@@ -43,7 +45,9 @@ def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[
     ids = [_program_id(f, m) if len(files) > 1 else m.id for f, m in files]
     programs = dict(zip(ids, (m for _, m in files)))
     with naming(path):
+        before = any(pre_optimization_warning(m, str(f)) is not None for f, m in files)
         report = analyse_modules(programs, hw, source={"kind": "hlo", "paths": [str(f) for f, _ in files],
+                                                       **({"before_optimization": True} if before else {}),
                                                        **(source or {})}, warnings=warnings, options=options)
     buffers, missing = dump_buffer_assignments(files, ids)
     if missing:

@@ -1,5 +1,6 @@
-"""Inputs that would mislead silently: an HLO dump from before optimization, a `--hardware` of
-another vendor or platform than the program's, a folder of profiles from different chips.
+"""Inputs that would mislead silently: an HLO dump from before optimization, a module not yet
+partitioned across the devices it declares, a `--hardware` of another vendor or platform than the
+program's, a folder of profiles from different chips.
 Each check returns a warning line (or None), or raises for what cannot be analysed as one run."""
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from typing import Any
 from ..costmodel.chips.hardware import Hardware
 from ..errors import InputError
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_opcodes import COLLECTIVES
 from ..parsers.hlo_platform import Platform
 
 _BEFORE = "before_optimizations"
 _AFTER = "after_optimizations"
 _VENDORS = {"nvidia": "NVIDIA", "amd": "AMD"}
+_AFTER_MODULE = re.compile(r"after_optimizations(\.hlo\.pb|\.pb|\.txt|\.hlo)$")
+# Custom calls only a module before SPMD partitioning holds: GSPMD's and Shardy's annotations.
+_PARTITIONER_TARGETS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.")
+_COLLECTIVE_OPCODES = frozenset(COLLECTIVES)
 
 
 def pre_optimization_warning(module: Module, path: str) -> str | None:
@@ -38,7 +44,8 @@ def pre_optimization_warning(module: Module, path: str) -> str | None:
 
 
 def after_optimization_sibling(path: str) -> Path | None:
-    """The after-optimization dump XLA wrote for the same module beside `path`, if there is one."""
+    """The after-optimization dump XLA wrote for the same module beside `path`, if there is one: the
+    module itself (`...after_optimizations.txt`, `.hlo.pb`), not its buffer assignment or memory report."""
     file = Path(path)
     prefix = re.match(r"(module_\d+\.)", file.name)
     if prefix is None:
@@ -48,7 +55,30 @@ def after_optimization_sibling(path: str) -> Path | None:
                        if p.name.startswith(prefix[1]) and _AFTER in p.name and p.name != file.name)
     except OSError:
         return None
-    return found[0] if found else None
+    modules = [p for p in found if _AFTER_MODULE.search(p.name)]
+    best = modules or found
+    return best[0] if best else None
+
+
+def unpartitioned_refusal(module: Module, path: str) -> None:
+    """Refuse a module that declares `num_partitions > 1` and still carries the shardings SPMD
+    partitioning consumes (GSPMD `sharding={devices=...}`, Shardy `xla.sdy.*` calls), with no
+    collective and no schedule: every array in it is the global one, so pricing it would price one
+    device holding all of them. **Raises:** `InputError`."""
+    partitions = module.num_partitions
+    if partitions <= 1 or module.is_scheduled:
+        return
+    annotated = False
+    for _, i in module.instructions():
+        if i.opcode in _COLLECTIVE_OPCODES or i.opcode.endswith(("-start", "-done")) and i.replica_groups:
+            return
+        if "devices=[" in i.sharding or i.custom_call_target.startswith(_PARTITIONER_TARGETS):
+            annotated = True
+    if annotated:
+        raise InputError(f"this module declares num_partitions={partitions} but has not been partitioned: its "
+                         "arrays are the global ones (shardings not yet applied), not one device's", path=path,
+                         hint="dump the program after optimization (XLA_FLAGS=--xla_dump_to=DIR) and inspect its "
+                              "*after_optimizations* file, which holds one device's program")
 
 
 def hardware_mismatch_warning(hw: Hardware, kind: str, vendor: str, evidence: str,

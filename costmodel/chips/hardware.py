@@ -8,6 +8,13 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 
+from ...parsers.dtypes import real_part
+
+# A TPU has no f64 units: XLA's X64 rewrite computes an f64 with a pair of f32s. An f64 product is
+# then at least three f32 products of the halves (hi*hi, hi*lo, lo*hi), each six bf16 MXU passes
+# as true f32 is: 18 bf16 passes, an estimate and a floor (the rewrite adds the error terms' work).
+F64_EMULATION_PASSES = 18
+
 @dataclass(frozen=True)
 class Quantity:
     """A number with its unit and provenance (`trace`, `catalog`, `calibrated` or `user`).
@@ -275,11 +282,31 @@ class Hardware:
         return self.caches[-1].capacity_bytes if self.caches else None
 
     def peak(self, dtype: str) -> Quantity:
-        """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states."""
+        """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states. A complex
+        type runs on the units of its parts' type (c64 on f32's, c128 on f64's); f64 on a chip
+        that states no f64 rate is an estimate (`f64_without_rate`), never another type's peak."""
+        dtype = real_part(dtype)
+        if dtype == "f64" and "f64" not in self.peak_flops:
+            return self.f64_without_rate()
         for key in _PEAK_KEYS.get(dtype, (dtype,)) + ("bf16", "f32"):
             if key in self.peak_flops:
                 return self.peak_flops[key]
         return next(iter(self.peak_flops.values()))
+
+    def f64_without_rate(self) -> Quantity:
+        """An f64 rate for a chip that states none, marked an estimate. A TPU has no f64 units:
+        XLA rewrites f64 into pairs of f32 (double-word arithmetic) on its bf16 matrix units, here
+        `F64_EMULATION_PASSES` bf16 passes per f64 product. Elsewhere (a CPU, a file without the
+        figure): half the f32 rate, the same vector units at half the lanes."""
+        if self.kind == "tpu" and "bf16" in self.peak_flops:
+            bf16 = self.peak_flops["bf16"]
+            return Quantity(bf16.value / F64_EMULATION_PASSES, bf16.unit, "catalog, derived",
+                            f"estimate: {self.name} has no f64 units; XLA emulates f64 with pairs of f32, "
+                            f"at least three f32 products of {F64_EMULATION_PASSES // 3} bf16 passes each "
+                            f"(bf16 peak / {F64_EMULATION_PASSES})", kind="estimate")
+        f32 = self.peak("f32")
+        return Quantity(f32.value / 2, f32.unit, f"{f32.source}, derived",
+                        f"estimate: {self.name} states no f64 rate; half its f32 rate", kind="estimate")
 
     def ridge(self, dtype: str = "bf16") -> float:
         """Arithmetic intensity (FLOPs/byte) where compute and HBM time are equal."""

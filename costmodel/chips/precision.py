@@ -15,6 +15,12 @@ are rounded to, and how many such passes make one product) or, older, with
 An algorithm names the passes exactly: `dot_bf16_bf16_f32_xN` is N bf16 passes,
 `dot_tf32_tf32_f32_x3` three TF32 passes, `dot_f32_f32_f32` true f32 (six bf16 passes on TPU,
 which has no f32 matrix unit). Operands that are not f32 are priced at their own dtype.
+
+Complex operands run on the units of their parts' type: a c64 dot as an f32 one (TF32 tensor cores
+at default precision on a GPU that has them, as cuBLAS's CGEMM runs when XLA allows TF32), a c128
+dot as an f64 one. f64 runs on the FP64 matrix units where the chip states them (NVIDIA's FP64
+tensor cores, AMD's FP64 matrix cores: `peak_flops.f64_matrix`), else on its FP64 vector units;
+a TPU has no f64 units, and its emulation is priced as an estimate (`Hardware.f64_without_rate`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from .hardware import Hardware, Quantity
+from ...parsers.dtypes import real_part
+from .hardware import F64_EMULATION_PASSES, Hardware, Quantity
 
 _TPU_PASSES = {"default": 1, "high": 3, "highest": 6}
 _ALGORITHM = re.compile(r"dot_(?P<a>[a-z0-9_]+?)_(?P=a)_(?P<acc>f16|bf16|f32|f64)(?:_x(?P<n>\d+))?$")
@@ -36,9 +43,9 @@ def matmul_peak(hw: Hardware, dtype: str, precision: str) -> Quantity:
         return hw.peak(dtype or "bf16")
     peak = hw.peak(mode.base)
     if mode.passes == 1:
-        return replace(peak, note=mode.why)
+        return replace(peak, note=f"{mode.why}; {peak.note}" if peak.estimate else mode.why)
     return Quantity(peak.value / mode.passes, peak.unit, "catalog, derived",
-                    f"{mode.why}, {mode.base} peak / {mode.passes}")
+                    f"{mode.why}, {mode.base} peak / {mode.passes}", kind="estimate" if mode.estimate else "")
 
 
 @dataclass(frozen=True)
@@ -50,11 +57,18 @@ class MatmulMode:
     passes: int
     why: str
     plain: bool = False
+    estimate: bool = False  # the passes are an estimate (f64 emulated on a TPU)
 
 
 def matmul_mode(hw: Hardware, dtype: str, precision: str) -> MatmulMode:
     """The matrix-unit mode of a dot on `dtype` operands asking for `precision`: the peak key it
     runs at and how many passes make one product (see the module docstring)."""
+    real = real_part(dtype)
+    if real != dtype:
+        mode = matmul_mode(hw, real, precision)
+        return replace(mode, why=f"{dtype} operands (complex, {real} parts): {mode.why}")
+    if dtype == "f64":
+        return _f64(hw)
     if dtype != "f32" or hw.kind == "cpu":
         return MatmulMode(dtype or "bf16", 1, f"{dtype or 'bf16'} operands", plain=True)
     asked = (precision or "default").lower()
@@ -85,3 +99,17 @@ def _f32(hw: Hardware, why: str) -> MatmulMode:
     if hw.kind == "tpu":
         return _passes("bf16", 6, f"{why}: true f32 on the MXU")
     return MatmulMode("f32", 1, f"{why}: true f32")
+
+
+def _f64(hw: Hardware) -> MatmulMode:
+    """An f64 dot: on the FP64 matrix units where the chip states them, else its FP64 vector units;
+    emulated with f32 pairs on a TPU (an estimate)."""
+    if hw.kind == "tpu":
+        return MatmulMode("bf16", F64_EMULATION_PASSES,
+                          f"f64 dot: {hw.name} has no f64 units, XLA emulates it with pairs of f32 (estimate: "
+                          f"at least {F64_EMULATION_PASSES} bf16 passes)", estimate=True)
+    if hw.kind == "cpu":
+        return MatmulMode("f64", 1, "f64 operands", plain=True)
+    if "f64_matrix" in hw.peak_flops:
+        return MatmulMode("f64_matrix", 1, "f64 dot on the FP64 matrix units (tensor cores / matrix cores)")
+    return MatmulMode("f64", 1, "f64 dot on the FP64 vector units (no FP64 matrix rate stated)")

@@ -16,17 +16,35 @@ from ...parsers.hlo_model import Instruction, Shape
 from ...parsers.hlo_opcodes import ARITHMETIC, TRANSCENDENTAL
 from .base import (CostContext, computation_flops, first_dtype, handles, io_cost,
                           unknown_cost, unmodeled_opcode)
+from .complex_flops import CONTRACTION_NOTE, complex_elementwise, contraction_factor, is_complex
 from .window import conv_valid_positions, window_of
 from ..costs import OpCost
 
 @handles(*TRANSCENDENTAL)
 def transcendental(instr: Instruction, ctx: CostContext) -> OpCost:
+    if _complex_operand(instr, ctx):
+        return _complex_elementwise(instr, ctx, transcendental=True)
     return io_cost(instr, ctx, transcendentals=instr.shape.elements)
 
 
 @handles(*ARITHMETIC)
 def elementwise(instr: Instruction, ctx: CostContext) -> OpCost:
+    if _complex_operand(instr, ctx):
+        return _complex_elementwise(instr, ctx, transcendental=False)
     return io_cost(instr, ctx, flops=instr.shape.elements)
+
+
+def _complex_operand(instr: Instruction, ctx: CostContext) -> bool:
+    shapes = ctx.operand_shapes(instr) if instr.operands else []
+    return any(is_complex(s.dtype) for s in shapes[:1]) or (not shapes and is_complex(instr.shape.dtype))
+
+
+def _complex_elementwise(instr: Instruction, ctx: CostContext, *, transcendental: bool) -> OpCost:
+    flops, trans = complex_elementwise(instr.opcode, transcendental)
+    out = io_cost(instr, ctx, flops=flops * instr.shape.elements, transcendentals=trans * instr.shape.elements)
+    # Its arithmetic runs on the units of the parts' type, whatever the result's type (abs, real, imag).
+    operand = ctx.operand_shapes(instr)[0].dtype if instr.operands else instr.shape.dtype
+    return replace(out, dtype=operand)
 
 
 def _product(values: list[int]) -> int:
@@ -68,8 +86,8 @@ def dot(instr: Instruction, ctx: CostContext) -> OpCost:
         return unknown_cost("dot without dimension numbers", first_dtype(instr.shape))
     shapes = ctx.operand_shapes(instr)
     lhs = shapes[0]
-    flops = dot_flops(lhs.dims, instr.dot.lhs_contracting, instr.shape.elements)
-    out = io_cost(instr, ctx, flops=flops)
+    flops = dot_flops(lhs.dims, instr.dot.lhs_contracting, instr.shape.elements) * contraction_factor(lhs.dtype)
+    out = io_cost(instr, ctx, flops=flops, note=CONTRACTION_NOTE if is_complex(lhs.dtype) else "")
     return replace(out, dtype=lhs.dtype, precision=asked_precision(instr), gemm=dot_problem(instr, shapes))
 
 
@@ -91,7 +109,7 @@ def ragged_dot(instr: Instruction, ctx: CostContext) -> OpCost:
     # Each row of lhs meets exactly one group of rhs, so the work is that of lhs @ one group.
     lhs, rhs = ctx.operand_shapes(instr)[:2]
     contracting = lhs.dims[-1] if lhs.dims else 1
-    out = io_cost(instr, ctx, flops=2 * instr.shape.elements * contracting,
+    out = io_cost(instr, ctx, flops=2 * instr.shape.elements * contracting * contraction_factor(lhs.dtype),
                   note="ragged-dot: each lhs row is multiplied by one rhs group")
     return replace(out, dtype=lhs.dtype)
 
@@ -107,7 +125,7 @@ def convolution_flops(instr: Instruction, lhs: Shape, rhs: Shape, out: Shape) ->
         valid *= conv_valid_positions(lhs.dims[conv.input_spatial[i]], out.dims[conv.output_spatial[i]], w)
     fma = (rhs.dims[conv.kernel_input_feature] * out.dims[conv.output_feature]
            * out.dims[conv.output_batch] * valid)
-    return 2 * fma
+    return 2 * fma * contraction_factor(lhs.dtype)
 
 
 def convolution_problem(instr: Instruction, rhs: Shape,
@@ -231,8 +249,11 @@ def fft(instr: Instruction, ctx: CostContext) -> OpCost:
     full = ctx.operand_shapes(instr)[0] if kind == "RFFT" else instr.shape
     transforms = full.elements // n if n else 0
     flops = 5 * n * math.log2(n) * transforms if n > 1 else 0
-    return io_cost(instr, ctx, flops=flops,
-                   note=f"{kind}: 5*N*log2(N) flops per transform of length N={n}, {transforms} transforms")
+    out = io_cost(instr, ctx, flops=flops,
+                  note=f"{kind}: 5*N*log2(N) real flops per transform of length N={n}, {transforms} transforms")
+    # The butterflies run on the units of the complex side's parts (c64: f32, c128: f64).
+    side = ctx.operand_shapes(instr)[0] if kind != "RFFT" else instr.shape
+    return replace(out, dtype=next((d for d in (side.dtype, full.dtype) if is_complex(d)), out.dtype))
 
 
 @handles("cholesky")

@@ -20,6 +20,7 @@ from .attention import (CUDNN_PREFIX, cudnn_attention_cost, is_te_attention, pal
                         pallas_attention_cost, te_attention_cost)
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,
                           zero_cost)
+from .complex_flops import CONTRACTION_NOTE, contraction_factor, is_complex
 from .compute import convolution_flops, convolution_problem, dot_flops, gemm_problem
 from ..costs import OpCost
 
@@ -52,9 +53,12 @@ def gemm_cost(instr: Instruction, ctx: CostContext) -> OpCost:
         return unknown_cost(f"{instr.custom_call_target} without dot_dimension_numbers", first_dtype(_result(instr)))
     shapes = ctx.operand_shapes(instr)
     out = _result(instr)
-    flops = dot_flops(shapes[0].dims, _ints(dims.get("lhs_contracting_dimensions", [])), out.elements)
+    factor = contraction_factor(shapes[0].dtype)
+    flops = dot_flops(shapes[0].dims, _ints(dims.get("lhs_contracting_dimensions", [])), out.elements) * factor
     read = nbytes(shapes[0]) + nbytes(shapes[1])
-    notes = ["2*M*N*K from operand shapes and gemm_backend_config dot dimensions"]
+    notes = [f"{2 * factor}*M*N*K from operand shapes and gemm_backend_config dot dimensions"]
+    if is_complex(shapes[0].dtype):
+        notes.append(CONTRACTION_NOTE)
     if float(config.get("beta", 0) or 0) != 0 and len(shapes) > 2:
         read += nbytes(shapes[2])
         notes.append("beta != 0: also reads C; the M*N accumulate is not counted in flops")

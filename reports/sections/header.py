@@ -58,9 +58,15 @@ def _memories(hw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def _link(hw: Mapping[str, Any]) -> str | None:
+def _crosses_nodes(report: ReportModel) -> bool:
+    """Whether a collective of the report was priced on the scale-out network (between nodes or slices)."""
+    return any(c.link == "dcn" for c in report.collectives)
+
+
+def _link(hw: Mapping[str, Any], crosses_nodes: bool = False) -> str | None:
     """The scale-up link with its bandwidth and source (a TPU's per ICI link, a GPU's per device), and the
-    scale-out network's where the user stated it (a file of theirs, --set)."""
+    scale-out network's where it priced a collective (`crosses_nodes`) or the user stated it (a file of
+    theirs, --set), tagged `estimate` where the figure is one."""
     ic = hw.get("interconnect") or {}
     if not ic.get("name") or ic.get("kind") in ("none", "host-memory"):
         return None
@@ -68,7 +74,8 @@ def _link(hw: Mapping[str, Any]) -> str | None:
     for key, label, per in (("link_bytes_per_s", str(ic["name"]), "link" if ic.get("kind") == "ici" else "device"),
                             ("dcn_bytes_per_s", str(ic.get("scale_out")), "device")):
         q = ic.get(key)
-        if not isinstance(q, Mapping) or q.get("value") is None or (key == "dcn_bytes_per_s" and q.get("source") != "user"):
+        if not isinstance(q, Mapping) or q.get("value") is None or (
+                key == "dcn_bytes_per_s" and q.get("source") != "user" and not crosses_nodes):
             continue
         parts.append(f"{label} {qty.bytes_per_s(q['value'])} per {per} [{_tagged(hw, 'interconnect.' + key, q.get('source'))}]")
     return ", ".join(parts) or str(ic["name"])
@@ -78,7 +85,7 @@ def terminal(report: ReportModel) -> list[str]:
     hw = report.hardware
     parts = [f"peak {p} {rate} [{src}]" for p, rate, src in _peaks_used(hw)]
     parts += [f"{name} {rate} [{src}]" for name, rate, src in _memories(hw)]
-    parts += [link] if (link := _link(hw)) else []
+    parts += [link] if (link := _link(hw, _crosses_nodes(report))) else []
     return [f"audit: {subject(report)}", f"hardware: {hw.get('name')} ({_provenance(hw)}): " + ", ".join(parts)]
 
 
@@ -93,7 +100,7 @@ def markdown(report: ReportModel) -> list[str]:
     bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(_provenance(hw))})"]
     bits += [f"{md_text(p)} {rate} ({md_text(src)})" for p, rate, src in _peaks_used(hw)]
     bits += [f"{md_text(name)} {rate} ({md_text(src)})" for name, rate, src in _memories(hw)]
-    bits += [md_text(link)] if (link := _link(hw)) else []
+    bits += [md_text(link)] if (link := _link(hw, _crosses_nodes(report))) else []
     if report.source.get("jax_version"):
         bits.append(f"JAX {md_text(report.source['jax_version'])}")
     lines = [f"## Roofline audit: {md_text(subject(report), 120)}", ""]

@@ -31,8 +31,16 @@ def executions(report: ReportModel) -> int:
 
 def intro(report: ReportModel) -> str:
     s = report.summary
+    if report.predicted:
+        return (f"{qty.count(s.programs)} programs compiled, not run: each one's expected and achievable time per "
+                "execution [model], seconds per device; no step runs them all, so none is summed")
     return (f"{qty.count(s.programs)} programs, one execution per step: per execution, the measured time "
             "[trace] beside the expected and achievable time [model], seconds per device")
+
+
+def _columns(report: ReportModel) -> list[int]:
+    """The columns shown: a prediction has no measured ones (Runs, Measured, Op time)."""
+    return [0, 1, 5, 6, 7] if report.predicted else list(range(len(_HEADER)))
 
 
 def _untied(found: list[Mapping[str, Any]]) -> list[str]:
@@ -55,24 +63,34 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
             qty.seconds(row.get("achievable_s")), qty.count(row.get("flagged_ops"))]
 
 
+def _pick(values: list[Any], report: ReportModel) -> list[Any]:
+    return [values[i] for i in _columns(report)]
+
+
+def _notes(report: ReportModel, found: list[Mapping[str, Any]]) -> list[str]:
+    return [] if report.predicted else _untied(found)
+
+
 def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     found = rows(report)
     if not found:
         return None
-    line = "  ".join(f"{h:<{w}}" if i < 2 else f"{h:>{w}}" for i, (h, w) in enumerate(zip(_HEADER, _WIDTH)))
+    header, width = _pick(list(_HEADER), report), _pick(list(_WIDTH), report)
+    line = "  ".join(f"{h:<{w}}" if i < 2 else f"{h:>{w}}" for i, (h, w) in enumerate(zip(header, width)))
     out = [intro(report) + ":", line, "-" * len(line)]
     out += ["  ".join(f"{clip(c, w):<{w}}" if i < 2 else f"{c:>{w}}" for i, (c, w) in
-                      enumerate(zip(_cells(r), _WIDTH))).rstrip() for r in found[:opts.top]]
+                      enumerate(zip(_pick(_cells(r), report), width))).rstrip() for r in found[:opts.top]]
     out += [x for x in more(opts.top, len(found), "programs in the JSON report (programs)") if x]
-    return out + _untied(found)
+    return out + _notes(report, found)
 
 
 def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:
     found = rows(report)
     if not found:
         return None
-    table = md_table(list(_HEADER), [[md_text(c, 60) for c in _cells(r)] for r in found[:MARKDOWN_TOP]])
-    notes = [md_text(n, 300) + "." for n in _untied(found)]
+    table = md_table(_pick(list(_HEADER), report),
+                     [[md_text(c, 60) for c in _pick(_cells(r), report)] for r in found[:MARKDOWN_TOP]])
+    notes = [md_text(n, 300) + "." for n in _notes(report, found)]
     return (["### Programs", "", md_text(intro(report), 300) + ".", ""] + table + more(MARKDOWN_TOP, len(found))
             + (["", *notes] if notes else []))
 
@@ -81,9 +99,10 @@ def html(report: ReportModel, _: RenderOptions) -> str | None:
     found = rows(report)
     if not found:
         return None
-    head = "".join(f'<th class="{"text" if i < 2 else "num"}">{escape(h)}</th>' for i, h in enumerate(_HEADER))
+    head = "".join(f'<th class="{"text" if i < 2 else "num"}">{escape(h)}</th>'
+                   for i, h in enumerate(_pick(list(_HEADER), report)))
     body = "".join("<tr>" + "".join(f'<td class="{"text" if i < 2 else "num"}">{escape(c)}</td>'
-                                    for i, c in enumerate(_cells(r))) + "</tr>" for r in found)
-    notes = "".join(f'<p class="note">{escape(n)}.</p>' for n in _untied(found))
+                                    for i, c in enumerate(_pick(_cells(r), report))) + "</tr>" for r in found)
+    notes = "".join(f'<p class="note">{escape(n)}.</p>' for n in _notes(report, found))
     return (f'<p class="note">{escape(intro(report))}.</p>'
             f'<table class="pod" id="programs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}')

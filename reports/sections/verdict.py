@@ -58,16 +58,29 @@ def _sentence(clause: str) -> str:
     return clause[:1].upper() + clause[1:] + "."
 
 
-def overlap_line(s: Summary) -> str:
+def before_optimization(report: ReportModel) -> bool:
+    """Whether the prediction priced a program from before XLA optimized it (not what runs)."""
+    return bool(report.predicted and report.source.get("before_optimization"))
+
+
+BEFORE_OPTIMIZATION = "before optimization: an estimate of a program that does not run as priced"
+
+
+def _model(report: ReportModel, what: str = "model") -> str:
+    """The tag of a step figure: `what`, said to be a pre-optimization estimate where it is one."""
+    return f"{what}; {BEFORE_OPTIMIZATION}" if before_optimization(report) else what
+
+
+def overlap_line(s: Summary, caveat: str = "") -> str:
     """The step both ways: the no-overlap sum and the schedule walk with async collectives hidden."""
     o = s.overlap
     if s.expected_s is None:
-        return f"expected step unknown [model]: {_no_step(s)}"
+        return f"expected step unknown [model{caveat}]: {_no_step(s)}"
     if o.expected_step_s is None:
-        return (f"expected op time {qty.seconds(s.expected_s)} [model] (no overlap); "
+        return (f"expected op time {qty.seconds(s.expected_s)} [model{caveat}] (no overlap); "
                 f"overlapped step unknown: {_no_step(s)}")
     no_overlap = _no_overlap_step(s)
-    return (f"expected step {qty.seconds(o.expected_step_s)} with async overlap [model, schedule walk], "
+    return (f"expected step {qty.seconds(o.expected_step_s)} with async overlap [model, schedule walk{caveat}], "
             f"{qty.seconds(no_overlap)} with none; communication exposed {qty.seconds(o.exposed_comm_s)}, "
             f"hidden {qty.seconds(o.hidden_comm_s)} per step")
 
@@ -99,15 +112,19 @@ def _memory(report: ReportModel) -> str | None:
 def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
-    if report.predicted:
-        lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [model]"]
+    if report.predicted and s.programs:
+        lines = [f"predicted, not measured: {s.programs} different programs, one execution of each "
+                 f"[{_model(report)}]: no step runs them all, so none is summed into a step; each program's "
+                 "expected time per execution is in the programs table"]
+    elif report.predicted:
+        lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [{_model(report)}]"]
     else:
         lines = _measured_lines(report)
     if (first := top_finding(report)) is not None:  # the largest finding is the verdict's first line
         lines.insert(0, first)
     lines += [x for x in (_xla(report), _memory(report)) if x]
     if not s.programs:
-        lines.append(overlap_line(s))
+        lines.append(overlap_line(s, _model(report, "")))
     parts, total = breakdown(s)
     if total > 0:
         lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
@@ -143,14 +160,19 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     predicted = report.predicted
     fraction = [] if predicted else [qty.percent(s.roofline_fraction) if judged_any(report) else "none judged"]
     counts = [qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
-    if s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
+    if s.programs and predicted:  # several compiled programs: one execution of each, none summed into a step
+        header = ["Programs", "Expected op time (one execution of each)", "Achievable op time", "Unmodeled ops",
+                  "Devices"]
+        row = [qty.count(s.programs), _seconds(s.expected_s), _seconds(s.achievable_s)] + counts[1:]
+    elif s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
         header = ["Programs", "Executions", "Op time", "Roofline fraction", "Expected op time", "Achievable op time",
                   "Flagged ops", "Unmodeled ops", "Devices"]
         row = [qty.count(s.programs), qty.count(executions(report)), _seconds(s.measured_s)] + fraction + \
             [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
     elif predicted:  # one predicted step: no median, spread or flags of a measurement
-        header = ["Predicted step", "Expected step (no overlap)", "Achievable step (no overlap)",
-                  "Exposed comm", "Unmodeled ops", "Devices"]
+        header = ["Predicted step" + (f" ({BEFORE_OPTIMIZATION})" if before_optimization(report) else ""),
+                  "Expected step (no overlap)", "Achievable step (no overlap)", "Exposed comm", "Unmodeled ops",
+                  "Devices"]
         row = [_seconds(st.median), _seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s),
                _seconds(s.overlap.exposed_comm_s)] + counts[1:]
     else:
@@ -191,14 +213,14 @@ def _step_stat(report: ReportModel) -> str:
                      f"{qty.count(executions(report))} executions: each program per execution in Programs")
     if report.predicted:
         return _stat("Predicted step time", qty.seconds(st.median if st.median is not None else s.expected_s),
-                     "one step of the compiled program [model]")
+                     f"one step of the compiled program [{_model(report)}]")
     return _stat("Step time (median)", qty.seconds(st.median), f"min {qty.seconds(st.min)} · max {qty.seconds(st.max)}")
 
 
 def _overlap_stat(s: Summary) -> str:
     if s.programs:
         return _stat("Expected op time", _seconds(s.expected_s),
-                     "summed over the capture [model]; each program's per execution in Programs")
+                     "summed over the programs [model]; each program's per execution in Programs")
     if not qty.known(s.overlap.expected_step_s):
         return _stat("Expected step with overlap", "unknown", _no_step(s))
     return _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
@@ -223,8 +245,10 @@ def html(report: ReportModel, _: RenderOptions) -> str:
         (_stat("Roofline fraction", qty.percent(s.roofline_fraction),
                "sum of expected / sum of measured time of the judged ops (waits and markers are not judged)")
          if judged_any(report) else _stat("Roofline fraction", "none judged", none_judged(report)))
-        if not predicted else _stat("Expected step (no overlap)", qty.seconds(_no_overlap_step(s)),
-                                    "from the cost model"),
+        if not predicted else (_stat("Expected op time", _seconds(s.expected_s),
+                                     "one execution of each program, not a step [model]") if s.programs else
+                               _stat("Expected step (no overlap)", qty.seconds(_no_overlap_step(s)),
+                                     f"from the cost model [{_model(report)}]")),
         _overlap_stat(s),
         _achievable_stat(s, predicted),
         _stat("Flagged ops", qty.count(s.flagged_ops), "far from their achievable time") if not predicted else "",
