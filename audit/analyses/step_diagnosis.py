@@ -5,16 +5,17 @@ take on this chip) to the measured step [trace]. What lies between the achievabl
 step is attributed, per device and per step (the means over the analysed steps), to:
 
 - the ops themselves: flagged kernel gaps (today's flags), interference, the small gaps of ops each
-  under the flag threshold, and ops no cost model prices;
+  under the flag threshold, and ops no cost model prices; communication not hidden behind compute,
+  beyond the links' achievable time;
 - idle time (`analyses.host_idle`): between executions, split by what the host was doing (its own
   Python: host-bound; an input pipeline: input-bound; JAX's dispatch: dispatch-bound; compilation;
   host-device transfers; nothing the Python tracer saw), and inside executions (the runtime between
   ops; waiting on another device);
 - what stays: unexplained, said as such.
 
-These add up to the measured step. Exposed communication and the program's waste (the `waste` part,
-HLO evidence) are listed beside them but lie inside the op time, so the waterfall shows them as
-"of which". Every finding is a `Finding`; the list is ranked by the step time each costs.
+These add up to the measured step. The program's waste (the `waste` part, HLO evidence) is listed
+beside them but lies inside the op time, so the waterfall shows it as "of which". Every finding is
+a `Finding`; the list is ranked by the step time each costs.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def diagnose(report: ReportModel, host: Mapping[str, Any] | None,
                                  f"[model] - the causes above {qty.seconds(attributed - achievable)}",),
                                 "Said as unexplained, not hidden: ops that overlap on a device, or time between "
                                 "the step's annotation and its first op.", "trace+model", pid))
-    inside = _inside_op_time(report, n, step, pid) + waste
+    inside = waste
     roofline = s.overlap.expected_step_s if s.overlap.expected_step_s is not None else s.expected_op_step_s
     waterfall = {"program": pid or "the step", "roofline_s": roofline, "achievable_s": s.achievable_step_s,
                  "measured_s": step, "steps": n,
@@ -136,15 +137,16 @@ def _op_findings(report: ReportModel, n: int, step: float, pid: str | None) -> l
                                  for o in interfered[:5]),
                            "Their kernel runs faster elsewhere in the capture: look at what ran beside them.",
                            "trace", pid))
-    priced = [o for o in timed if o.achievable_s is not None]
-    beyond = sum((o.self_s or 0.0) - (o.achievable_s or 0.0) for o in priced) / n
-    slack = beyond - gap - slowed
+    # Collectives are the communication finding's; ops not judged (waits) have no kernel time to close.
+    priced = [o for o in timed if o.achievable_s is not None and not o.comm_bytes and o.verdict in ("ok", "bound only")]
+    slack = sum((o.self_s or 0.0) - (o.achievable_s or 0.0) for o in priced) / n
     if slack > 0:
         out.append(Finding("kernel-slack", "ops each under the flag threshold run beyond their achievable time, all "
                            "together", slack, slack / step,
-                           (f"{len(priced) - len(flagged) - len(interfered)} op(s) not flagged [trace+model]",),
+                           (f"{len(priced)} op(s) not flagged [trace+model]",),
                            "No single op is far off: gains here need many small improvements.", "trace+model", pid))
-    unpriced = [o for o in timed if o.achievable_s is None]
+    out += _exposed_comm(report, n, step, pid)
+    unpriced = [o for o in timed if o.achievable_s is None and not o.comm_bytes]
     free = sum(o.self_s or 0.0 for o in unpriced) / n
     if free > 0:
         out.append(Finding("unmodeled", f"{len(unpriced)} op(s) with no achievable time", free, free / step,
@@ -220,17 +222,33 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
     return out
 
 
-def _inside_op_time(report: ReportModel, n: int, step: float, pid: str | None) -> list[Finding]:
-    """Causes that lie inside the op time: exposed communication [trace]."""
-    comm = [o for o in report.ops if o.self_s and not o.container and o.comm_bytes and o.overlapped is not True]
-    exposed = sum(o.self_s or 0.0 for o in comm) / n
-    if exposed <= 0:
-        return []
-    return [Finding("exposed-comm", "communication not hidden behind compute",
-                    exposed, exposed / step,
-                    tuple(f"{o.name}: {qty.seconds((o.self_s or 0.0) / n)} per step [trace]"
-                          for o in sorted(comm, key=lambda o: -(o.self_s or 0.0))[:5]),
-                    "Overlap it with compute (async collectives, collective matmuls) or move less data.", "trace", pid)]
+def _exposed_comm(report: ReportModel, n: int, step: float, pid: str | None) -> list[Finding]:
+    """Communication not hidden behind compute [trace]: its time beyond the links' achievable time (which the
+    achievable step already holds), for the collectives not flagged nor slowed by interference. Collectives
+    whose time is a wait (not judged: between simulated CPU devices) are their own finding."""
+    comm = [o for o in report.ops if o.self_s and not o.container and o.comm_bytes and o.overlapped is not True
+            and o.verdict not in ("flagged", "interference")]
+    waits = [o for o in comm if o.verdict == "not judged"]
+    out: list[Finding] = []
+    for group, cause in ((waits, "collective-wait"), ([o for o in comm if o.verdict != "not judged"], "exposed-comm")):
+        exposed = sum(o.self_s or 0.0 for o in group) / n
+        beyond = sum(max((o.self_s or 0.0) - (o.achievable_s or 0.0), 0.0) for o in group) / n
+        if beyond <= 0:
+            continue
+        evidence = tuple(f"{o.name}: {qty.seconds((o.self_s or 0.0) / n)} per step [trace]"
+                         for o in sorted(group, key=lambda o: -(o.self_s or 0.0))[:5])
+        if cause == "collective-wait":
+            why = group[0].reasons[0] if group[0].reasons else "its time is a wait, not communication"
+            out.append(Finding(cause, f"{len(group)} collective(s) waiting, not communicating ({why})", beyond,
+                               beyond / step, evidence,
+                               "Judge communication on real devices; on one CPU, fewer simulated devices wait less.",
+                               "trace", pid))
+        else:
+            out.append(Finding(cause, f"communication not hidden behind compute ({qty.seconds(exposed)} per step "
+                               "exposed), beyond what the links need", beyond, beyond / step, evidence,
+                               "Overlap it with compute (async collectives, collective matmuls) or move less data.",
+                               "trace", pid))
+    return out
 
 
 def _programs(report: ReportModel) -> tuple[list[Finding], dict[str, Any]]:

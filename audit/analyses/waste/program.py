@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from ...costmodel.chips.hardware import Hardware
 from ...costmodel.costs import OpCost
-from ...costmodel.units import human, percent
 from ...parsers.hlo_model import Computation, Instruction, Module, Shape
 from ...reports.model.findings import Finding, FindingOrigin
 from ...reports.model.report import ReportModel
@@ -31,7 +30,6 @@ class Timing:
     step_s: float | None  # the mean measured (or, for a prediction, expected) step; None when no step repeats
     origin: FindingOrigin
     bound: Mapping[tuple[int, str], str] = field(default_factory=dict)  # (program, op) -> what bounds it [model]
-    per: str = "step"  # "run" where the steps are executions of several programs: times are per execution
 
     @classmethod
     def of(cls, report: ReportModel) -> Timing:
@@ -49,21 +47,13 @@ class Timing:
         # The mean step, as the times are (summed over the steps, divided by them); a prediction's is its one step.
         times = [float(t) for s in report.steps if isinstance(t := s.get("time_s"), (int, float))]
         step = None if runs else sum(times) / len(times) if times and not predicted else report.summary.step_time_s.median
-        return cls(seconds, step if step and step > 0 else None, "model" if predicted else "trace", bound,
-                   "run" if runs else "step")
+        return cls(seconds, step if step and step > 0 else None, "model" if predicted else "trace", bound)
 
     def of_ops(self, program: int, names: Iterable[str]) -> float:
         return sum(self.seconds.get((program, n), 0.0) for n in names)
 
     def share(self, seconds: float) -> float | None:
         return seconds / self.step_s if self.step_s else None
-
-    def says(self, seconds: float) -> str:
-        """"1.2 ms a step measured, 85.0% of the step": the time, where it came from, and its share."""
-        where = "measured" if self.origin == "trace" else "expected"
-        share = self.share(seconds)
-        of = f", {percent(share)} of the step" if share is not None else ""
-        return f"{human(seconds, 's')} a {self.per} {where}{of}"
 
 
 @dataclass
@@ -178,7 +168,8 @@ def evidence(instrs: Iterable[Instruction], extra: Iterable[str] = ()) -> tuple[
 
 def finding(view: ProgramView, timing: Timing, *, cause: str, what: str, seconds: float,
             lines: tuple[str, ...], action: str, origin: FindingOrigin | None = None) -> Finding:
-    """A finding of program waste: its title says what and its share of the step."""
-    return Finding(cause=cause, title=f"{what}: {timing.says(seconds)}", time_per_step_s=seconds,
+    """A finding of program waste: its title says what; its time and share of the step are the finding's own
+    fields, which every format prints beside the title."""
+    return Finding(cause=cause, title=what, time_per_step_s=seconds,
                    share=timing.share(seconds), evidence=lines, action=action, origin=origin or timing.origin,
                    program=view.label)
