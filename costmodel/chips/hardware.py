@@ -276,10 +276,19 @@ class Hardware:
 
     def peak(self, dtype: str) -> Quantity:
         """Peak FLOP/s for an HLO dtype, falling back to the nearest the chip states."""
+        return self.peak_flops[self.peak_key(dtype)]
+
+    def peak_key(self, dtype: str) -> str:
+        """The `peak_flops` key that prices `dtype`: its own, or the nearest the chip states."""
         for key in _PEAK_KEYS.get(dtype, (dtype,)) + ("bf16", "f32"):
             if key in self.peak_flops:
-                return self.peak_flops[key]
-        return next(iter(self.peak_flops.values()))
+                return key
+        return next(iter(self.peak_flops))
+
+    @staticmethod
+    def own_peak_key(dtype: str) -> str:
+        """The `peak_flops` key a chip would state for `dtype` itself (fp8 for f8e4m3fn)."""
+        return _PEAK_KEYS.get(dtype, (dtype,))[0]
 
     def ridge(self, dtype: str = "bf16") -> float:
         """Arithmetic intensity (FLOPs/byte) where compute and HBM time are equal."""
