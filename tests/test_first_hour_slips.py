@@ -159,3 +159,21 @@ def test_an_unknown_option_after_double_dash_still_goes_to_the_workload(tmp_path
     code = main(["run", str(script), "--quiet", "--", "--step", "3"])
     assert code == ExitCode.INPUT  # it ran (with its arguments) and ran no JAX
     assert "ran no XLA program" in capsys.readouterr().err
+
+
+def test_the_trace_export_of_the_a100_job_marks_its_flagged_collective(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    for i in range(4):
+        (job / f"proc{i}.zip").symlink_to(shared_fixture(f"gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc{i}.zip"))
+    trace, report = tmp_path / "job.json.gz", tmp_path / "job.json"
+    assert main(["inspect", str(job), "--quiet", "--trace", str(trace), "--json", str(report)]) == ExitCode.OK
+    flagged = {o["name"] for o in json.loads(report.read_text())["ops"] if o["flagged"]}
+    assert flagged == {"reduce-scatter-start"}
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "flagged"]
+    marks = [e for e in events if e["ph"] == "i" and e["cat"] == "flagged"]
+    assert slices and {e["args"]["judged_as"] for e in slices} == flagged
+    assert len(marks) == len(slices) and {m["name"] for m in marks} == {"flagged: reduce-scatter-start"}
+    flag_tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["args"].get("name") == "flags"}
+    assert {(m["pid"], m["tid"]) for m in marks} <= flag_tracks
