@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import json
 import shutil
 import textwrap
@@ -177,3 +178,14 @@ def test_the_trace_export_of_the_a100_job_marks_its_flagged_collective(tmp_path)
     assert len(marks) == len(slices) and {m["name"] for m in marks} == {"flagged: reduce-scatter-start"}
     flag_tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["args"].get("name") == "flags"}
     assert {(m["pid"], m["tid"]) for m in marks} <= flag_tracks
+
+
+def test_the_programs_of_one_name_in_a_microbenchmark_are_told_apart_by_shape(tmp_path, capsys):
+    out = tmp_path / "mb.json"
+    assert main(["inspect", str(ROOT / "tests/data/captures/h200-jax0.11/microbench.xplane.pb"), "--quiet",
+                 "--json", str(out)]) == ExitCode.OK
+    rows = json.loads(out.read_text())["programs"]
+    matmuls = [r for r in rows if r["module"] == "jit_matmul"]
+    assert len(matmuls) >= 5
+    assert len({r["largest_op"] for r in matmuls}) == len(matmuls)
+    assert all(re.fullmatch(r"\S+ (bf16|f32)\[[\d,]+\]", r["largest_op"]) for r in matmuls), matmuls
