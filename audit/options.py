@@ -40,6 +40,7 @@ class Defaults:
     top: int = 15  # ops the terminal summary of a report lists (--top of run and inspect)
     diff_top: int = 10  # rows of each table in the terminal summary of `audit diff`
     plan_top: int = 5  # layouts `audit plan` lists (its --top)
+    good_kernels: float = 0.9  # judged ops at this share of their achievable time: "nothing to fix in the kernels"
     checkpoints_per_layer: float = 4.0  # activations saved per layer per token, `plan model` and `plan train`
 
 

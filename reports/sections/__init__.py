@@ -20,6 +20,7 @@ __all__ = ["REPORT_SECTIONS", "RenderOptions", "Section"]
 
 REPORT_SECTIONS: Sequence[Section[ReportModel]] = (
     Section("verdict", "Verdict", verdict.terminal, verdict.markdown, verdict.html),
+    Section("step", "Where the time goes", verdict.step_terminal, verdict.step_markdown, verdict.step_html),
     Section("programs", "Programs", programs.terminal, programs.markdown, programs.html,
             "A capture of several programs, one per step: each program's measured time per execution beside "
             "what it should take."),

@@ -11,7 +11,9 @@ from ..model.report import ReportModel
 from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
+from . import header as head_section
 from ._base import RenderOptions
+from .answer import answer
 from .judged import fraction_clause, judged_any, none_judged
 from .programs import executions
 
@@ -33,11 +35,11 @@ def headline(report: ReportModel) -> str:
     else:
         words.append(_sentence(none_judged(report)))
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
-    op_time = sum(t for _, t in ops_parts)  # a share of op time, idle time left out
-    if ops_parts and op_time > 0:
+    total = sum(t for _, t in parts)  # the share the bar and its table show: one number per quantity
+    if ops_parts and total > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
-        words.append(f"Most op time ({qty.percent(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
-                     else f"Most op time is {b}-bound ({qty.percent(t / op_time)}).")
+        words.append(f"Most of the time ({_share(t / total)}) is in ops whose bound is unknown." if b == "unknown"
+                     else f"Most of the time is {b}-bound ({_share(t / total)}).")
     flagged = report.flagged
     if flagged and s.wasted_step_s is not None:
         words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
@@ -95,6 +97,18 @@ def _memory(report: ReportModel) -> str | None:
 
 
 def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
+    return [f"verdict: {answer(report)}"]
+
+
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
+    return [f"**Verdict:** {md_text(answer(report), 400)}", "", md_text(headline(report), 400)]
+
+
+def html(report: ReportModel, _: RenderOptions) -> str:
+    return f'<p class="answer">{escape(answer(report))}</p><p class="headline">{escape(headline(report))}</p>'
+
+
+def step_terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     if report.predicted:
@@ -107,7 +121,7 @@ def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     parts, total = breakdown(s)
     if total > 0:
         lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
-    return lines
+    return lines + head_section.terminal_hardware(report)
 
 
 def _measured_lines(report: ReportModel) -> list[str]:
@@ -131,15 +145,15 @@ def _measured_lines(report: ReportModel) -> list[str]:
     return lines
 
 
-def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
+def step_markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     predicted = report.predicted
     fraction = [] if predicted else [qty.percent(s.roofline_fraction) if judged_any(report) else "none judged"]
     counts = [qty.count(s.flagged_ops), qty.count(s.unmodeled_ops), qty.count(s.devices)]
     if s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
-        header = ["Programs", "Executions", "Op time", "Roofline fraction", "Expected op time", "Achievable op time",
-                  "Flagged ops", "Unmodeled ops", "Devices"]
+        header = ["Programs", "Executions", "Op time (total)", "Roofline fraction", "Expected op time (total)",
+                  "Achievable op time (total)", "Flagged ops", "Unmodeled ops", "Devices"]
         row = [qty.count(s.programs), qty.count(executions(report)), _seconds(s.measured_s)] + fraction + \
             [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
     elif predicted:  # one predicted step: no median, spread or flags of a measurement
@@ -155,7 +169,7 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
             [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
              _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
-    lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
+    lines = md_table(header, [row])
     if total > 0:
         lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
@@ -163,7 +177,7 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
         lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
     if (memory := _memory(report)) is not None:
         lines += ["", f"**Memory:** {md_text(memory, 300)}"]
-    return lines
+    return lines + ["", *head_section.markdown_hardware(report)]
 
 
 def _seconds(value: float | None) -> str:
@@ -189,7 +203,7 @@ def _step_stat(report: ReportModel) -> str:
 
 def _overlap_stat(s: Summary) -> str:
     if s.programs:
-        return _stat("Expected op time", _seconds(s.expected_s),
+        return _stat("Expected op time (total)", _seconds(s.expected_s),
                      "summed over the capture [model]; each program's per execution in Programs")
     if not qty.known(s.overlap.expected_step_s):
         return _stat("Expected step with overlap", "unknown", _no_step(s))
@@ -199,15 +213,19 @@ def _overlap_stat(s: Summary) -> str:
 
 
 def _achievable_stat(s: Summary, predicted: bool) -> str:
+    """What good kernels take, per step beside the other cards (a sum over steps only where no step repeats)."""
     if not qty.known(s.achievable_s):
-        return _stat("Achievable op time", "unknown", "no op has an achievable time")
-    per_step = f"; {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
+        return _stat("Achievable step", "unknown", "no op has an achievable time")
     reached = f" · {qty.percent(s.achievable_fraction)} reached" if qty.known(s.achievable_fraction) else ""
-    return _stat("Achievable op time", qty.seconds(s.achievable_s),
-                 f"what good kernels take on this chip{per_step}" + ("" if predicted else reached))
+    reached = "" if predicted else reached
+    if s.programs or not qty.known(s.achievable_step_s):
+        return _stat("Achievable op time (total)", qty.seconds(s.achievable_s),
+                     f"what good kernels take, summed over the capture{reached}")
+    return _stat("Achievable step (no overlap)", qty.seconds(s.achievable_step_s),
+                 f"what good kernels take per step{reached}")
 
 
-def html(report: ReportModel, _: RenderOptions) -> str:
+def step_html(report: ReportModel, _: RenderOptions) -> str:
     s = report.summary
     predicted = report.predicted
     stats = [
@@ -237,5 +255,5 @@ def html(report: ReportModel, _: RenderOptions) -> str:
         notes += f'<p class="note">Against XLA\'s estimate: {escape(gap)}</p>'
     if (memory := _memory(report)) is not None:
         notes += f'<p class="note" id="memory-fit">{escape(memory)}</p>'
-    return (f'<p class="headline">{escape(headline(report))}</p><div class="stats">{"".join(stats)}</div>'
-            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>{notes}')
+    return (f'<div class="stats">{"".join(stats)}</div>'
+            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>{notes}{head_section.html_hardware(report)}')
