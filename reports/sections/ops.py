@@ -10,7 +10,7 @@ from ...costmodel import units as qty
 from ..model.columns import TABLE_COLUMNS, Column, columns, for_report
 from ..model.record import JUDGED, OpRecord
 from ..model.report import ReportModel
-from ..svg import roofline_svg
+from ..svg import above_roof, roofline_svg
 from ..text import clip, md_table, md_text
 from ._base import RenderOptions, shared_modules
 
@@ -93,6 +93,7 @@ def roofline_html(report: ReportModel, _: RenderOptions) -> str:
     what = "predicted FLOP/s (FLOPs / expected time)" if report.predicted else "achieved FLOP/s"
     note = (f'<p class="note" id="roofline-omitted" data-omitted="{omitted}">{omitted} op(s) are not on the chart: '
             "they have no FLOPs or no time (data movement, collectives, unmeasured).</p>") if omitted else ""
+    note += _above_note(report)
     legend = "".join(f'<li><span class="sw k-{k}"></span>{k}</li>'
                      for k in ("compute", "memory", "collective", "latency", "unknown"))
     return (f'<p class="note">Each point is one op: x is its arithmetic intensity, y its {escape(what)}; '
@@ -100,6 +101,18 @@ def roofline_html(report: ReportModel, _: RenderOptions) -> str:
             "Hover a point for details; click it to find the op in the table.</p>"
             f'<div class="chart-wrap">{chart}<div id="tip" class="tip" hidden></div></div>'
             f'<ul class="legend">{legend}</ul>' + note)
+
+
+def _above_note(report: ReportModel) -> str:
+    """The ops drawn above a roof no kernel beats, and why: each one's reason, the largest first."""
+    above = [o for o in report.timed_ops if above_roof(o)]
+    if not above:
+        return ""
+    why = "".join(f"<li><code>{escape(o.name)}</code>: {escape(next((r for r in o.reasons if 'above its roofline' in r), ''))}"
+                  "</li>" for o in above[:5])
+    return (f'<div class="note" id="roofline-above"><p>{len(above)} op(s) ran faster than their roofline, a bound '
+            "no kernel beats, and are drawn above it with a dashed ring: a cache held their data, or a ceiling "
+            f"reads low for them.</p><ul>{why}</ul></div>")
 
 
 def table_html(report: ReportModel, _: RenderOptions) -> str:

@@ -35,11 +35,11 @@ def headline(report: ReportModel) -> str:
     else:
         words.append(_sentence(none_judged(report)))
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
-    total = sum(t for _, t in parts)  # the share the bar and its table show: one number per quantity
-    if ops_parts and total > 0:
+    op_time = sum(t for _, t in ops_parts)  # a share of op time, idle time left out, as the table gives it
+    if ops_parts and op_time > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
-        words.append(f"Most of the time ({_share(t / total)}) is in ops whose bound is unknown." if b == "unknown"
-                     else f"Most of the time is {b}-bound ({_share(t / total)}).")
+        words.append(f"Most op time ({_share(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
+                     else f"Most op time is {b}-bound ({_share(t / op_time)}).")
     flagged = report.flagged
     if flagged and s.wasted_step_s is not None:
         words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
@@ -47,6 +47,15 @@ def headline(report: ReportModel) -> str:
         wasted = sum(o.wasted_s or 0.0 for o in flagged)
         words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(wasted)} per device.")
     return " ".join(words)
+
+
+def _by_bound(parts: list[tuple[str, float]], total: float, sep: str) -> str:
+    """Shares of op time by bound, the sentence's quantity, then idle time as a share of all time: one
+    number per quantity wherever the split is shown."""
+    op_time = sum(t for b, t in parts if b != "idle")
+    shares = sep.join(f"{b} {_share(t / op_time)}" for b, t in parts if b != "idle" and op_time > 0)
+    idle = sum(t for b, t in parts if b == "idle")
+    return shares + (f"; idle {qty.seconds(idle)} ({_share(idle / total)} of op and idle time)" if idle else "")
 
 
 def _share(fraction: float) -> str:
@@ -120,7 +129,7 @@ def step_terminal(report: ReportModel, _: RenderOptions) -> list[str]:
         lines.append(overlap_line(s))
     parts, total = breakdown(s)
     if total > 0:
-        lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
+        lines.append("op time by bound: " + _by_bound(parts, total, ", "))
     return lines + head_section.terminal_hardware(report)
 
 
@@ -171,7 +180,7 @@ def step_markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     parts, total = breakdown(s)
     lines = md_table(header, [row])
     if total > 0:
-        lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
+        lines += ["", "Op time by bound: " + _by_bound(parts, total, " · ")]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
     if gap:
         lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
@@ -244,12 +253,18 @@ def step_html(report: ReportModel, _: RenderOptions) -> str:
                                                    else f"{qty.count(s.steps)} step(s)")),
     ]
     parts, total = breakdown(s)
+    op_time = sum(t for b, t in parts if b != "idle")
+
+    def of_ops(b: str, t: float) -> str:  # the sentence's quantity: a share of op time, idle left out
+        return "" if b == "idle" or op_time <= 0 else _share(t / op_time)
+
     rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
-                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(_share(t / total))}</td></tr>"
+                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(of_ops(b, t))}</td>"
+                   f"<td class=\"num\">{escape(_share(t / total))}</td></tr>"
                    for b, t in parts) if total > 0 else ""
     what = "expected" if predicted else "measured"
-    table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">share'
-             f"</th></tr></thead><tbody>{rows}</tbody></table>") if rows else ""
+    table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">of op time'
+             f'</th><th class="num">of op and idle time</th></tr></thead><tbody>{rows}</tbody></table>') if rows else ""
     notes = ""
     if (gap := ((report.part("xla") or {}).get("gap") or {}).get("text")):
         notes += f'<p class="note">Against XLA\'s estimate: {escape(gap)}</p>'
