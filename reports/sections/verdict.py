@@ -144,13 +144,18 @@ def _measured_lines(report: ReportModel) -> list[str]:
              "its measured time in the programs table" if s.programs else
              f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
              f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]")
-    lines = [steps, f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} "
-                    "[trace]"]
+    over = "the capture" if s.programs else f"the {qty.count(s.steps)} step(s)"
+    lines = [steps, f"op time per device over {over} {qty.seconds(s.measured_s)} [trace]{expected}; idle "
+                    f"{qty.seconds(s.idle_s)} [trace]"]
     if qty.known(s.achievable_s):
         reach = (f": judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"
                  if qty.known(s.achievable_fraction) else "")
-        per_step = f", {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
-        lines.append(f"achievable op time {qty.seconds(s.achievable_s)}{per_step} [model, achievable figures]{reach}")
+        if qty.known(s.achievable_step_s) and not s.programs:
+            lines.append(f"achievable step {qty.seconds(s.achievable_step_s)} ({qty.seconds(s.achievable_s)} over "
+                         f"{over}) [model, achievable figures]{reach}")
+        else:
+            lines.append(f"achievable op time over {over} {qty.seconds(s.achievable_s)} [model, achievable figures]"
+                         f"{reach}")
     return lines
 
 
