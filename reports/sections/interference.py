@@ -55,13 +55,14 @@ def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     if not ops:
         return None
     shown = min(opts.top, TERMINAL_ROWS)
-    rows = [(o.name, *_cells(o)) for o in ops[:shown]]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("op", "per run", "x fastest", "fastest",
-                                                                                "beside (computing + collectives)",
-                                                                                "beyond kernel"))]
     head = ("op", "per run", "x fastest", "fastest", "beside (computing + collectives)", "beyond kernel")
-    line = lambda cells: "  " + "  ".join(f"{c:<{w}}" for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return ([f"{len(ops)} op(s) {INTRO}:", line(head)] + [line(r) for r in rows]
+    rows: list[tuple[str, ...]] = [head, *((o.name, *_cells(o)) for o in ops[:shown])]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  " + "  ".join(f"{c:<{w}}" for c, w in zip(cells, widths)).rstrip()
+
+    return ([f"{len(ops)} op(s) {INTRO}:"] + [line(r) for r in rows]
             + more(shown, len(ops), "in the JSON, CSV and HTML reports"))
 
 
