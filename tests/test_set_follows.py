@@ -57,14 +57,18 @@ def test_no_ceiling_set_lower_or_higher_puts_a_matmul_below_its_roofline(chip, k
     assert result["achievable_s"] >= result["time_s"] * (1 - 1e-9)
 
 
-def test_the_hardware_pages_two_node_example_leaves_no_collective_below_its_roofline(tmp_path):
+def test_the_hardware_pages_two_node_example_leaves_no_collective_below_its_roofline(tmp_path, capsys):
     job = tmp_path / "job"
     job.mkdir()
     for i in range(4):
         (job / f"proc{i}.zip").symlink_to(shared_fixture(f"gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc{i}.zip"))
     out = tmp_path / "two.json"
-    assert main(["inspect", str(job), "--quiet", "--set", "scale_out_bytes_per_s=12.5e9", "--set", "node_gpus=2",
-                 "--json", str(out)]) == ExitCode.OK
+    assert main(["inspect", str(job), "--set", "scale_out_bytes_per_s=12.5e9", "--set", "node_gpus=2",
+                 "--json", str(out), "--markdown", str(tmp_path / "two.md")]) == ExitCode.OK
+    said = capsys.readouterr().out  # the summary names what the user changed and what moved with it
+    for text in (said, (tmp_path / "two.md").read_text().replace("\\_", "_")):
+        assert "interconnect.dcn_bytes_per_s = 12.5e9 from --set" in text
+        assert "achievable.collective_bytes_per_s.scale_out = " in text and "follows --set" in text
     report = json.loads(out.read_text())
     below = [o["name"] for o in report["ops"] if o.get("expected_s") and o.get("achievable_s") is not None
              and o["achievable_s"] < o["expected_s"] * (1 - 1e-9)]

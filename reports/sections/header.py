@@ -84,7 +84,13 @@ def terminal_hardware(report: ReportModel) -> list[str]:
     parts = [f"peak {p} {rate} [{src}]" for p, rate, src in _peaks_used(hw)]
     parts += [f"{name} {rate} [{src}]" for name, rate, src in _memories(hw)]
     parts += [link] if (link := _link(hw)) else []
-    return [f"hardware: {hw.get('name')} ({_provenance(hw)}): " + ", ".join(parts)]
+    return [f"hardware: {hw.get('name')} ({_provenance(hw)}): " + ", ".join(parts)] + [
+        f"  {n}" for n in user_changes(hw)]
+
+
+def user_changes(hw: Mapping[str, Any]) -> list[str]:
+    """The hardware notes of the figures the user changed with --set, and of those that moved with them."""
+    return [str(n) for n in hw.get("notes") or [] if "from --set" in str(n) or "follows --set" in str(n)]
 
 
 def _provenance(hw: Mapping[str, Any]) -> str:
@@ -110,7 +116,9 @@ def markdown_hardware(report: ReportModel) -> list[str]:
     bits += [md_text(link)] if (link := _link(hw)) else []
     if report.source.get("jax_version"):
         bits.append(f"JAX {md_text(report.source['jax_version'])}")
-    return [" · ".join(bits)]
+    changed = user_changes(hw)
+    return [" · ".join(bits)] + (["", "Changed with `--set`: " + "; ".join(md_text(n, 200) for n in changed)]
+                                 if changed else [])
 
 
 def _dl(items: list[tuple[str, str]]) -> str:
