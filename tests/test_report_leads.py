@@ -127,3 +127,12 @@ def test_an_op_above_its_roofline_says_why_in_its_reasons_the_chart_and_its_note
     note = page.split('id="roofline-above"', 1)[1].split("</div>", 1)[0]
     assert f"{len(above)} op(s) ran faster than their roofline" in note
     assert all(o.name in note for o in above[:5])
+
+
+def test_the_verdict_line_of_a_flagged_step_says_what_the_flags_lose_per_step(a100_job):
+    s = a100_job.summary
+    assert a100_job.flagged and s.achievable_fraction < 0.9
+    line = _text(a100_job, Format.TERMINAL).splitlines()[1]
+    assert line == (f"verdict: {qty.seconds(s.step_time_s.median)} per step, {qty.percent(s.achievable_fraction)} of "
+                    f"what good kernels reach: {len(a100_job.flagged)} flagged op(s) lose "
+                    f"{qty.seconds(s.wasted_step_s)} per step beyond their achievable time")

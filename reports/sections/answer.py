@@ -33,7 +33,7 @@ def _so(report: ReportModel) -> str:
     if flagged:
         cost = (f" lose {qty.seconds(s.wasted_step_s)} per step" if qty.known(s.wasted_step_s) and not s.programs
                 else f" lose {qty.seconds(sum(o.wasted_s or 0.0 for o in flagged))}")
-        return f"{qty.count(len(flagged))} flagged op(s){cost} beyond it"
+        return f"{qty.count(len(flagged))} flagged op(s){cost} beyond their achievable time"
     fraction = s.achievable_fraction or 0.0
     if fraction >= DEFAULTS.good_kernels:
         return "nothing to fix in the kernels"
