@@ -79,3 +79,17 @@ def test_a_regression_still_says_regression_first(gemm):
     head = [_run(gemm, _times(1.5e-3 * (1 + 0.01 * i)), f"h{i}") for i in range(3)]
     diff = diff_reports(base, head)
     assert diff.regression and headline(diff).startswith("REGRESSION: step time +")
+
+
+def test_an_interval_an_outlier_step_widens_past_the_threshold_is_inconclusive_and_says_so(gemm):
+    """The gating page's case: the head 75% slower by its runs' medians, which agree, two runs a side,
+    one step of a head run far out of it: the interval straddles the threshold."""
+    base = [_run(gemm, _times(1e-3, n=3), "b1"), _run(gemm, _times(1.01e-3, n=3), "b2")]
+    first, second = _times(1.75e-3, n=3), _times(1.74e-3, n=3)
+    first[2], second[1] = 12e-3, 0.2e-3
+    diff = diff_reports(base, [_run(gemm, first, "h1"), _run(gemm, second, "h2")])
+    c = diff.measured.compared
+    assert diff.verdict == "inconclusive" and not c.unstable and c.interval[0] < -0.05 < 0.05 < c.interval[1]
+    line = headline(diff)
+    assert line.startswith("inconclusive: step time +") and "straddles ±5.0%" in line
+    assert "only 2 and 2 run(s) a side" in line and "an outlier step of 12.0 ms" in line and "head run 1" in line
