@@ -45,7 +45,10 @@ class _Group(click.Group):
                         args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         word = args[0] if args else ""
         if word and self.get_command(ctx, word) is None and _looks_like_a_path(word):
-            raise UsageError(f"'{word}' is not a command; to audit a profile, a dump or a report: "
+            if word.endswith(".py"):
+                raise UsageError(f"'{word}' is not a command; to profile a workload and audit it: "
+                                 f"audit run {shlex.quote(word)}")
+            raise UsageError(f"'{word}' is not a command; to audit a profile or an HLO dump: "
                              f"audit inspect {shlex.quote(word)}")
         return super().resolve_command(ctx, args)
 

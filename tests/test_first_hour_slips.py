@@ -32,6 +32,11 @@ def test_a_path_without_inspect_is_answered_with_the_command_to_type(word, capsy
     assert _one_line(capsys).endswith(f"audit inspect {word}")
 
 
+def test_a_workload_without_run_is_answered_with_run(capsys):
+    assert main(["workloads/matmul.py"]) == ExitCode.INPUT
+    assert _one_line(capsys).endswith("to profile a workload and audit it: audit run workloads/matmul.py")
+
+
 def test_an_existing_file_named_like_a_word_is_answered_the_same(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "profile").write_bytes(b"")
