@@ -40,12 +40,7 @@ def headline(report: ReportModel) -> str:
         b, t = max(ops_parts, key=lambda bt: bt[1])
         words.append(f"Most op time ({_share(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
                      else f"Most op time is {b}-bound ({_share(t / op_time)}).")
-    flagged = report.flagged
-    if flagged and s.wasted_step_s is not None:
-        words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
-    elif flagged:
-        wasted = sum(o.wasted_s or 0.0 for o in flagged)
-        words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(wasted)} per device.")
+    # What the flagged ops lose is said once, in the verdict line above (sections/answer.py).
     return " ".join(words)
 
 
