@@ -9,6 +9,7 @@ import gc
 import importlib
 import os
 import pkgutil
+import shlex
 import sys
 from typing import Sequence
 
@@ -17,7 +18,7 @@ import click
 from . import __version__
 from .commands import __path__ as _commands_path
 from .invocation import remember
-from .errors import AuditError, ExitCode, GateError
+from .errors import AuditError, ExitCode, GateError, UsageError
 
 
 class _Group(click.Group):
@@ -29,6 +30,8 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module_name = cmd_name.replace("-", "_")
+        if not module_name.isidentifier():  # a path, not a command: `audit trace.xplane.pb`
+            return None
         try:
             module = importlib.import_module(f"{__package__}.commands.{module_name}")
         except ModuleNotFoundError as exc:
@@ -36,6 +39,23 @@ class _Group(click.Group):
                 return None
             raise
         return getattr(module, "command", None)
+
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        word = args[0] if args else ""
+        if word and self.get_command(ctx, word) is None and _looks_like_a_path(word):
+            if word.endswith(".py"):
+                raise UsageError(f"'{word}' is not a command; to profile a workload and audit it: "
+                                 f"audit run {shlex.quote(word)}")
+            raise UsageError(f"'{word}' is not a command; to audit a profile or an HLO dump: "
+                             f"audit inspect {shlex.quote(word)}")
+        return super().resolve_command(ctx, args)
+
+
+def _looks_like_a_path(word: str) -> bool:
+    """A word the user meant as an input: it exists, or it holds a dot or a slash as paths do."""
+    return not word.startswith("-") and (any(c in word for c in "./\\") or os.path.exists(word))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -14,3 +14,8 @@ def remember(argv: list[str]) -> None:
 def command_line() -> str:
     """`audit ...` exactly as invoked (arguments quoted for a shell)."""
     return "audit " + " ".join(shlex.quote(a) for a in _ARGV)
+
+
+def options_end_marked() -> bool:
+    """Whether the command line holds `--`, after which arguments are the workload's; True when unknown."""
+    return not _ARGV or "--" in _ARGV

@@ -49,6 +49,8 @@ class Defaults:
     dispatch_executions: int = 10  # program executions per step from which the time between them is launching
     finding_min_share: float = 0.005  # findings smaller than this share of the step are left out
     findings_top: int = 5  # findings the terminal and markdown list (the JSON and HTML hold all)
+    good_kernels: float = 0.9  # judged ops at this share of their achievable time: "nothing to fix in the kernels"
+    checkpoints_per_layer: float = 4.0  # activations saved per layer per token, `plan model` and `plan train`
 
 
 DEFAULTS = Defaults()

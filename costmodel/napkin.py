@@ -83,6 +83,8 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware, precision: str = "d
     reach = achievable_time(cost, exp, hw)
     peak = flops_peak(cost, hw)
     hbm = per_device_rates(hw, dt)[1]
+    own, used = hw.own_peak_key(dt), hw.peak_key(dt)
+    fallback = ([f"{hw.name} states no {own} peak: {dt} is priced at its {used} peak"] if own != used else [])
     return {
         "op": "matmul", "m": m, "k": k, "n": n, "dtype": dt, "precision": asked, "hardware": hw.name,
         "flops": flops, "bytes": read + written, "intensity": flops / (read + written),
@@ -95,7 +97,7 @@ def matmul(m: int, k: int, n: int, dtype: str, hw: Hardware, precision: str = "d
         "memory_source": memory_rate(hw, read + written)[1].source,
         "compute_s": exp.compute_s, "memory_s": exp.memory_s,
         "overhead_s": exp.overhead_s,
-        "time_s": exp.expected_s, "bound_by": exp.bound_by, "notes": list(exp.reasons),
+        "time_s": exp.expected_s, "bound_by": exp.bound_by, "notes": fallback + list(exp.reasons),
         "achievable_s": reach.seconds, "achievable_compute_s": reach.compute_s,
         "achievable_memory_s": reach.memory_s, "achievable_source": reach.source,
         "achievable_notes": list(reach.notes),

@@ -312,6 +312,9 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
     return out
 
 
+_MLIR_STARTS = ("module @", "module {", "module attributes", "func.func", "#loc")  # StableHLO pasted after HLO
+
+
 class LineReader:
     """Reads a module's text line by line: its stack-frame tables, its computations' headers, and each
     instruction line (`body_line`) into `computations`."""
@@ -339,6 +342,10 @@ class LineReader:
             self.current = (match.group(2), [], "")
             if match.group(1):
                 self.entry = match.group(2)
+        elif stripped.startswith(_MLIR_STARTS) and self.computations:
+            raise _error(self.origin, no, f"StableHLO (MLIR) starts here, after the HLO module that ended cleanly above "
+                                          f"({len(self.computations)} computations); audit reads the HLO: keep only "
+                                          f"lines 1-{no - 1}")
         else:
             raise _error(self.origin, no, f"unexpected text {stripped[:60]!r}")
 

@@ -9,6 +9,7 @@ the format's reader. The commands and the pipeline know no formats.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -63,8 +64,39 @@ def open_input(path: str | Path, accept: tuple[InputKind, ...] = ("profile", "hl
         opened = _recognise(p)
     if opened.kind not in accept:
         wanted = " or ".join(_ACCEPTS_TEXT[k] for k in accept)
-        raise InputError(f"this is {_ACCEPTS_TEXT[opened.kind]}; expected {wanted}", path=path)
+        what = _json_kind(Path(path)) if opened.kind == "report" else _ACCEPTS_TEXT[opened.kind]
+        if what == _TRACE_VIEWER:
+            raise InputError(f"this is {what}; audit reads the XSpace profile written with it",
+                             path=path, hint=_xplane_beside(Path(path)))
+        raise InputError(f"this is {what}; expected {wanted}", path=path)
     return opened
+
+
+_TRACE_VIEWER = "a Trace Viewer JSON (trace events, without the HLO that prices them)"
+_SNIFF_BYTES = 1 << 26  # a report names its schema among its last keys; read at most this much to say what it is
+
+
+def _json_kind(p: Path) -> str:
+    """What a `.json` that was not wanted holds, read only to say so: a report, trace events, or other JSON."""
+    try:
+        with open(p, "rb") as f:
+            data = f.read(_SNIFF_BYTES)
+    except OSError:
+        return _ACCEPTS_TEXT["report"]
+    if b'"traceEvents"' in data[:1 << 20] or b'"traceEvents"' in data[-4096:]:
+        return _TRACE_VIEWER
+    if re.search(rb'"schema"\s*:\s*"audit\.report/', data):
+        return _ACCEPTS_TEXT["report"]
+    return "a JSON file that is not an audit report (no \"schema\": \"audit.report/...\")"
+
+
+def _xplane_beside(p: Path) -> str:
+    """Advice for a Trace Viewer file: the `.xplane.pb` jax.profiler wrote beside it, named where it is there."""
+    stem = p.name.split(".trace.json")[0]
+    sibling = p.with_name(f"{stem}.xplane.pb")
+    if sibling.exists():
+        return f"audit inspect {sibling}"
+    return "audit inspect the .xplane.pb in the same run folder, or the run folder itself"
 
 
 def _recognise(p: Path) -> OpenedInput:
@@ -74,6 +106,9 @@ def _recognise(p: Path) -> OpenedInput:
     refuse_xprof_cache(p)
     if name.endswith(".json"):
         return OpenedInput("report", p)
+    if name.endswith((".trace.json.gz", ".json.gz")):
+        raise InputError(f"this is {_TRACE_VIEWER}; audit reads the XSpace profile written with it",
+                         path=p, hint=_xplane_beside(p))
     if is_special(p):  # a FIFO or device: read once, by the reader its name chooses, never sniffed
         if name.endswith(_HLO_SUFFIXES):
             return OpenedInput("hlo", p, module=load_hlo_file(p))

@@ -245,10 +245,15 @@ class RunRow:
     steps: int
     median_s: float
     noise_rel_mad: float
+    step_times_s: Sequence[float] = ()  # every step's time, in order (empty in a diff written before)
 
     def to_json(self) -> JSON:
         return {"source": self.source, "steps": self.steps, "median_s": self.median_s,
-                "noise_rel_mad": self.noise_rel_mad}
+                "noise_rel_mad": self.noise_rel_mad, "step_times_s": list(self.step_times_s)}
+
+    @property
+    def slowest_s(self) -> float | None:
+        return max(self.step_times_s) if self.step_times_s else None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from html import escape
 
 from ..costmodel import units as u
 from ..options import DEFAULTS
-from .diff_model import SCHEMA, ChangedOp, DiffModel, Total
+from .diff_model import SCHEMA, ChangedOp, DiffModel, RunRow, Total
+from .diff_svg import runs_svg
 from .model.findings import Finding
 from .html import page, render_sections as html_sections
 from .markdown import render_sections as markdown_sections
@@ -66,7 +67,60 @@ def _verdict_lines(diff: DiffModel) -> list[str]:
 
 
 def _title(diff: DiffModel) -> str:
-    return "audit diff: " + ("REGRESSION" if diff.regression else "no regression")
+    return "audit diff: " + headline(diff)
+
+
+OUTLIER_STEP = 2.0  # a step this many times its run's median stands out of the run
+
+
+def headline(diff: DiffModel) -> str:
+    """What the evidence says, in one line: a change of chip first, then the verdict, and why
+    an inconclusive one is (too few runs, runs that disagree, an outlier step)."""
+    parts = []
+    if diff.base.hardware and diff.head.hardware and diff.base.hardware != diff.head.hardware:
+        parts.append(f"chip changed ({diff.base.hardware} -> {diff.head.hardware})")
+    me, c = diff.measured, diff.measured.compared
+    change = "" if c is None else f"step time {_pct(c.change)}"
+    if diff.regression:
+        parts.append("REGRESSION: " + diff.tripped[0])
+    elif c is None:
+        parts.append(("program changed" if diff.compile_time.changed else "program unchanged")
+                     + f"; step time not compared ({me.reason})")
+    elif me.verdict == "inconclusive":
+        parts.append(f"inconclusive: {change}, {_why_inconclusive(diff)}")
+    elif me.verdict == "no change" and c.change == 0 and not diff.compile_time.changed:
+        parts.append("no change")
+    else:
+        parts.append(f"{me.verdict}: {change} ({c.verdict_reason})")
+    return "; ".join(parts)
+
+
+def _why_inconclusive(diff: DiffModel) -> str:
+    me, c = diff.measured, diff.measured.compared
+    assert c is not None
+    if c.unstable:
+        x = c.unstable[0]
+        why = [f"the {x.side} runs disagree (run {x.run} of {x.runs} is {_pct(x.off_by)} from the others)"]
+    elif c.weak and not diff.compile_time.changed:
+        why = ["one run a side and the program unchanged: machine load alone moves one run this much"]
+    else:
+        why = [f"interval {_pct(c.interval[0])} .. {_pct(c.interval[1])} straddles ±{u.percent(me.threshold)}"]
+    if not c.weak and min(me.base_runs, me.head_runs) < 3:
+        why.append(f"only {u.count(me.base_runs)} and {u.count(me.head_runs)} run(s) a side")
+    outlier = _outlier_step(c.runs_base, "base") or _outlier_step(c.runs_head, "head")
+    if outlier:
+        why.append(outlier)
+    return "; ".join(why)
+
+
+def _outlier_step(runs: Sequence[RunRow], side: str) -> str | None:
+    """The step that stands furthest out of its run, where one is `OUTLIER_STEP` x its run's median."""
+    found = [(r.slowest_s / r.median_s, i, r) for i, r in enumerate(runs, 1)
+             if r.slowest_s is not None and r.median_s > 0 and r.slowest_s >= OUTLIER_STEP * r.median_s]
+    if not found:
+        return None
+    times, i, r = max(found, key=lambda f: f[0])
+    return f"an outlier step of {u.seconds(r.slowest_s)} ({u.ratio(times)} its run's median) in {side} run {i}"
 
 
 def _unsure(r: ChangedOp) -> str:
@@ -152,7 +206,8 @@ def _markdown(kind: str, title: str) -> Callable[[DiffModel, RenderOptions], lis
 def _html(kind: str) -> Callable[[DiffModel, RenderOptions], str | None]:
     def render(diff: DiffModel, _: RenderOptions) -> str | None:
         head, rows = _table(kind, diff, 25)
-        return _html_table(head, rows) if rows else None
+        chart = runs_svg(diff) if kind == "runs" else ""
+        return (chart + (_html_table(head, rows) if rows else "")) or None
     return render
 
 
@@ -194,7 +249,7 @@ DIFF_SECTIONS: Sequence[Section[DiffModel]] = (
     Section("findings", "Findings that appeared or disappeared", _findings_text, _findings_markdown, _findings_html),
     Section("program", "Program changes [model]", _text("program"), _markdown("program", "Program changes [model]"),
             _html("program")),
-    Section("runs", "Per-run median step time [trace]", _text("runs"),
+    Section("runs", "Step times of every run [trace]", _text("runs"),
             _markdown("runs", "Per-run median step time [trace]"), _html("runs")),
     Section("timing", "Ops whose time moved [trace]", _text("timing"),
             _markdown("timing", "Ops whose time moved [trace]"), _html("timing")),

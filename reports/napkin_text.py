@@ -21,7 +21,10 @@ def matmul_text(result: dict[str, Any]) -> list[str]:
         f"{result['achievable_source']})",
     ]
     if result["dtype"] == "f32" and result.get("peak_flops_note"):
-        lines.insert(5, f"  precision        {result['precision']}: {result['peak_flops_note']}")
+        why = str(result["peak_flops_note"])
+        for said in (f"precision {result['precision']}: ", f"{result['precision']}: "):
+            why = why.removeprefix(said)
+        lines.insert(5, f"  precision        {result['precision']}: {why}")
     lines += [f"  note: {note}" for note in result["notes"] + result["achievable_notes"]]
     return lines
 

@@ -51,6 +51,14 @@ def op_time(op: OpRecord, predicted: bool) -> float | None:
     return op.expected_s if predicted else op.measured_s
 
 
+ABOVE_ROOF = 1.02  # expected / measured beyond timer rounding: the op beat its roofline, and says why
+
+
+def above_roof(op: OpRecord) -> bool:
+    """A measured op faster than its roofline (each such op's reasons say why: audit.optable.verdict)."""
+    return op.measured_s is not None and op.roofline_fraction is not None and op.roofline_fraction > ABOVE_ROOF
+
+
 def plot_point(op: OpRecord, predicted: bool) -> tuple[float, float, float] | None:
     """(intensity FLOP/B, FLOP/s, time s) for the roofline chart, or None if it has no place there.
 
@@ -204,7 +212,7 @@ def roofline_svg(report: ReportModel) -> tuple[str, int]:
     y_floor = 10.0 ** ya.lo
     for i, (x, y, t) in sorted(points, key=lambda ip: -ip[1][2]):
         op = ops[i]
-        cls = f"pt b-{op.bound_by}" + (" flag" if op.flagged else "")
+        cls = f"pt b-{op.bound_by}" + (" flag" if op.flagged else "") + (" above" if above_roof(op) else "")
         parts.append(f'<circle class="{cls}" data-i="{i}" cx="{xa(x):.1f}" cy="{ya(max(y, y_floor)):.1f}" '
                      f'r="{_radius(t, t_max):.1f}"/>')
     parts.append("</g></svg>")
@@ -218,9 +226,11 @@ def share_bar_svg(parts: list[tuple[str, float]], total: float) -> str:
     out = ['<svg class="share-bar" viewBox="0 0 600 22" preserveAspectRatio="none" role="img" '
            'aria-label="Time by bound" xmlns="http://www.w3.org/2000/svg">']
     x = 0.0
+    op_time = sum(t for kind, t in parts if kind != "idle")
     for kind, t in parts:
         w = 600.0 * t / total
-        tip = f"{kind}: {qty.seconds(t)} ({qty.percent(t / total)})"
+        of_ops = f"{qty.percent(t / op_time)} of op time, " if kind != "idle" and op_time > 0 else ""
+        tip = f"{kind}: {qty.seconds(t)} ({of_ops}{qty.percent(t / total)} of op and idle time)"
         out.append(f'<rect class="k-{escape(kind)}" x="{x:.2f}" y="0" width="{w:.2f}" height="22">'
                    f"<title>{escape(tip)}</title></rect>")
         x += w

@@ -28,6 +28,7 @@ class Event:
     start_s: float
     dur_s: float
     occurrences: int
+    carrier: str = ""  # the op the report judged this event as, where it is not the event's own name
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,11 @@ def _from_device_steps(steps: DeviceSteps) -> list[Device]:
         key = (str(host), int(device))
         step, t0, t1 = windows.get(key, (None, int(group["start_ps"].min()), None))
         t0 = origins.get(key[0], t0)
-        evs = tuple(Event(str(op), int(pid), (int(st) - t0) * PS, int(du) * PS, max(int(n), 1))
-                    for op, pid, st, du, n in zip(group["op"], group["program_id"], group["start_ps"],
-                                                  group["dur_ps"], group["occurrences"]))
+        carriers = group["carrier"] if "carrier" in group.columns else group["op"]
+        evs = tuple(Event(str(op), int(pid), (int(st) - t0) * PS, int(du) * PS, max(int(n), 1),
+                          "" if str(c) == str(op) else str(c))
+                    for op, pid, st, du, n, c in zip(group["op"], group["program_id"], group["start_ps"],
+                                                     group["dur_ps"], group["occurrences"], carriers))
         if key[0] in origins:  # a capture window: every step inside it
             drawn = tuple(StepSpan(n, (max(a, t0) - t0) * PS, (min(b, t1 or b) - max(a, t0)) * PS)
                           for n, a, b in marks.get(key, ()) if b > t0 and (t1 is None or a < t1))

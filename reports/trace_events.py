@@ -50,8 +50,9 @@ def trace_document(report: ReportModel) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     for pid, dev in enumerate(devices, start=1):
         def find(ev: Event) -> OpRecord | None:
-            hit = by_key.get(f"{ev.program_id}/{ev.name}") if ev.program_id is not None else None
-            return hit if hit is not None else by_name.get(ev.name)
+            name = ev.carrier or ev.name  # a kernel run inside an async op is judged as that op
+            hit = by_key.get(f"{ev.program_id}/{name}") if ev.program_id is not None else None
+            return hit if hit is not None else by_name.get(name)
         events += _process(pid, dev, [(ev, find(ev)) for ev in dev.events])
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"tool": f"{report.tool.get('name', 'audit')} {report.tool.get('version', '')}".strip(),
@@ -98,7 +99,7 @@ def _process(pid: int, dev: Device, events: list[tuple[Event, OpRecord | None]])
     for ev, op in events:
         if op is not None and op.flagged:
             out.append({"ph": "i", "s": "t", "pid": pid, "tid": _FLAG_TID, "ts": _us(ev.start_s), "cat": "flagged",
-                        "name": f"flagged: {ev.name}", "args": {"reasons": list(op.reasons),
+                        "name": f"flagged: {op.name}", "args": {"reasons": list(op.reasons),
                                                                 "suggestion": op.suggestion}})
     for tid, name in threads:
         out += [_meta(pid, tid, "thread_name", {"name": name}), _meta(pid, tid, "thread_sort_index", {"sort_index": tid})]
@@ -162,6 +163,8 @@ def _measured_slice(ev: Event, op: OpRecord | None) -> dict[str, Any]:
                 expected_s=_per_event(op.expected_s, ev, op),
                 achievable_s=_per_event(op.achievable_s, ev, op), achievable_fraction=op.achievable_fraction,
                 reasons=list(op.reasons), framework_op=op.framework_op, source=op.source, module=op.module)
+    if ev.carrier:
+        args["judged_as"] = op.name  # a kernel of an async op: the report's row is the op's
     if op.flagged:
         args["suggestion"] = op.suggestion
     if op.identical is not None:  # per run: what the kernel takes at its fastest, and this op against it

@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.html.is_file():
         print(f"screenshot: {args.html} does not exist; run `make demo` first", file=sys.stderr)
         return 2
+    try:
+        import playwright  # noqa: F401  (installed in the project's .venv by `make install`)
+    except ImportError:
+        print("screenshot: Playwright is not installed in this Python; activate the project's environment "
+              "(source .venv/bin/activate) or run .venv/bin/python scripts/screenshot.py", file=sys.stderr)
+        return 2
     if not CHROMIUM.exists():
         print(f"screenshot: no Chromium at {CHROMIUM}; run `make browser`", file=sys.stderr)
         return 2

@@ -197,6 +197,7 @@ def test_the_cli_and_the_library_default_to_the_options_object():
 # Modules that write numbers for people: the renderers, the analyses, and the cost model's prose about a
 # chip and about an op's verdict. Found by name, so a module that moves stays checked.
 _DRAWING = {"svg.py": "coordinates of the drawing", "timeline_svg.py": "coordinates of the drawing",
+            "diff_svg.py": "coordinates of the drawing",
             "payload.py": "numbers for the page's script, which formats them",
             "trace_events.py": "microsecond timestamps for the trace viewer"}
 _PROSE = ("detect.py", "waits.py", "command_buffers.py")

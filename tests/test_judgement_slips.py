@@ -82,8 +82,9 @@ def _tpu_profile(tmp_path: Path, hlo: str, op: str, launch_ps: int = 75_750_000)
 
 
 def _verdict_text(r: ReportModel) -> dict[Format, str]:
-    """The verdict of each text format: the terminal's head, the markdown's verdict, the page's stats."""
-    terminal = text(r, Format.TERMINAL).split("\n\n")[0]
+    """The verdict of each text format: the terminal's head (the verdict line, then the figures under it),
+    the markdown's verdict, the page's stats."""
+    terminal = "\n\n".join(text(r, Format.TERMINAL).split("\n\n")[:2])
     markdown = text(r, Format.MARKDOWN).split("### ")[0]
     page = text(r, Format.HTML)
     return {Format.TERMINAL: terminal, Format.MARKDOWN: markdown,

@@ -236,7 +236,7 @@ def test_report_without_optional_sections_renders():
         report[key] = []
     page = render_html(report)
     ids = [a.get("id") for t, a in tags(page) if t == "section"]
-    assert ids == ["sec-verdict", "sec-flagged", "sec-roofline", "sec-ops"]
+    assert ids == ["sec-verdict", "sec-step", "sec-flagged", "sec-roofline", "sec-ops"]
     assert "No op was flagged" in page
 
 

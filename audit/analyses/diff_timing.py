@@ -128,7 +128,8 @@ def _median_se(xs: list[float]) -> float:
 
 
 def _run_rows(runs: list[Run]) -> list[RunRow]:
-    return [RunRow(r.source, len(r.steps), statistics.median(r.steps), _rel_mad(r.steps)) for r in runs]
+    return [RunRow(r.source, len(r.steps), statistics.median(r.steps), _rel_mad(r.steps), tuple(r.steps))
+            for r in runs]
 
 
 def _instability(name: str, rows: list[RunRow], runs: list[Run]) -> UnstableRun | None:

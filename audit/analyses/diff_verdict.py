@@ -36,7 +36,7 @@ def diff_reports(base: AnyReport | Sequence[AnyReport], head: AnyReport | Sequen
     ct = compile_time(b0, h0, ops, pairs, removed, added)
     # The step-time comparison pairs the ops as the trace timed them (a command buffer as one op).
     timed_pairs = pairs if ops == timed else pair_ops(*timed)[0]
-    me = _one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on_slowdown), ct)
+    me = _same_runs(_one_run_guard(measured(base_list, head_list, timed_pairs, gates.fail_on_slowdown), ct), ct)
     return DiffModel(DiffSide(b0.source, str(b0.hardware.get("name")), len(base_list)),
                      DiffSide(h0.source, str(h0.hardware.get("name")), len(head_list)), len(pairs), ct, me, gates,
                      tuple(_tripped(me, ct, gates)), finding_changes(b0, h0))
@@ -51,6 +51,19 @@ def _one_run_guard(me: MeasuredChanges, ct: CompileTimeChanges) -> MeasuredChang
     why = (f"step time {signed(c.change, percent)} with one run a side and the program unchanged: machine load "
            "alone moves one run this much; repeat the runs (audit run --repeat N) to tell")
     return replace(me, verdict="inconclusive", compared=replace(c, verdict_reason=why))
+
+
+def _same_runs(me: MeasuredChanges, ct: CompileTimeChanges) -> MeasuredChanges:
+    """A report against itself (the same program, every step time the same): no change, not the
+    inconclusive a widened one-run interval would give."""
+    c = me.compared
+    if c is None or ct.changed or me.verdict == "no change":
+        return me
+    times = [tuple(r.step_times_s) for r in c.runs_base], [tuple(r.step_times_s) for r in c.runs_head]
+    if not times[0] or times[0] != times[1] or not all(times[0]):
+        return me
+    return replace(me, verdict="no change", compared=replace(
+        c, verdict_reason="both sides are the same runs: the same program and every step time the same"))
 
 
 def _tripped(me: MeasuredChanges, ct: CompileTimeChanges, gates: Gates) -> list[str]:

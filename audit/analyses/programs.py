@@ -86,8 +86,11 @@ def _row(pid: int, times: list[float], ops: list[OpRecord], walk: StepWalk | Non
         return sum(known) / n if known else None
 
     overlap = step_overlap(ops, {pid: walk})
+    # Programs of one name (ten `jit_matmul`s of a sweep) differ by what they run: name the largest op's shape.
+    main = max((o for o in ops if o.self_s is not None), key=lambda o: o.self_s or 0.0, default=None)
     return {
         "program_id": pid, "module": ops[0].module if ops else "", "executions": n,
+        "largest_op": f"{main.name} {_result(main.shape)}".strip() if main is not None else "",
         "executions_from": "steps" if times else "its ops' runs (the trace ties none of its kernels to a launch)",
         "measured_s": statistics.median(times) if times else None,
         "measured_s_min": min(times) if times else None, "measured_s_max": max(times) if times else None,
@@ -98,3 +101,9 @@ def _row(pid: int, times: list[float], ops: list[OpRecord], walk: StepWalk | Non
         "flagged_ops": sum(1 for o in ops if o.flagged),
         "ops_without_expected": sum(1 for o in ops if o.expected_s is None),
     }
+
+
+def _result(shape: str) -> str:
+    """An op's result shape without the layout, and a tuple's first element (a GEMM's, not its workspace)."""
+    first = shape.strip().lstrip("(").split("]", 1)[0]
+    return first + "]" if "[" in first else shape

@@ -68,7 +68,11 @@ def compile_for_target(script: Path, argv: Sequence[str], target: str, out: Path
     from ..workload_api import load_workload
 
     chip, topo_name = topology_name(target)
-    topo = topologies.get_topology_desc(platform="tpu", topology_name=topo_name)
+    try:
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=topo_name)
+    except Exception as exc:  # libtpu refuses a shape its chip does not come in: bad input, not the workload
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"--target {target}: libtpu has no {topo_name} slice ({said})") from None
     devices: list[Any] = list(topo.devices)  # jaxlib's stubs leave Device's attributes unnamed
     wl, _ = load_workload(script, argv, devices=devices, aot=True)
     lowered = wl.jitted().lower(*wl.args, **wl.kwargs)

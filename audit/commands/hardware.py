@@ -24,14 +24,25 @@ def command() -> None:
 
 
 @command.command(name="list")
-def list_hardware() -> None:
+@click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="FILE|-",
+              help="Write every entry as Hardware JSON (each number with its unit and source) to FILE, or stdout.")
+def list_hardware(json_out: str | None) -> None:
     """A table of every entry: peak bf16 FLOP/s, HBM, interconnect, and the file it comes from.
 
     Files in the directories AUDIT_HARDWARE_PATH names (separated like PATH) are listed too.
     """
     known = entries()
     files = {name: e.path for name, e in known.items() if e.site}
-    click.echo(catalog_table(chips(), cached_cpu_hardware(), files))
+    cpu = cached_cpu_hardware()
+    if json_out is None:
+        click.echo(catalog_table(chips(), cpu, files))
+        return
+    listed = [*chips(), *([cpu] if cpu is not None else [])]
+    payload = [{**hw.to_json(), "from": str(files[hw.name]) if hw.name in files else
+                ("calibrated" if hw.kind == "cpu" else "catalog")} for hw in listed]
+    write_text(json_out, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    if json_out != "-":
+        click.echo(f"Wrote {json_out}", err=True)
 
 
 @command.command(name="show")

@@ -72,7 +72,8 @@ def command() -> None:
 @_model_options
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Sequence length.")
 @click.option("--dtype", type=_DTYPES, default="bf16", show_default=True, help="KV cache and activation dtype.")
-@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=DEFAULTS.checkpoints_per_layer,
+              show_default=True, help="D-sized activations saved per layer per token (remat), as in plan train.")
 def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: str,
               checkpoints_per_layer: float, **flags: Any) -> None:
     """Parameters, FLOPs per token, KV cache and activation bytes."""
@@ -88,7 +89,8 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chips (default: the topology's).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True,
               help="MFU assumed for the total training time (the layouts bound it instead).")
-@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True,
+@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=DEFAULTS.checkpoints_per_layer,
+              show_default=True,
               help="D-sized activations saved per layer per token (remat); the rest is recomputed.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Sequence length in tokens.")
 @click.option("--layout", "layout_text",

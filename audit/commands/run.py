@@ -62,6 +62,7 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     """
     if workload is not None and workload.startswith("-"):  # `audit run -- ARGS`: arguments for the default
         args, workload = (workload, *args), None
+    _check_unmarked_options(args)
     check_outputs(**kwargs, inputs=[workload] if workload else [])
     script = Path(workload) if workload else bundled_workload()
     script_kind(script)  # a missing file or a syntax error fails here, before JAX starts
@@ -93,6 +94,24 @@ def command(workload: str | None, args: tuple[str, ...], steps: int, warmup: int
     with tempfile.TemporaryDirectory(prefix="audit-run-") as tmp:
         req.out = Path(tmp)
         return _run(req, workload is None, False, kwargs, target)
+
+
+def _check_unmarked_options(args: tuple[str, ...]) -> None:
+    """An option before `--` that `run` does not know is a typo, not the workload's (`--step 3`)."""
+    from ..invocation import options_end_marked
+
+    unknown = next((a for a in args if a.startswith("-") and a != "-"), None)
+    if unknown is None or options_end_marked():
+        return
+    import difflib
+
+    name = unknown.split("=", 1)[0]
+    known = [o for p in command.params for o in p.opts if o.startswith("--")]
+    close = difflib.get_close_matches(name, known, n=1)
+    guess = f"did you mean {close[0]}? " if close else ""
+    rest = " ".join(args[args.index(unknown):])
+    raise UsageError(f"audit run has no option {name} ({guess}arguments for the workload go after --, "
+                     f"e.g. audit run WORKLOAD.py -- {rest})")
 
 
 def run_report_path(json_path: str, index: int) -> Path:
@@ -170,8 +189,12 @@ def _capture_report(req: RunRequest, default_workload: bool, keep_out: bool, kwa
     try:
         report = analyse_capture(cap, req, hardware=kwargs.get("hardware"), command=command_line,
                                  keep_out=keep_out, options=analysis_options(kwargs))
-    except InputError:
+    except InputError as exc:
         if cap.returncode == ExitCode.OK:
+            if not keep_out and req.out is not None and str(req.out) in str(exc):
+                # The profile is in a folder the user never named (and that is gone): speak of the workload.
+                raise InputError("ran no XLA program under the profiler, so there is nothing to audit",
+                                 path=req.script, hint="audit run profiles a script that runs JAX") from None
             raise
         # The workload stopped before any XLA op ran: its own error (shown above) is the story.
         click.echo("audit: the workload stopped before running any XLA op; nothing to analyse", err=True)

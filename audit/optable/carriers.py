@@ -66,3 +66,10 @@ def attribute_to_carriers(ops: pd.DataFrame, modules: dict[int, Module]) -> pd.D
     if isinstance(ops["op"].dtype, pd.CategoricalDtype):
         out["op"] = out["op"].astype("category")
     return out[list(ops.columns)]
+
+
+def carrier_names(frame: pd.DataFrame, modules: dict[int, Module]) -> list[str]:
+    """The op each row of a frame of trace events (`program_id`, `op`) is attributed to: its carrier,
+    or itself; so an export that keeps the kernels' own names can find the row the report judged."""
+    tables = {pid: carriers(module) for pid, module in modules.items()}
+    return [tables.get(int(pid), {}).get(str(name), str(name)) for pid, name in zip(frame["program_id"], frame["op"])]

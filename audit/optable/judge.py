@@ -200,7 +200,8 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         lower_bound=(cost.lower_bound or None) if cost is not None else None,
         verdict=verdict, flagged=flagged, roofline_fraction=roofline_fraction, reasons=_distinct(tuple(reasons)),
         suggestion="", share=share,
-        # An op not judged (a wait, a collective hidden without a measured overlap) wastes nothing we can tell.
+        # An op not judged (a wait on other ranks, a marker, a collective hidden without a measured overlap) wastes
+        # nothing of its own that we can tell.
         wasted_s=(None if achievable is None or r.measured_s is None or r.self_s is None or container or bound_only
                   or unjudged else max(r.self_s - achievable, 0.0)),
         intensity=safe_ratio(flops, bytes_), achieved_flops_per_s=safe_ratio(flops, r.measured_s),

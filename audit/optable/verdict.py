@@ -45,7 +45,45 @@ def flag_reasons(cost: OpCost, expectation: Expectation, measured_s: float | Non
     if measured_s and expectation.expected_s and measured_s > expectation.expected_s:
         out.append(f"took {ratio(measured_s / expectation.expected_s)} its roofline time "
                    f"({human(measured_s, 's')} measured, {human(expectation.expected_s, 's')} expected)")
+    if (why := above_roof(cost, expectation, measured_s, hw)) is not None:
+        out.append(why)
     return _dedupe(out + list(expectation.reasons))
+
+
+BEYOND_ROOF = 1.02  # faster than the roofline by more than timer rounding: the bound needs explaining
+
+
+def above_roof(cost: OpCost, expectation: Expectation, measured_s: float | None, hw: Hardware) -> str | None:
+    """Why an op ran faster than its roofline, a bound no kernel beats: its data was likely resident in a
+    faster level than the one that priced it, or the ceiling is a figure this op contradicts (None when
+    it did not beat it)."""
+    expected = expectation.expected_s
+    if not measured_s or not expected or expected <= measured_s * BEYOND_ROOF:
+        return None
+    beat = f"above its roofline ({human(measured_s, 's')} measured, {ratio(expected / measured_s)} faster than the bound)"
+    if expectation.bound_by == "memory":
+        level = expectation.memory_level or hw.main_memory
+        rate = expectation.peak_bytes_per_s or 0.0
+        faster = [c for c in hw.caches if c.bytes_per_s.value > rate]
+        holds = [c for c in faster if cost.bytes is not None and cost.bytes <= c.capacity_bytes.value]
+        if holds:
+            c = holds[-1]
+            return (f"{beat}: its {human(cost.bytes, 'B')} were likely resident in {c.name} "
+                    f"({human(c.capacity_bytes.value, 'B')} at {human(c.bytes_per_s.value, 'B/s')}), which the model's "
+                    f"walk of the program did not place there, so it was priced at {level}")
+        if faster:
+            c = faster[-1]
+            return (f"{beat}: part of its {human(cost.bytes, 'B')} was likely served from {c.name} "
+                    f"({human(c.capacity_bytes.value, 'B')}), faster than the {level} bandwidth that priced it")
+        return (f"{beat}: the {level} bandwidth {human(rate, 'B/s')} is below what this op reached, or it moved "
+                "fewer bytes than its HLO states")
+    if expectation.bound_by == "compute":
+        peak = flops_peak(cost, hw)
+        where = {"trace": "the trace's", "calibrated": "this machine's calibrated", "user": "your --set"}.get(
+            peak.source, f"the {peak.source}")
+        return (f"{beat}: {where} {cost.dtype or 'bf16'} peak {human(peak.value / max(hw.devices_per_chip, 1), 'FLOP/s')} "
+                "is below what this op reached, so that figure reads low for it")
+    return f"{beat}: the collective moved fewer bytes over its links than the algorithm the model prices"
 
 
 def _compute_reason(cost: OpCost, measured_s: float | None, hw: Hardware) -> str:

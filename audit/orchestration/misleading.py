@@ -18,6 +18,8 @@ from ..parsers.hlo_platform import Platform
 
 _BEFORE = "before_optimizations"
 _AFTER = "after_optimizations"
+# The program itself, not the buffer assignment or memory report XLA writes beside it (-buffer-assignment.txt).
+_PROGRAM_ENDINGS = (".txt", ".hlo.pb", ".pb")
 _VENDORS = {"nvidia": "NVIDIA", "amd": "AMD"}
 _AFTER_MODULE = re.compile(r"after_optimizations(\.hlo\.pb|\.pb|\.txt|\.hlo)$")
 # Custom calls only a module before SPMD partitioning holds: GSPMD's and Shardy's annotations.
@@ -52,7 +54,8 @@ def after_optimization_sibling(path: str) -> Path | None:
         return None
     try:
         found = sorted(p for p in file.parent.iterdir()
-                       if p.name.startswith(prefix[1]) and _AFTER in p.name and p.name != file.name)
+                       if p.name.startswith(prefix[1]) and p.name != file.name
+                       and p.name.endswith(tuple(_AFTER + e for e in _PROGRAM_ENDINGS)))
     except OSError:
         return None
     modules = [p for p in found if _AFTER_MODULE.search(p.name)]

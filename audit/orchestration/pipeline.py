@@ -3,6 +3,7 @@ the steps every input shares are in `analysis`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from ..analyses.step_diagnosis import attach_diagnosis
 from ..analyses.steps import step_table, step_time_stats
 from ..analyses.waste import attach_waste
 from ..costmodel.schedule import windows_by_op
-from ..optable.carriers import attribute_to_carriers
+from ..optable.carriers import attribute_to_carriers, carrier_names
 from ..optable.command_buffers import price_command_buffers
 from ..optable.join import join_measured, measure
 from ..optable.judge import judge_table
@@ -20,7 +21,7 @@ from ..optable.overlap import step_overlap
 from ..errors import InputError
 from ..parsers.hlo_model import Module
 from ..parsers.readers import reader_named
-from ..reports.model.report import ReportModel
+from ..reports.model.report import DeviceSteps, ReportModel
 from ..reports.model.summary import StepTimes
 from .analysis import (DEFAULT_OPTIONS, Options, analyse_modules, attach_memory, attach_plan, cached_bytes,
                        cost_modules, expect_all, hardware_for, naming, traced_chip_mismatch)
@@ -101,7 +102,8 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
         step_source=hosts[0].step_source, platform=profile.platform,
         source={"kind": reader.source_kind, "paths": profile.paths, "workload": None, "command": None,
                 "jax_version": hosts[0].versions.get("jax_version"), "run": profile.run, **(source or {})},
-        timeline=profile.timeline(kind_of, device_names), device_steps=profile.device_steps(device_names),
+        timeline=profile.timeline(kind_of, device_names), device_steps=_with_carriers(profile.device_steps(device_names),
+                                                                                      modules),
     )
     if profile.platform == "gpu":
         from ..analyses.matching import matching
@@ -121,6 +123,14 @@ def analyse_profile(path: str | Path, *, run: str | None = None, hardware: str |
     return attach_diagnosis(attach_plan(report, hw), merge_hosts([h.host_idle for h in hosts]))
 
 
+
+
+def _with_carriers(steps: DeviceSteps | None, modules: dict[int, Module]) -> DeviceSteps | None:
+    """The exported events, each with the op the report judged it as (its carrier, for a kernel XLA
+    runs inside an async op), so the trace file marks a flagged op on every kernel it ran."""
+    if steps is None or not modules or steps.events.empty:
+        return steps
+    return replace(steps, events=steps.events.assign(carrier=carrier_names(steps.events, modules)))
 
 
 def analyse_hlo(path: str | Path, *, hardware: str | None = None, source: dict[str, Any] | None = None,

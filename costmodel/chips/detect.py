@@ -287,8 +287,9 @@ def _gpu_memory_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Ha
     if bandwidth is not None:
         old = hw.hbm_bytes_per_s
         ratio = bandwidth / old.value if old.source == "catalog" and math.isfinite(old.value) else 1.0
+        part = _other_part(hw, size)
         stated = (f"trace memory_bandwidth {qty.bytes_per_s(bandwidth)} is {qty.ratio(ratio)} the datasheet's "
-                  f"{qty.bytes_per_s(old.value)}")
+                  f"{qty.bytes_per_s(old.value)}" + (f" for the {part}" if part else ""))
         if ratio < _BW_IMPLAUSIBLE:
             changes["hbm_bytes_per_s"] = replace(old, note=f"{old.note}; above the trace's memory_bandwidth "
                                                  f"{qty.bytes_per_s(bandwidth)} ({plane}), which real kernels exceed")
@@ -302,7 +303,21 @@ def _gpu_memory_overrides(hw: Hardware, stats: dict[str, Any], plane: str) -> Ha
                     changes["achievable"] = _scaled_memory(hw.achievable, ratio, stated)
     if size is not None:
         changes["hbm_bytes"] = _trace(size, "B", f"{plane}: memory_size")
+        if part := _other_part(hw, size):
+            notes.append(f"trace memory_size {qty.nbytes(size)}: another part of {hw.name} than the catalog entry's "
+                         f"{part}; its memory figures are the trace's, not that part's datasheet")
     return replace(hw, notes=tuple(notes), **changes)
+
+
+_OTHER_PART = 0.15  # a memory size this far from the entry's is another part of the chip (A100 40 GB vs 80 GB)
+
+
+def _other_part(hw: Hardware, size: float | None) -> str:
+    """The catalog entry's part ("80.0 GB part") where the trace's memory size says the chip is another one."""
+    stated = hw.hbm_bytes
+    if size is None or stated is None or not stated.value or abs(size / stated.value - 1) <= _OTHER_PART:
+        return ""
+    return f"{qty.nbytes(stated.value)} part"
 
 
 def _scaled_memory(ach: Achievable, ratio: float, why: str) -> Achievable:

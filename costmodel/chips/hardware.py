@@ -288,10 +288,21 @@ class Hardware:
         dtype = real_part(dtype)
         if dtype == "f64" and "f64" not in self.peak_flops:
             return self.f64_without_rate()
+        return self.peak_flops[self.peak_key(dtype)]
+
+    def peak_key(self, dtype: str) -> str:
+        """The `peak_flops` key that prices `dtype`: its own (a complex type's parts'), or the nearest the chip
+        states."""
+        dtype = real_part(dtype)
         for key in _PEAK_KEYS.get(dtype, (dtype,)) + ("bf16", "f32"):
             if key in self.peak_flops:
-                return self.peak_flops[key]
-        return next(iter(self.peak_flops.values()))
+                return key
+        return next(iter(self.peak_flops))
+
+    @staticmethod
+    def own_peak_key(dtype: str) -> str:
+        """The `peak_flops` key a chip would state for `dtype` itself (fp8 for f8e4m3fn)."""
+        return _PEAK_KEYS.get(dtype, (dtype,))[0]
 
     def f64_without_rate(self) -> Quantity:
         """An f64 rate for a chip that states none, marked an estimate. A TPU has no f64 units:

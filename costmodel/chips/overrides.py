@@ -77,6 +77,7 @@ def apply(hw: Hardware, pairs: Iterable[tuple[str, str]] | Mapping[str, object])
     if not items:
         return hw
     known = _known(hw)
+    before = hw
     resolved = [(_resolve(key, known), key, str(value)) for key, value in items]
     notes = []
     for path, key, text in resolved:
@@ -90,7 +91,54 @@ def apply(hw: Hardware, pairs: Iterable[tuple[str, str]] | Mapping[str, object])
     if targets & set(_NIC_KEYS) and "interconnect.dcn_bytes_per_s" not in targets:
         hw, note = _derive_scale_out(hw)
         notes += [note] if note else []
-    return dataclasses.replace(hw, notes=hw.notes + tuple(notes))
+        targets.add("interconnect.dcn_bytes_per_s") if note else None
+    hw, followed = follow_ceilings(before, hw, targets)
+    return dataclasses.replace(hw, notes=hw.notes + tuple(notes + followed))
+
+
+def _followers(path: str, hw: Hardware) -> list[str]:
+    """The achievable figures (dotted keys under `achievable.`) that derive from ceiling `path`."""
+    head, _, rest = path.partition(".")
+    if head == "peak_flops":
+        out = [f"achievable.matmul_flops_per_s.{rest}"]
+        if rest == "bf16" and hw.achievable is not None:  # fused attention is rated on 16-bit inputs
+            out += [f"achievable.attention_flops_per_s.{k}" for k in hw.achievable.attention_flops_per_s]
+        return out
+    if path == "hbm_bytes_per_s":
+        return ["achievable.memory_bytes_per_s"]
+    if head == "caches" and path.endswith(".bytes_per_s"):
+        return [f"achievable.cache_bytes_per_s.{rest.rsplit('.', 1)[0]}"]
+    return {"interconnect.link_bytes_per_s": ["achievable.collective_bytes_per_s.scale_up"],
+            "interconnect.dcn_bytes_per_s": ["achievable.collective_bytes_per_s.scale_out"],
+            "interconnect.collective_latency_s": ["achievable.collective_latency_s"]}.get(path, [])
+
+
+def follow_ceilings(before: Hardware, hw: Hardware, targets: set[str]) -> tuple[Hardware, list[str]]:
+    """`hw` with each achievable figure moved by the factor its ceiling was changed by (what good
+    kernels reach is a share of the ceiling, kept as the catalog states it), unless the user set it too;
+    one note per figure moved, or per figure that cannot follow (its ceiling was stated nowhere before)."""
+    notes: list[str] = []
+    if hw.achievable is None:
+        return hw, notes
+    for path in sorted(targets):
+        old, new = _get(before, path.split(".")), _get(hw, path.split("."))
+        for follower in _followers(path, hw):
+            parts = follower.split(".")
+            reach = _get(hw, parts)
+            if follower in targets or not isinstance(reach, Quantity) or not isinstance(new, Quantity):
+                continue
+            if not isinstance(old, Quantity) or old.value <= 0:
+                notes.append(f"{follower} does not follow --set {path}: {before.name} stated no {path} to scale "
+                              f"from ({reach.value:.4g} {reach.unit} [{reach.source}] kept)")
+                continue
+            factor = new.value / old.value
+            moved = Quantity(reach.value * factor, reach.unit, "user",
+                             f"follows --set {path}: {reach.value:.4g} {reach.unit} [{reach.source}] x {factor:.4g}, "
+                             f"the same share of the ceiling", "estimate")
+            hw = _put(hw, parts, moved)
+            notes.append(f"{follower} = {moved.value:.4g} {moved.unit}, follows --set {path} "
+                         f"(was {reach.value:.4g} {reach.unit} [{reach.source}], the same share of its ceiling)")
+    return hw, notes
 
 
 def _resolve(key: str, known: dict[str, Any]) -> str:

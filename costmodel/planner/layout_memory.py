@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...options import DEFAULTS
 from .layout import Layout
 from .pipeline import schedule_of
 from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig
@@ -66,7 +67,7 @@ class TrainBytes:
     optimizer: float = 8.0  # Adam's two f32 moments (book ch. 5.1.1)
     master: float = 4.0  # the f32 master weights of mixed-precision training
     activation: float = 2.0
-    checkpoints_per_layer: float | None = 4.0
+    checkpoints_per_layer: float | None = DEFAULTS.checkpoints_per_layer
 
 
 def dp_groups(layout: Layout) -> tuple[int, int]:

@@ -35,7 +35,7 @@ class TrainSetup:
     chips: int
     seq: int = 4096
     mfu: float = 0.4
-    checkpoints_per_layer: float = 4.0
+    checkpoints_per_layer: float = DEFAULTS.checkpoints_per_layer
     param_dtype: str = "bf16"
     compute_dtype: str = "bf16"
     optimizer_bytes_per_param: float = ADAM_BYTES_PER_PARAM

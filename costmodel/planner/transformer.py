@@ -12,6 +12,7 @@ from typing import Any
 from dataclasses import asdict, dataclass
 
 from ...errors import InputError
+from ...options import DEFAULTS
 from ...parsers.dtypes import element_bytes
 
 # Book ch. 4.4.2: without remat a layer keeps ~20 D-sized intermediates per token.
@@ -188,7 +189,7 @@ def activation_bytes_per_token(cfg: ModelConfig, checkpoints_per_layer: float | 
 
 
 def model_summary(cfg: ModelConfig, seq: int, dtype: str = "bf16",
-                  checkpoints_per_layer: float = 1) -> dict[str, Any]:
+                  checkpoints_per_layer: float = DEFAULTS.checkpoints_per_layer) -> dict[str, Any]:
     """Everything `audit plan model` prints, in SI units (FLOPs, bytes, tokens)."""
     return {
         "config": cfg.to_json(),

@@ -23,6 +23,7 @@ REPORT_SECTIONS: Sequence[Section[ReportModel]] = (
     Section("findings", "Findings", findings.terminal, findings.markdown, findings.html,
             "What the step's time goes to, each cause with the time it costs per step and its evidence, "
             "largest first; the waterfall runs from the roofline step to the measured one."),
+    Section("step", "Where the time goes", verdict.step_terminal, verdict.step_markdown, verdict.step_html),
     Section("programs", "Programs", programs.terminal, programs.markdown, programs.html,
             "A capture of several programs, one per step: each program's measured time per execution beside "
             "what it should take."),

@@ -12,6 +12,7 @@ from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
 MAX_COLLECTIVES = 10  # markdown rows
+TERMINAL_ROWS = 5  # the largest; the terminal is read, the other formats are searched
 MAX_STATIC_ROWS = 500  # HTML rows; the JSON has all
 
 
@@ -58,10 +59,11 @@ def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
         return None
     measured = "" if report.predicted else " and measured [trace]"
     lines = [f"{len(rows)} collective(s) per execution, expected [model]{measured}:"]
-    for c in rows[:opts.top]:
+    shown = min(opts.top, TERMINAL_ROWS)
+    for c in rows[:shown]:
         cells = [f"{label} {get(c)}" for label, _, get, _ in _columns(report, _TEXT[2:])]
         lines.append(f"  {clip(c.name, 40)} ({_kind(c)}): " + ", ".join(cells))
-    return lines
+    return lines + [x for x in more(shown, len(rows), "in the JSON, CSV and HTML reports") if x]
 
 
 def markdown(report: ReportModel, _: RenderOptions) -> list[str] | None:

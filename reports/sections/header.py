@@ -82,11 +82,22 @@ def _link(hw: Mapping[str, Any], crosses_nodes: bool = False) -> str | None:
 
 
 def terminal(report: ReportModel) -> list[str]:
+    return [f"audit: {subject(report)}"]
+
+
+def terminal_hardware(report: ReportModel) -> list[str]:
+    """The chip and the ceilings that priced the ops, one line, below the verdict's figures."""
     hw = report.hardware
     parts = [f"peak {p} {rate} [{src}]" for p, rate, src in _peaks_used(hw)]
     parts += [f"{name} {rate} [{src}]" for name, rate, src in _memories(hw)]
     parts += [link] if (link := _link(hw, _crosses_nodes(report))) else []
-    return [f"audit: {subject(report)}", f"hardware: {hw.get('name')} ({_provenance(hw)}): " + ", ".join(parts)]
+    return [f"hardware: {hw.get('name')} ({_provenance(hw)}): " + ", ".join(parts)] + [
+        f"  {n}" for n in user_changes(hw)]
+
+
+def user_changes(hw: Mapping[str, Any]) -> list[str]:
+    """The hardware notes of the figures the user changed with --set, and of those that moved with them."""
+    return [str(n) for n in hw.get("notes") or [] if "from --set" in str(n) or "follows --set" in str(n)]
 
 
 def _provenance(hw: Mapping[str, Any]) -> str:
@@ -96,6 +107,15 @@ def _provenance(hw: Mapping[str, Any]) -> str:
 
 
 def markdown(report: ReportModel) -> list[str]:
+    lines = [f"## Roofline audit: {md_text(subject(report), 120)}"]
+    if report.predicted:
+        lines += ["", "_Predicted, not measured: an ahead-of-time report from the compiled program._"]
+    return lines
+
+
+def markdown_hardware(report: ReportModel) -> list[str]:
+    """The chip and the ceilings that priced the ops, one line below the verdict's figures (a comment holds
+    no HTML, so it is not folded there)."""
     hw = report.hardware
     bits = [f"**Hardware:** {md_text(hw.get('name') or 'unknown')} ({md_text(_provenance(hw))})"]
     bits += [f"{md_text(p)} {rate} ({md_text(src)})" for p, rate, src in _peaks_used(hw)]
@@ -103,10 +123,9 @@ def markdown(report: ReportModel) -> list[str]:
     bits += [md_text(link)] if (link := _link(hw, _crosses_nodes(report))) else []
     if report.source.get("jax_version"):
         bits.append(f"JAX {md_text(report.source['jax_version'])}")
-    lines = [f"## Roofline audit: {md_text(subject(report), 120)}", ""]
-    if report.predicted:
-        lines += ["_Predicted, not measured: an ahead-of-time report from the compiled program._", ""]
-    return lines + [" · ".join(bits)]
+    changed = user_changes(hw)
+    return [" · ".join(bits)] + (["", "Changed with `--set`: " + "; ".join(md_text(n, 200) for n in changed)]
+                                 if changed else [])
 
 
 def _dl(items: list[tuple[str, str]]) -> str:
@@ -125,9 +144,10 @@ def _ceilings(hw: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = [(f"Peak {p['peak']}", escape(qty.flops_per_s(p["flops_per_s"]))
              + _src(_tagged(hw, f"peak_flops_per_s.{p['peak']}", p["source"]))
              + escape(f" · priced {qty.count(p['ops'])} ops")) for p in used.values()]
+    # The peaks that priced no op are the chip's, not this report's: listed only when none priced one.
     rows += [(f"Peak {dtype}", escape(qty.flops_per_s(v))
               + _src(_tagged(hw, f"peak_flops_per_s.{dtype}", sources.get(dtype) or hw.get("source"))))
-             for dtype, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0)) if dtype not in used]
+             for dtype, v in sorted(peaks.items(), key=lambda kv: -float(kv[1] or 0)) if not used]
     memory = str(hw.get("main_memory") or "HBM")
     rows.append((f"{memory} bandwidth", escape(qty.bytes_per_s(hw.get("hbm_bytes_per_s")))
                  + _src(_tagged(hw, "hbm_bytes_per_s", hw.get("hbm_bytes_per_s_source") or hw.get("source")))))
@@ -159,17 +179,25 @@ def html(report: ReportModel) -> str:
     kind = {"run": "profiled run", "xplane": "captured profile", "nsys": "Nsight Systems profile", "hlo": "HLO dump",
             "aot": "ahead-of-time prediction"}.get(str(src.get("kind")), str(src.get("kind") or "report"))
     facts = [("Input", escape(kind) + " · " + "<br>".join(f"<code>{escape(p)}</code>" for p in paths)),
-             ("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(_provenance(hw)))]
-    facts += _ceilings(hw)
+             ("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(_provenance(hw))
+              + ' · <a href="#hardware">its ceilings</a>')]
     jax = src.get("jax_version") or (f"not recorded (analysed with {src['jax_running']})"
                                      if src.get("jax_running") else qty.UNKNOWN)
     facts += [("JAX", escape(str(jax))), ("Created", escape(str(src.get("created") or qty.UNKNOWN))),
               ("Tool", escape(f"{tool.get('name', 'audit')} {tool.get('version', '')}".strip()))]
-    notes = "".join(f"<li>{escape(str(n))}</li>" for n in hw.get("notes") or [])
     command = src.get("command")
     repro = (f'<div class="repro"><span>Reproduce</span><pre><code id="command">{escape(str(command))}'
              "</code></pre></div>") if command else ""
     badge = '<span class="badge predicted">predicted, not measured</span>' if report.predicted else ""
     return (f'<header class="top"><p class="kicker">Roofline audit{badge}</p>'
-            f"<h1>{escape(str(what))}</h1>{_dl(facts)}"
-            + (f'<ul class="notes">{notes}</ul>' if notes else "") + repro + "</header>")
+            f"<h1>{escape(str(what))}</h1>{_dl(facts)}" + repro + "</header>")
+
+
+def html_hardware(report: ReportModel) -> str:
+    """The chip's ceilings that priced the ops, with their sources and the chip's notes, folded."""
+    hw = report.hardware
+    notes = "".join(f"<li>{escape(str(n))}</li>" for n in hw.get("notes") or [])
+    rows = [("Hardware", f"<strong>{escape(str(hw.get('name') or 'unknown'))}</strong>" + _src(_provenance(hw)))]
+    return (f'<details class="hardware" id="hardware"><summary>Hardware: {escape(str(hw.get("name") or "unknown"))}, '
+            f"the ceilings that priced the ops and where each comes from</summary>{_dl(rows + _ceilings(hw))}"
+            + (f'<ul class="notes">{notes}</ul>' if notes else "") + "</details>")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from html import escape
 
+from ...costmodel import units as qty
+
 from ..model.columns import TABLE_COLUMNS, Column, columns, for_report
-from ..model.record import OpRecord
+from ..model.record import JUDGED, OpRecord
 from ..model.report import ReportModel
-from ..svg import roofline_svg
+from ..svg import above_roof, roofline_svg
 from ..text import clip, md_table, md_text
 from ._base import RenderOptions, shared_modules
 
@@ -27,6 +30,25 @@ def top_ops(report: ReportModel, n: int) -> list[OpRecord]:
     return ops[:n]
 
 
+def listed_ops(report: ReportModel, n: int) -> tuple[list[OpRecord], str]:
+    """The top ops the text lists, the judged ones (measured against what can show them slow) first,
+    and a line on the not-judged ops left out of the list (waits, markers): their time is not their kernels'."""
+    if report.predicted:
+        return top_ops(report, n), ""
+    timed = report.timed_ops
+    judged = [o for o in timed if o.verdict in JUDGED]
+    if len(judged) == len(timed) or not judged:
+        return timed[:n], ""
+    others = [o for o in timed if o.verdict not in JUDGED and o.self_s]
+    total = sum(o.self_s or 0.0 for o in timed)
+    left = sum(o.self_s or 0.0 for o in others)
+    why = Counter(o.verdict for o in others).most_common(1)[0][0] if others else ""
+    note = (f"{qty.count(len(others))} op(s) that are {why} or unmodeled take {qty.seconds(left)} "
+            f"({qty.percent(left / total) if total else qty.UNKNOWN}) of the self time: left out of this list; "
+            "the warnings say why, the HTML and JSON list them") if others else ""
+    return judged[:n], note
+
+
 def _width(c: Column) -> int:
     return _TERMINAL_WIDTH.get(c.key, 10)
 
@@ -42,7 +64,7 @@ def top_columns(report: ReportModel) -> tuple[Column, ...]:
 
 def terminal(report: ReportModel, opts: RenderOptions) -> list[str]:
     cols = top_columns(report)
-    ops = top_ops(report, opts.top)
+    ops, note = listed_ops(report, opts.top)
     what = "expected time" if report.predicted else "self time per device"
 
     def cell(c: Column, text: str) -> str:
@@ -52,17 +74,18 @@ def terminal(report: ReportModel, opts: RenderOptions) -> list[str]:
     head = " ".join(cell(c, c.label) for c in cols)
     lines = [f"top {len(ops)} ops by {what}:", head, "-" * len(head)]
     lines += [" ".join(cell(c, c.text(o)) for c in cols).rstrip() for o in ops]
-    return lines
+    return lines + ([note] if note else [])
 
 
 def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     cols = top_columns(report)
-    ops = top_ops(report, MARKDOWN_TOP)
+    ops, note = listed_ops(report, MARKDOWN_TOP)
     if not ops:
         return []
     what = "expected time" if report.predicted else "measured self time per device"
     rows = [[md_text(c.text(o), 60) for c in cols] for o in ops]
-    return [f"### Top {len(ops)} ops by {what}", ""] + md_table([c.label for c in cols], rows)
+    return ([f"### Top {len(ops)} ops by {what}", ""] + md_table([c.label for c in cols], rows)
+            + (["", md_text(note, 300) + "."] if note else []))
 
 
 def roofline_html(report: ReportModel, _: RenderOptions) -> str:
@@ -70,6 +93,7 @@ def roofline_html(report: ReportModel, _: RenderOptions) -> str:
     what = "predicted FLOP/s (FLOPs / expected time)" if report.predicted else "achieved FLOP/s"
     note = (f'<p class="note" id="roofline-omitted" data-omitted="{omitted}">{omitted} op(s) are not on the chart: '
             "they have no FLOPs or no time (data movement, collectives, unmeasured).</p>") if omitted else ""
+    note += _above_note(report)
     legend = "".join(f'<li><span class="sw k-{k}"></span>{k}</li>'
                      for k in ("compute", "memory", "collective", "latency", "unknown"))
     return (f'<p class="note">Each point is one op: x is its arithmetic intensity, y its {escape(what)}; '
@@ -77,6 +101,18 @@ def roofline_html(report: ReportModel, _: RenderOptions) -> str:
             "Hover a point for details; click it to find the op in the table.</p>"
             f'<div class="chart-wrap">{chart}<div id="tip" class="tip" hidden></div></div>'
             f'<ul class="legend">{legend}</ul>' + note)
+
+
+def _above_note(report: ReportModel) -> str:
+    """The ops drawn above a roof no kernel beats, and why: each one's reason, the largest first."""
+    above = [o for o in report.timed_ops if above_roof(o)]
+    if not above:
+        return ""
+    why = "".join(f"<li><code>{escape(o.name)}</code>: {escape(next((r for r in o.reasons if 'above its roofline' in r), ''))}"
+                  "</li>" for o in above[:5])
+    return (f'<div class="note" id="roofline-above"><p>{len(above)} op(s) ran faster than their roofline, a bound '
+            "no kernel beats, and are drawn above it with a dashed ring: a cache held their data, or a ceiling "
+            f"reads low for them.</p><ul>{why}</ul></div>")
 
 
 def table_html(report: ReportModel, _: RenderOptions) -> str:

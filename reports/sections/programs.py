@@ -14,9 +14,10 @@ from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
 
 MARKDOWN_TOP = 15
-_HEADER = ("Program", "Module", "Runs", "Measured (median run)", "Op time per run", "Expected per run",
+_HEADER = ("Program", "Module", "Largest op", "Runs", "Measured (median run)", "Op time per run", "Expected per run",
            "Achievable per run", "Flagged ops")
-_WIDTH = (10, 28, 5, 21, 15, 16, 18, 11)
+_WIDTH = (10, 20, 34, 5, 21, 15, 16, 18, 11)
+_TEXT = 3  # the columns of text, left-aligned
 
 
 def rows(report: ReportModel) -> list[Mapping[str, Any]]:
@@ -40,7 +41,7 @@ def intro(report: ReportModel) -> str:
 
 def _columns(report: ReportModel) -> list[int]:
     """The columns shown: a prediction has no measured ones (Runs, Measured, Op time)."""
-    return [0, 1, 5, 6, 7] if report.predicted else list(range(len(_HEADER)))
+    return [0, 1, 2, 6, 7, 8] if report.predicted else list(range(len(_HEADER)))
 
 
 def _untied(found: list[Mapping[str, Any]]) -> list[str]:
@@ -58,7 +59,8 @@ def _expected(row: Mapping[str, Any]) -> object:
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
-    return [str(row.get("program_id")), str(row.get("module") or ""), qty.count(row.get("executions")),
+    return [str(row.get("program_id")), str(row.get("module") or ""), str(row.get("largest_op") or ""),
+            qty.count(row.get("executions")),
             qty.seconds(row.get("measured_s")), qty.seconds(row.get("op_time_s")), qty.seconds(_expected(row)),
             qty.seconds(row.get("achievable_s")), qty.count(row.get("flagged_ops"))]
 
@@ -76,9 +78,9 @@ def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:
     if not found:
         return None
     header, width = _pick(list(_HEADER), report), _pick(list(_WIDTH), report)
-    line = "  ".join(f"{h:<{w}}" if i < 2 else f"{h:>{w}}" for i, (h, w) in enumerate(zip(header, width)))
+    line = "  ".join(f"{h:<{w}}" if i < _TEXT else f"{h:>{w}}" for i, (h, w) in enumerate(zip(header, width)))
     out = [intro(report) + ":", line, "-" * len(line)]
-    out += ["  ".join(f"{clip(c, w):<{w}}" if i < 2 else f"{c:>{w}}" for i, (c, w) in
+    out += ["  ".join(f"{clip(c, w):<{w}}" if i < _TEXT else f"{c:>{w}}" for i, (c, w) in
                       enumerate(zip(_pick(_cells(r), report), width))).rstrip() for r in found[:opts.top]]
     out += [x for x in more(opts.top, len(found), "programs in the JSON report (programs)") if x]
     return out + _notes(report, found)
@@ -99,9 +101,9 @@ def html(report: ReportModel, _: RenderOptions) -> str | None:
     found = rows(report)
     if not found:
         return None
-    head = "".join(f'<th class="{"text" if i < 2 else "num"}">{escape(h)}</th>'
+    head = "".join(f'<th class="{"text" if i < _TEXT else "num"}">{escape(h)}</th>'
                    for i, h in enumerate(_pick(list(_HEADER), report)))
-    body = "".join("<tr>" + "".join(f'<td class="{"text" if i < 2 else "num"}">{escape(c)}</td>'
+    body = "".join("<tr>" + "".join(f'<td class="{"text" if i < _TEXT else "num"}">{escape(c)}</td>'
                                     for i, c in enumerate(_pick(_cells(r), report))) + "</tr>" for r in found)
     notes = "".join(f'<p class="note">{escape(n)}.</p>' for n in _notes(report, found))
     return (f'<p class="note">{escape(intro(report))}.</p>'

@@ -11,8 +11,10 @@ from ..model.report import ReportModel
 from ..model.summary import Summary, time_by_bound_parts
 from ..svg import share_bar_svg
 from ..text import md_table, md_text
+from . import header as head_section
 from . import memory
 from ._base import RenderOptions
+from .answer import answer
 from .findings import headline as top_finding
 from .judged import fraction_clause, judged_any, none_judged
 from .programs import executions
@@ -35,18 +37,22 @@ def headline(report: ReportModel) -> str:
     else:
         words.append(_sentence(none_judged(report)))
     ops_parts = [(b, t) for b, t in parts if b != "idle"]
-    op_time = sum(t for _, t in ops_parts)  # a share of op time, idle time left out
+    op_time = sum(t for _, t in ops_parts)  # a share of op time, idle time left out, as the table gives it
     if ops_parts and op_time > 0:
         b, t = max(ops_parts, key=lambda bt: bt[1])
-        words.append(f"Most op time ({qty.percent(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
-                     else f"Most op time is {b}-bound ({qty.percent(t / op_time)}).")
-    flagged = report.flagged
-    if flagged and s.wasted_step_s is not None:
-        words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(s.wasted_step_s)} per step per device.")
-    elif flagged:
-        wasted = sum(o.wasted_s or 0.0 for o in flagged)
-        words.append(f"{len(flagged)} flagged op(s) waste {qty.seconds(wasted)} per device.")
+        words.append(f"Most op time ({_share(t / op_time)}) is in ops whose bound is unknown." if b == "unknown"
+                     else f"Most op time is {b}-bound ({_share(t / op_time)}).")
+    # What the flagged ops lose is said once, in the verdict line above (sections/answer.py).
     return " ".join(words)
+
+
+def _by_bound(parts: list[tuple[str, float]], total: float, sep: str) -> str:
+    """Shares of op time by bound, the sentence's quantity, then idle time as a share of all time: one
+    number per quantity wherever the split is shown."""
+    op_time = sum(t for b, t in parts if b != "idle")
+    shares = sep.join(f"{b} {_share(t / op_time)}" for b, t in parts if b != "idle" and op_time > 0)
+    idle = sum(t for b, t in parts if b == "idle")
+    return shares + (f"; idle {qty.seconds(idle)} ({_share(idle / total)} of op and idle time)" if idle else "")
 
 
 def _share(fraction: float) -> str:
@@ -110,6 +116,27 @@ def _memory(report: ReportModel) -> str | None:
 
 
 def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
+    """The answer, the largest cost to the step, and the largest program's memory peak: the headline."""
+    lines = [f"verdict: {answer(report)}"]
+    if (first := top_finding(report)) is not None:
+        lines.append(first)
+    if (peak := memory.headline(report)) is not None:
+        lines.append(peak)
+    return lines
+
+
+def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
+    lines = [f"**Verdict:** {md_text(answer(report), 400)}", ""]
+    if (first := top_finding(report)) is not None:  # the PR comment leads with the largest finding
+        lines += [f"**{md_text(first[:1].upper() + first[1:], 400)}**", ""]
+    return lines + [md_text(headline(report), 400)]
+
+
+def html(report: ReportModel, _: RenderOptions) -> str:
+    return f'<p class="answer">{escape(answer(report))}</p><p class="headline">{escape(headline(report))}</p>'
+
+
+def step_terminal(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     if report.predicted and s.programs:
@@ -127,10 +154,8 @@ def terminal(report: ReportModel, _: RenderOptions) -> list[str]:
         lines.append(overlap_line(s, _model(report, "")))
     parts, total = breakdown(s)
     if total > 0:
-        lines.append("time by bound: " + ", ".join(f"{b} {_share(t / total)}" for b, t in parts))
-    if (peak := memory.headline(report)) is not None:
-        lines.append(peak)
-    return lines
+        lines.append("op time by bound: " + _by_bound(parts, total, ", "))
+    return lines + head_section.terminal_hardware(report)
 
 
 def _measured_lines(report: ReportModel) -> list[str]:
@@ -144,17 +169,22 @@ def _measured_lines(report: ReportModel) -> list[str]:
              "its measured time in the programs table" if s.programs else
              f"{s.steps} step(s) on {s.devices} device(s), {s.hosts} host(s): step time "
              f"min {qty.seconds(st.min)} / median {qty.seconds(st.median)} / max {qty.seconds(st.max)} [trace]")
-    lines = [steps, f"op time per device {qty.seconds(s.measured_s)} [trace]{expected}; idle {qty.seconds(s.idle_s)} "
-                    "[trace]"]
+    over = "the capture" if s.programs else f"the {qty.count(s.steps)} step(s)"
+    lines = [steps, f"op time per device over {over} {qty.seconds(s.measured_s)} [trace]{expected}; idle "
+                    f"{qty.seconds(s.idle_s)} [trace]"]
     if qty.known(s.achievable_s):
         reach = (f": judged ops reach {qty.percent(s.achievable_fraction)} of what good kernels would"
                  if qty.known(s.achievable_fraction) else "")
-        per_step = f", {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
-        lines.append(f"achievable op time {qty.seconds(s.achievable_s)}{per_step} [model, achievable figures]{reach}")
+        if qty.known(s.achievable_step_s) and not s.programs:
+            lines.append(f"achievable step {qty.seconds(s.achievable_step_s)} ({qty.seconds(s.achievable_s)} over "
+                         f"{over}) [model, achievable figures]{reach}")
+        else:
+            lines.append(f"achievable op time over {over} {qty.seconds(s.achievable_s)} [model, achievable figures]"
+                         f"{reach}")
     return lines
 
 
-def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
+def step_markdown(report: ReportModel, _: RenderOptions) -> list[str]:
     s = report.summary
     st = s.step_time_s
     predicted = report.predicted
@@ -165,8 +195,8 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
                   "Devices"]
         row = [qty.count(s.programs), _seconds(s.expected_s), _seconds(s.achievable_s)] + counts[1:]
     elif s.programs:  # no step repeats: the capture's totals here, each program's per execution in its table
-        header = ["Programs", "Executions", "Op time", "Roofline fraction", "Expected op time", "Achievable op time",
-                  "Flagged ops", "Unmodeled ops", "Devices"]
+        header = ["Programs", "Executions", "Op time (total)", "Roofline fraction", "Expected op time (total)",
+                  "Achievable op time (total)", "Flagged ops", "Unmodeled ops", "Devices"]
         row = [qty.count(s.programs), qty.count(executions(report)), _seconds(s.measured_s)] + fraction + \
             [_seconds(s.expected_s), _seconds(s.achievable_s)] + counts
     elif predicted:  # one predicted step: no median, spread or flags of a measurement
@@ -183,17 +213,15 @@ def markdown(report: ReportModel, _: RenderOptions) -> list[str]:
             [_seconds(_no_overlap_step(s)), _seconds(s.achievable_step_s), _seconds(s.overlap.expected_step_s),
              _seconds(s.overlap.exposed_comm_s)] + counts
     parts, total = breakdown(s)
-    lines = [f"**Verdict:** {md_text(headline(report), 400)}", ""] + md_table(header, [row])
-    if (first := top_finding(report)) is not None:  # the PR comment leads with the largest finding
-        lines[:0] = [f"**{md_text(first[:1].upper() + first[1:], 400)}**", ""]
+    lines = md_table(header, [row])
     if total > 0:
-        lines += ["", "Time by bound: " + " · ".join(f"{b} {_share(t / total)}" for b, t in parts)]
+        lines += ["", "Op time by bound: " + _by_bound(parts, total, " · ")]
     gap = ((report.part("xla") or {}).get("gap") or {}).get("text")
     if gap:
         lines += ["", f"**Against XLA's estimate:** {md_text(gap, 600)}"]
     if (memory := _memory(report)) is not None:
         lines += ["", f"**Memory:** {md_text(memory, 300)}"]
-    return lines
+    return lines + ["", *head_section.markdown_hardware(report)]
 
 
 def _seconds(value: float | None) -> str:
@@ -219,8 +247,8 @@ def _step_stat(report: ReportModel) -> str:
 
 def _overlap_stat(s: Summary) -> str:
     if s.programs:
-        return _stat("Expected op time", _seconds(s.expected_s),
-                     "summed over the programs [model]; each program's per execution in Programs")
+        return _stat("Expected op time (total)", _seconds(s.expected_s),
+                     "summed over the capture [model]; each program's per execution in Programs")
     if not qty.known(s.overlap.expected_step_s):
         return _stat("Expected step with overlap", "unknown", _no_step(s))
     return _stat("Expected step with overlap", qty.seconds(s.overlap.expected_step_s),
@@ -229,15 +257,19 @@ def _overlap_stat(s: Summary) -> str:
 
 
 def _achievable_stat(s: Summary, predicted: bool) -> str:
+    """What good kernels take, per step beside the other cards (a sum over steps only where no step repeats)."""
     if not qty.known(s.achievable_s):
-        return _stat("Achievable op time", "unknown", "no op has an achievable time")
-    per_step = f"; {qty.seconds(s.achievable_step_s)} per step" if qty.known(s.achievable_step_s) else ""
+        return _stat("Achievable step", "unknown", "no op has an achievable time")
     reached = f" · {qty.percent(s.achievable_fraction)} reached" if qty.known(s.achievable_fraction) else ""
-    return _stat("Achievable op time", qty.seconds(s.achievable_s),
-                 f"what good kernels take on this chip{per_step}" + ("" if predicted else reached))
+    reached = "" if predicted else reached
+    if s.programs or not qty.known(s.achievable_step_s):
+        return _stat("Achievable op time (total)", qty.seconds(s.achievable_s),
+                     f"what good kernels take, summed over the capture{reached}")
+    return _stat("Achievable step (no overlap)", qty.seconds(s.achievable_step_s),
+                 f"what good kernels take per step{reached}")
 
 
-def html(report: ReportModel, _: RenderOptions) -> str:
+def step_html(report: ReportModel, _: RenderOptions) -> str:
     s = report.summary
     predicted = report.predicted
     stats = [
@@ -258,16 +290,22 @@ def html(report: ReportModel, _: RenderOptions) -> str:
                                                    else f"{qty.count(s.steps)} step(s)")),
     ]
     parts, total = breakdown(s)
+    op_time = sum(t for b, t in parts if b != "idle")
+
+    def of_ops(b: str, t: float) -> str:  # the sentence's quantity: a share of op time, idle left out
+        return "" if b == "idle" or op_time <= 0 else _share(t / op_time)
+
     rows = "".join(f'<tr><td><span class="sw k-{b}"></span>{escape(b)}</td><td class="num">'
-                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(_share(t / total))}</td></tr>"
+                   f"{escape(qty.seconds(t))}</td><td class=\"num\">{escape(of_ops(b, t))}</td>"
+                   f"<td class=\"num\">{escape(_share(t / total))}</td></tr>"
                    for b, t in parts) if total > 0 else ""
     what = "expected" if predicted else "measured"
-    table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">share'
-             f"</th></tr></thead><tbody>{rows}</tbody></table>") if rows else ""
+    table = (f'<table class="mini"><thead><tr><th>Time is</th><th class="num">{what}</th><th class="num">of op time'
+             f'</th><th class="num">of op and idle time</th></tr></thead><tbody>{rows}</tbody></table>') if rows else ""
     notes = ""
     if (gap := ((report.part("xla") or {}).get("gap") or {}).get("text")):
         notes += f'<p class="note">Against XLA\'s estimate: {escape(gap)}</p>'
     if (memory := _memory(report)) is not None:
         notes += f'<p class="note" id="memory-fit">{escape(memory)}</p>'
-    return (f'<p class="headline">{escape(headline(report))}</p><div class="stats">{"".join(stats)}</div>'
-            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>{notes}')
+    return (f'<div class="stats">{"".join(stats)}</div>'
+            f'<div class="breakdown">{share_bar_svg(parts, total)}{table}</div>{notes}{head_section.html_hardware(report)}')
