@@ -147,8 +147,6 @@ def step_terminal(report: ReportModel, _: RenderOptions) -> list[str]:
         lines = [f"predicted, not measured: expected step time {qty.seconds(st.median)} [{_model(report)}]"]
     else:
         lines = _measured_lines(report)
-    if (first := top_finding(report)) is not None:  # the largest finding is the verdict's first line
-        lines.insert(0, first)
     lines += [x for x in (_xla(report), _memory(report)) if x]
     if not s.programs:
         lines.append(overlap_line(s, _model(report, "")))
