@@ -167,7 +167,7 @@ def test_an_unknown_option_after_double_dash_still_goes_to_the_workload(tmp_path
     assert "ran no XLA program" in capsys.readouterr().err
 
 
-def test_the_trace_export_of_the_a100_job_marks_its_flagged_collective(tmp_path):
+def test_the_trace_export_of_the_a100_job_marks_its_flagged_op(tmp_path):
     job = tmp_path / "job"
     job.mkdir()
     for i in range(4):
@@ -175,12 +175,14 @@ def test_the_trace_export_of_the_a100_job_marks_its_flagged_collective(tmp_path)
     trace, report = tmp_path / "job.json.gz", tmp_path / "job.json"
     assert main(["inspect", str(job), "--quiet", "--trace", str(trace), "--json", str(report)]) == ExitCode.OK
     flagged = {o["name"] for o in json.loads(report.read_text())["ops"] if o["flagged"]}
-    assert flagged == {"reduce-scatter-start"}
+    # The fusion runs at about half its achievable time; the reduce-scatter is hidden by the schedule and
+    # its overlap is not measured, so it is not judged.
+    assert flagged == {"input_convert_reduce_fusion.13"}
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     slices = [e for e in events if e["ph"] == "X" and e["cat"] == "flagged"]
     marks = [e for e in events if e["ph"] == "i" and e["cat"] == "flagged"]
-    assert slices and {e["args"]["judged_as"] for e in slices} == flagged
-    assert len(marks) == len(slices) and {m["name"] for m in marks} == {"flagged: reduce-scatter-start"}
+    assert slices and {e["args"].get("judged_as", e["name"]) for e in slices} == flagged
+    assert len(marks) == len(slices) and {m["name"] for m in marks} == {f"flagged: {name}" for name in flagged}
     flag_tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["args"].get("name") == "flags"}
     assert {(m["pid"], m["tid"]) for m in marks} <= flag_tracks
 

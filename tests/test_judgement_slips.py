@@ -3,6 +3,8 @@ with its unit and source, no claim the figures beside it contradict, in every fo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import re
 import statistics
 from functools import cache
@@ -83,7 +85,9 @@ def _tpu_profile(tmp_path: Path, hlo: str, op: str, launch_ps: int = 75_750_000)
 
 def _verdict_text(r: ReportModel) -> dict[Format, str]:
     """The verdict of each text format: the terminal's head (the verdict line, then the figures under it),
-    the markdown's verdict, the page's stats."""
+    the markdown's verdict, the page's stats; the step's findings (shares of the step, not fractions of a
+    roofline) are left out, as these tests are about the verdict's figures."""
+    r = replace(r, parts={k: v for k, v in r.parts.items() if k != "findings"})
     terminal = "\n\n".join(text(r, Format.TERMINAL).split("\n\n")[:2])
     markdown = text(r, Format.MARKDOWN).split("### ")[0]
     page = text(r, Format.HTML)

@@ -15,8 +15,13 @@ def answer(report: ReportModel) -> str:
     """One line: `74.8 ms per step, 97.7% of what good kernels reach: nothing to fix in the kernels`."""
     s = report.summary
     if report.predicted:
+        tag = "model; before optimization: an estimate of a program that does not run as priced" \
+            if report.source.get("before_optimization") else "model"
+        if s.programs:
+            return (f"predicted, not measured: {qty.count(s.programs)} programs, one execution of each "
+                    f"{qty.seconds(s.expected_s)} in all [{tag}]; none is summed into a step")
         step = s.step_time_s.median if s.step_time_s.median is not None else s.expected_s
-        return f"predicted, not measured: {qty.seconds(step)} per step [model]"
+        return f"predicted, not measured: {qty.seconds(step)} per step [{tag}]"
     if s.programs:
         what = f"{qty.count(s.programs)} programs run {qty.count(executions(report))} times"
     else:
