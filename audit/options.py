@@ -40,6 +40,9 @@ class Defaults:
     top: int = 15  # ops the terminal summary of a report lists (--top of run and inspect)
     diff_top: int = 10  # rows of each table in the terminal summary of `audit diff`
     plan_top: int = 5  # layouts `audit plan` lists (its --top)
+    # D-sized activations per layer per token that `plan model` and the training closed forms keep
+    # when no remat is stated: block remat, each layer's input (the least any policy keeps on chip)
+    plan_checkpoints_per_layer: float = 1.0
 
 
 DEFAULTS = Defaults()

@@ -26,6 +26,11 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     axes = ", ".join(f"{k} {seconds(v)}" for k, v in step["exposed_comm_by_axis"].items()) or "none"
     lines.append(f"  step time [model]: compute {seconds(step['compute'])}, exposed communication {levels} "
                  f"(by axis: {axes}), bubble {seconds(step['bubble'])}")
+    if r.get("remat"):
+        rm = r["remat"]
+        host = f", host link {seconds(rm['host_link_s'])} per step" if rm["host_link_s"] else ""
+        lines.append(f"  remat [model]: {rm['note']}; re-runs {figure(rm['recompute_flops_per_step'])} FLOP per "
+                     f"step{host}")
     ach = r.get("step_time_achievable_s")
     if ach:
         lines.append(f"  at achievable rates (estimate: {', '.join(ach['figures'])}): step ~ "

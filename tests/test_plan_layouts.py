@@ -83,11 +83,31 @@ def test_layout_text_prints_memory_and_step_breakdowns(capsys):
 
 
 def test_a_layout_that_cannot_run_says_why(capsys):
+    """A layout the user gave that cannot run is bad input: exit 2 and one line saying why, so a script
+    that checks the exit code does not take it for a plan."""
     assert main(["plan", "train", "--model", "llama3-405b", "--tokens", "1e12", "--batch-tokens", str(2**24),
                  "--seq", "8192", "--hardware", "h100", "--chips", "16384", "--layout", "dp=64,tp=16,pp=16",
-                 "--json", "-"]) == 0
-    r = json.loads(capsys.readouterr().out)["layout"]
-    assert not r["valid"] and any("NVLink domain" in p for p in r["problems"])
+                 "--json", "-"]) == 2
+    captured = capsys.readouterr()
+    assert not captured.out and len(captured.err.strip().splitlines()) == 1
+    assert "NVLink domain" in captured.err and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("layout, why", [
+    ("tp=4,pp=2,v=1,schedule=interleaved", "interleaved needs 2 <= v"),
+    ("dp=8,tp=4,pp=2,microbatches=7", "7 microbatches do not split"),
+])
+def test_unrunnable_schedules_exit_2_with_one_line(capsys, layout, why):
+    assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6",
+                 "--hardware", "h100", "--chips", "64", "--layout", layout]) == 2
+    err = capsys.readouterr().err.strip()
+    assert why in err and len(err.splitlines()) == 1
+
+
+def test_expert_parallelism_that_divides_nothing_exits_2(capsys):
+    assert main(["plan", "train", "--model", "deepseek-v3-like", "--tokens", "1e12", "--batch-tokens", "62914560",
+                 "--hardware", "h800", "--chips", "2048", "--layout", "dp=128,pp=16,ep=48"]) == 2
+    assert "ep=48" in capsys.readouterr().err
     assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6",
                  "--hardware", "h100", "--chips", "64", "--layout", "dp=4,tp=4"]) == 2
     assert "uses 16 chips" in capsys.readouterr().err

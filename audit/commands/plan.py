@@ -7,6 +7,7 @@ from typing import Any, Callable
 import click
 
 from ..costmodel.planner.layout import parse_layout
+from ..costmodel.planner.remat import POLICIES, stated
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
@@ -72,7 +73,8 @@ def command() -> None:
 @_model_options
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Sequence length.")
 @click.option("--dtype", type=_DTYPES, default="bf16", show_default=True, help="KV cache and activation dtype.")
-@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=DEFAULTS.plan_checkpoints_per_layer,
+              show_default=True, help="D-sized activations saved per layer per token (1: block remat).")
 def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: str,
               checkpoints_per_layer: float, **flags: Any) -> None:
     """Parameters, FLOPs per token, KV cache and activation bytes."""
@@ -88,8 +90,13 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chips (default: the topology's).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True,
               help="MFU assumed for the total training time (the layouts bound it instead).")
-@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=4.0, show_default=True,
-              help="D-sized activations saved per layer per token (remat); the rest is recomputed.")
+@click.option("--remat", type=click.Choice(POLICIES), default="auto", show_default=True,
+              help="Remat policy: what each layer keeps and what it re-runs (none, minimal: save the matmul "
+                   "outputs, selective: Megatron's, full, offload: minimal's tensors to host); auto: the bound "
+                   "re-runs nothing, the estimate takes the least re-run that fits.")
+@click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=None,
+              help="Old single knob: D-sized activations saved per layer per token; the forward is "
+                   "recomputed in proportion to the rest of 20. Prefer --remat.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Sequence length in tokens.")
 @click.option("--layout", "layout_text",
               metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=,v=]",
@@ -98,15 +105,24 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="MoE expert capacity over an even split of the tokens.")
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
-              overrides: Pairs, chips: int | None, mfu: float, checkpoints_per_layer: float, seq: int, layout_text: str | None,
-              top: int, capacity_factor: float, **flags: Any) -> None:
+              overrides: Pairs, chips: int | None, mfu: float, remat: str, checkpoints_per_layer: float | None, seq: int,
+              layout_text: str | None, top: int, capacity_factor: float, **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
     layout = None if layout_text is None else parse_layout(layout_text, n)
+    stated(remat, checkpoints_per_layer)  # one of the two, not both
     setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer,
-                       capacity_factor=capacity_factor)
-    write_result(plan_train(cfg, setup, hw, layout=layout, top=top), json_path, train_text)
+                       remat=remat, capacity_factor=capacity_factor)
+    result = plan_train(cfg, setup, hw, layout=layout, top=top)
+    _refuse_unrunnable(result.get("layout"), layout_text)
+    write_result(result, json_path, train_text)
+
+
+def _refuse_unrunnable(evaluated: dict[str, Any] | None, text: str | None) -> None:
+    """A layout the user gave that cannot run is bad input: exit 2 with why, not a plan."""
+    if evaluated is not None and not evaluated["valid"]:
+        raise UsageError(f"layout {text} cannot run: {'; '.join(evaluated['problems'])}")
 
 
 @command.command("serve")
@@ -135,4 +151,6 @@ def serve_cmd(model_name: str | None, json_path: str | None, batch: int, context
     hw, n = _hardware(hardware, chips, overrides)
     setup = ServeSetup(batch, context, n, param_dtype, kv_dtype, compute_dtype, prefill_tokens, mfu)
     layout = None if layout_text is None else parse_layout(layout_text, n)
-    write_result(plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0), json_path, serve_text)
+    result = plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0)
+    _refuse_unrunnable(result.get("layout"), layout_text)
+    write_result(result, json_path, serve_text)

@@ -6,7 +6,7 @@ are replicated when there are fewer KV heads than TP ranks. Routed experts split
 (experts / ep per chip) and are not split by TP. ZeRO shards over the data-parallel group:
 stage 1 the optimizer state (Adam's two moments plus an f32 master copy), stage 2 also the
 gradients, stage 3 also the weights (which it gathers two layers at a time). Saved activations
-follow the remat policy (D-sized checkpoints per layer per token), split over TP (sequence
+follow the remat policy (`remat`: the elements per layer per token it keeps), split over TP (sequence
 parallelism) and CP, times the microbatches the pipeline schedule keeps in flight.
 """
 
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from .layout import Layout
 from .pipeline import schedule_of
-from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig
+from .remat import RematPolicy, policy, saved_everything
+from .transformer import ModelConfig
 
 LOGIT_BYTES = 4.0  # logits and their softmax in f32 on the last stage
 
@@ -66,7 +67,12 @@ class TrainBytes:
     optimizer: float = 8.0  # Adam's two f32 moments (book ch. 5.1.1)
     master: float = 4.0  # the f32 master weights of mixed-precision training
     activation: float = 2.0
-    checkpoints_per_layer: float | None = 4.0
+    checkpoints_per_layer: float | None = None  # the old single knob; None: `remat` says
+    remat: str = "auto"  # a policy of `remat.POLICIES`, or "checkpoints" for the old knob
+
+    def policy(self, cfg: ModelConfig, name: str | None = None) -> RematPolicy:
+        legacy = self.checkpoints_per_layer is not None and self.remat == "auto"
+        return policy(name or ("checkpoints" if legacy else self.remat), cfg, self.checkpoints_per_layer)
 
 
 def dp_groups(layout: Layout) -> tuple[int, int]:
@@ -78,8 +84,9 @@ def dp_groups(layout: Layout) -> tuple[int, int]:
 
 
 def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_per_microbatch: float,
-                    sizes: TrainBytes) -> dict[str, float]:
-    """Bytes per chip by part, and `total`, for `microbatches` of `tokens_per_microbatch` per replica."""
+                    sizes: TrainBytes, remat: RematPolicy | None = None) -> dict[str, float]:
+    """Bytes per chip by part, and `total`, for `microbatches` of `tokens_per_microbatch` per replica,
+    under `remat` (default: the run's policy)."""
     p = stage_params(cfg, layout)
     sched = schedule_of(layout, microbatches)
     g_dense, g_exp = dp_groups(layout)
@@ -95,11 +102,11 @@ def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_
     grads = sharded(2) * sizes.param * copies
     optimizer = sharded(1) * (sizes.optimizer + sizes.master)
     tokens = tokens_per_microbatch / layout.cp
-    saved = SAVED_PER_LAYER_NO_REMAT if sizes.checkpoints_per_layer is None else sizes.checkpoints_per_layer
-    per_layer = saved * cfg.d_model * sizes.activation * tokens / layout.tp
+    kept = (remat or sizes.policy(cfg)).kept
+    per_layer = kept * sizes.activation * tokens / layout.tp
     activations = sched.in_flight * p.layers * per_layer
     # The layer being back-propagated holds all its intermediates, recomputed or not.
-    working = SAVED_PER_LAYER_NO_REMAT * cfg.d_model * sizes.activation * tokens / layout.tp
+    working = saved_everything(cfg) * sizes.activation * tokens / layout.tp
     logits = tokens * cfg.vocab / layout.tp * LOGIT_BYTES
     out = {"params": params, "grads": grads, "optimizer": optimizer, "activations": activations,
            "working": working + logits}

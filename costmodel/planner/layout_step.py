@@ -33,8 +33,9 @@ from .layout import Layout
 from .layout_achievable import achievable_step
 from .layout_memory import TrainBytes, kv_heads_per_chip, memory_per_chip, stage_params
 from .pipeline import schedule_of, schedule_problem
-from .transformer import (SAVED_PER_LAYER_NO_REMAT, ModelConfig, attention_flops_per_token,
-                          forward_flops_per_token, training_flops_per_token)
+from .remat import AUTO_ORDER, RematPolicy
+from .transformer import (ModelConfig, attention_flops_per_token, forward_flops_per_token, matmul_params,
+                          training_flops_per_token)
 
 BATCH_SLACK = 0.05  # how far a layout may round the global batch to split it evenly over DP
 
@@ -133,6 +134,39 @@ def replica_sequences(run: RunSpec, layout: Layout, layers: int) -> int | None:
     return next((n for n in near_first if _splits(layout, n, layers)), nearest)
 
 
+def _frugal(cfg: ModelConfig, run: RunSpec) -> RematPolicy:
+    """The run's policy, or under `auto` the one of AUTO_ORDER that keeps least."""
+    chosen = run.sizes.policy(cfg)
+    return run.sizes.policy(cfg, AUTO_ORDER[-1]) if chosen.name == "auto" else chosen
+
+
+def choose_remat(cfg: ModelConfig, run: RunSpec, layout: Layout, m: int, tokens_mb: float,
+                 hbm: float) -> tuple[RematPolicy, RematPolicy, dict[str, float]]:
+    """(policy the bound assumes, policy the estimate runs, memory under the latter). A stated
+    policy is both; `auto` bounds with nothing re-run and estimates with the first of AUTO_ORDER
+    that fits (the last when none does)."""
+    stated = run.sizes.policy(cfg)
+    if stated.name != "auto":
+        return stated, stated, memory_per_chip(cfg, layout, m, tokens_mb, run.sizes, stated)
+    for name in AUTO_ORDER:
+        chosen = run.sizes.policy(cfg, name)
+        memory = memory_per_chip(cfg, layout, m, tokens_mb, run.sizes, chosen)
+        if memory["total"] <= hbm:
+            break
+    return stated, chosen, memory
+
+
+def offload_seconds(cfg: ModelConfig, run: RunSpec, layout: Layout, remat: RematPolicy, hw: Hardware,
+                    tokens_per_chip: float, layers: int) -> float:
+    """Host-link seconds per step of an offloading policy: its tensors out in the forward pass and
+    back in the backward pass, over the chip's host link."""
+    link = hw.interconnect.pcie_bytes_per_s
+    if not remat.offloaded or link is None or link.value <= 0:
+        return 0.0
+    moved = 2 * remat.offloaded * run.sizes.activation * tokens_per_chip * layers
+    return moved / link.value
+
+
 def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float) -> int:
     """A pipeline takes the most microbatches (smallest bubble and footprint); without one, the
     fewest gradient-accumulation steps that fit in `hbm` bytes (else the most)."""
@@ -141,19 +175,26 @@ def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float
     if layout.pp > 1:
         return options[-1]
     for m in options:
-        mem = memory_per_chip(cfg, layout, m, per_replica * run.seq / m, run.sizes)
+        mem = memory_per_chip(cfg, layout, m, per_replica * run.seq / m, run.sizes, _frugal(cfg, run))
         if mem["total"] <= hbm:
             return m
     return options[-1]
 
 
-def _flops(cfg: ModelConfig, run: RunSpec) -> tuple[float, float, float]:
-    """(model FLOPs, executed FLOPs, attention FLOPs) of one step over all chips."""
+def recompute_flops_per_token(cfg: ModelConfig, seq: int, remat: RematPolicy) -> float:
+    """Forward FLOPs per token the policy re-runs: its share of the layers' matmuls (the old knob:
+    of the whole forward, as it always priced it) and the attention core."""
+    if remat.name == "checkpoints":
+        return remat.rerun_matmuls * forward_flops_per_token(cfg, seq)
+    layers = 2.0 * (matmul_params(cfg) - cfg.vocab * cfg.d_model)
+    return remat.rerun_matmuls * layers + (attention_flops_per_token(cfg, seq) if remat.rerun_attention else 0.0)
+
+
+def _flops(cfg: ModelConfig, run: RunSpec, remat: RematPolicy) -> tuple[float, float, float]:
+    """(model FLOPs, executed FLOPs, attention FLOPs) of one step over all chips under `remat`."""
     tokens = run.batch_tokens
     model = training_flops_per_token(cfg, run.seq) * tokens
-    saved = run.sizes.checkpoints_per_layer
-    recompute = 0.0 if saved is None else max(0.0, 1 - saved / SAVED_PER_LAYER_NO_REMAT)
-    executed = model + recompute * forward_flops_per_token(cfg, run.seq) * tokens
+    executed = model + recompute_flops_per_token(cfg, run.seq, remat) * tokens
     if cfg.experts and run.capacity_factor > 1:
         routed = 6.0 * cfg.moe_layers * cfg.experts_per_token * cfg.mlp_matrices * cfg.d_model * cfg.expert_width
         executed += (run.capacity_factor - 1) * routed * tokens
@@ -247,18 +288,28 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         why = sched_issue or f"{m} microbatches do not split the {per_replica} sequences per replica"
         return {"layout": layout.to_json(), "valid": False, "problems": [why], "fits": False}
     tokens_mb = per_replica * run.seq / m
-    memory = memory_per_chip(cfg, layout, m, tokens_mb, run.sizes)
-    model, executed, attention = _flops(cfg, run)
+    bound_remat, remat, memory = choose_remat(cfg, run, layout, m, tokens_mb, hbm)
+    model, executed, attention = _flops(cfg, run, bound_remat)
+    executed_est = _flops(cfg, run, remat)[1]
     imbalance = stage_params(cfg, layout).layers / (cfg.layers / layout.pp)
     compute_s = executed / run.chips / peak * imbalance
+    compute_est_s = executed_est / run.chips / peak * imbalance
     attention_s = attention / run.chips / peak
     rows = comm_rows(cfg, run, layout, net, m, tokens_mb)
     sends = [r for r in rows if r["axis"] == "pp"]
     pp_send = sends[0]["time_s"] / sends[0]["count"] if sends else 0.0
     exposed = _exposed(rows, layout, compute_s, attention_s, m, pp_send)
+    host_s = offload_seconds(cfg, run, layout, remat, hw, per_replica * run.seq / (layout.tp * layout.cp),
+                             stage_params(cfg, layout).layers)
+    if host_s and remat is bound_remat:  # written behind the forward, read back behind the backward
+        exposed["host"] = max(0.0, host_s - compute_s)
     sched = schedule_of(layout, m)
     bubble = sched.bubble_fraction(m) * (compute_s + exposed.get("tp", 0.0) + exposed.get("ep", 0.0))
     step = compute_s + sum(exposed.values()) + bubble
+    by_level = _by_level(rows, exposed)
+    if "host" in exposed:
+        by_level["host link"] = exposed["host"]
+    est_bubble = bubble * (compute_est_s / compute_s if compute_s else 1.0)
     return {
         "layout": layout.to_json(), "valid": True, "problems": [],
         "source": "model: the planner's estimate from the model's shape and the hardware's figures",
@@ -274,14 +325,39 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
                      "bubble_fraction": sched.bubble_fraction(m), "in_flight_microbatches": sched.in_flight,
                      "weight_copies": sched.weight_copies},
         "step_time_s": {"compute": compute_s, "exposed_comm_by_axis": exposed,
-                        "exposed_comm_by_level": _by_level(rows, exposed), "bubble": bubble, "total": step},
+                        "exposed_comm_by_level": by_level, "bubble": bubble, "total": step},
+        "remat": {"bound": bound_remat.name, "estimate": remat.name,
+                  "kept_elements_per_token_per_layer": remat.kept,
+                  "offloaded_elements_per_token_per_layer": remat.offloaded,
+                  "recompute_flops_per_step": executed_est - model, "host_link_s": host_s,
+                  "note": _remat_note(bound_remat, remat, host_s)},
         "collectives": rows, "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain},
         "model_flops_per_step": model, "executed_flops_per_step": executed,
         "mfu_upper_bound": model / run.chips / peak / step,
         "tokens_per_s": run.batch_tokens / step,
-        **_at_achievable(hw, run, model, {"compute": compute_s, "bubble": bubble,
-                                          "exposed_comm_by_level": _by_level(rows, exposed)}, net),
+        **_at_achievable(hw, run, model, {"compute": compute_est_s, "bubble": est_bubble,
+                                          "exposed_comm_by_level": _est_levels(by_level, host_s, compute_est_s)},
+                         net),
     }
+
+
+def _est_levels(by_level: dict[str, float], host_s: float, compute_s: float) -> dict[str, float]:
+    """The bound's exposed time per level, with the host link's at the estimate's compute."""
+    out = {k: v for k, v in by_level.items() if k != "host link"}
+    if host_s:
+        out["host link"] = max(0.0, host_s - compute_s)
+    return out
+
+
+def _remat_note(bound: RematPolicy, est: RematPolicy, host_s: float) -> str:
+    if bound.name == "auto":
+        why = (f"remat not stated: the bound re-runs nothing (a bound for every policy); the estimate "
+               f"and the memory take '{est.name}', the least re-run that fits")
+    else:
+        why = f"remat '{est.name}' as stated: the bound and the estimate re-run what it re-runs"
+    if host_s:
+        why += "; its host-link traffic overlaps the compute, only the excess is exposed"
+    return why
 
 
 def _at_achievable(hw: Hardware, run: RunSpec, model_flops: float, step: dict[str, Any],

@@ -36,13 +36,14 @@ class PublishedRun:
     step_s: float | None  # published step time, or derived from published throughput
     step_note: str
     source: str
+    remat: str = "auto"  # the remat policy the report states ("auto": it states none)
 
     def hw(self) -> Hardware:
         return lookup(self.hardware)
 
     def setup(self) -> TrainSetup:
         # The run's total tokens do not change a step; 1e12 stands in for them.
-        return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq)
+        return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq, remat=self.remat)
 
 
 _LLAMA3 = "Llama 3 report (Dubey et al. 2024, arXiv:2407.21783), table 4 and sec. 3.3.2"
@@ -62,13 +63,16 @@ RUNS: tuple[PublishedRun, ...] = (
                  "dp=128,pp=16,ep=64,zero=1,schedule=dualpipe", 15360 * 4096, 4096, None,
                  180e3 * 3600 / 1e12 * 15360 * 4096 / 2048,
                  "180K H800 GPU-hours per trillion tokens",
-                 "DeepSeek-V3 report (arXiv:2412.19437), sec. 3.2 and 4.2"),
+                 "DeepSeek-V3 report (arXiv:2412.19437), sec. 3.2 and 4.2; sec. 3.2.3: RMSNorm and the MLA "
+                 "up-projections recomputed, the rest kept", remat="minimal"),
     PublishedRun("GPT-3 175B (Megatron-LM)", "gpt3-175b", "a100", 1024, "dp=8,tp=8,pp=16",
                  1536 * 2048, 2048, None, 34 * 86400 / (300e9 / (1536 * 2048)),
-                 "300B tokens in 34 days (140 TFLOP/s per GPU)", _MEGATRON + ", sec. 5.1"),
+                 "300B tokens in 34 days (140 TFLOP/s per GPU)", _MEGATRON + ", sec. 5.1; activation "
+                 "recomputation throughout (sec. 3.5)", remat="full"),
     PublishedRun("Megatron-LM 1T", "megatron-1t", "a100", 3072,
                  "dp=6,tp=8,pp=64,schedule=interleaved,v=2", 3072 * 2048, 2048, 0.52, None,
-                 "163 TFLOP/s per GPU (52% of peak)", _MEGATRON + ", table 1"),
+                 "163 TFLOP/s per GPU (52% of peak)", _MEGATRON + ", table 1; activation recomputation "
+                 "throughout (sec. 3.5)", remat="full"),
     PublishedRun("PaLM 540B (two TPU v4 pods)", "palm-540b", "tpu-v4:12x16x16", 6144,
                  "dp=512,tp=12,zero=3,replicas=2",
                  2048 * 2048, 2048, 0.462, None, "46.2% MFU",

@@ -133,4 +133,4 @@ def _nothing_fits(smallest: dict[str, Any] | None, run: RunSpec) -> str:
     more = math.ceil(run.chips * need / have) if have else run.chips
     return (f"nothing fits, even with the most microbatches: the smallest footprint, "
             f"{smallest['layout']['label']}, needs {nbytes(need)} per chip of {nbytes(have)}; "
-            f"about {more} chips, fewer checkpoints per layer, or a smaller batch per step")
+            f"about {more} chips, more remat (--remat full or offload), or a smaller batch per step")

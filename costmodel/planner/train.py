@@ -16,6 +16,7 @@ from .layout import Layout
 from .layout_memory import TrainBytes
 from .layout_step import RunSpec, evaluate_layout
 from .search import compare, search
+from .remat import POLICIES, policy
 from .parallel import STRATEGIES, Parallel, StrategyVerdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
@@ -35,7 +36,8 @@ class TrainSetup:
     chips: int
     seq: int = 4096
     mfu: float = 0.4
-    checkpoints_per_layer: float = 4.0
+    checkpoints_per_layer: float | None = None  # the old single knob; None: `remat` says
+    remat: str = "auto"  # a policy of `remat.POLICIES`
     param_dtype: str = "bf16"
     compute_dtype: str = "bf16"
     optimizer_bytes_per_param: float = ADAM_BYTES_PER_PARAM
@@ -47,14 +49,25 @@ class TrainSetup:
             raise InputError("tokens, batch tokens, chips and sequence length must be positive")
         if not 0 < self.mfu <= 1:
             raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
+        if self.remat not in POLICIES:
+            raise InputError(f"unknown remat policy {self.remat!r}", hint=", ".join(POLICIES))
         if self.capacity_factor < 1:
             raise InputError(f"capacity factor must be at least 1, got {self.capacity_factor}")
+
+    def closed_form_checkpoints(self, cfg: ModelConfig) -> float:
+        """D-sized activations per layer per token for the book's closed forms: the old knob, the
+        stated policy's on-chip share, or (unstated) the shared default, block remat."""
+        if self.checkpoints_per_layer is not None:
+            return self.checkpoints_per_layer
+        if self.remat == "auto":
+            return DEFAULTS.plan_checkpoints_per_layer
+        return policy(self.remat, cfg).kept / cfg.d_model
 
     def run_spec(self) -> RunSpec:
         """The facts a parallel layout is evaluated against."""
         sizes = TrainBytes(param=dtype_bytes(self.param_dtype), optimizer=self.optimizer_bytes_per_param,
                            master=self.master_bytes_per_param, activation=dtype_bytes(self.param_dtype),
-                           checkpoints_per_layer=self.checkpoints_per_layer)
+                           checkpoints_per_layer=self.checkpoints_per_layer, remat=self.remat)
         return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor)
 
 
@@ -71,7 +84,7 @@ def time_at_mfu(flops: float, chips: int, flops_per_s: float, mfu: float) -> flo
 def memory_totals(cfg: ModelConfig, setup: TrainSetup) -> dict[str, float]:
     """Bytes across all chips: parameters, optimizer state and saved activations of one batch."""
     n = param_breakdown(cfg)["total"]
-    act = setup.batch_tokens * activation_bytes_per_token(cfg, setup.checkpoints_per_layer, setup.param_dtype)
+    act = setup.batch_tokens * activation_bytes_per_token(cfg, setup.closed_form_checkpoints(cfg), setup.param_dtype)
     out = {"params": n * dtype_bytes(setup.param_dtype), "optimizer": n * setup.optimizer_bytes_per_param,
            "activations": act}
     out["total"] = sum(out.values())
@@ -145,8 +158,8 @@ def recommend(rows: list[dict[str, Any]], min_chips: int) -> dict[str, Any]:
                           + (notes[0] if notes else "degrees not allowed")}
     if not fitting:
         return {"strategy": None, "degrees": None,
-                "reason": f"nothing fits in memory: needs at least {min_chips} chips, or fewer "
-                          f"--checkpoints-per-layer or a smaller batch per step (gradient accumulation)"}
+                "reason": f"nothing fits in memory: needs at least {min_chips} chips, more "
+                          f"remat (--remat full or offload) or a smaller batch per step (gradient accumulation)"}
     good = [r for r in fitting if r["bound"] == "compute"]
     if good:
         r = good[0]
