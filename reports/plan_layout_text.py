@@ -35,6 +35,11 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     if ach:
         lines.append(f"  at achievable rates (estimate: {', '.join(ach['figures'])}): step ~ "
                      f"{seconds(ach['total'])}, MFU ~ {percent(r['mfu_at_achievable'])}")
+    ops = r.get("ops_per_step")
+    if ops:
+        classes = ", ".join(f"{k} {seconds(v)}" for k, v in ops["by_class_s"].items())
+        lines.append(f"  compute by op class [model, achievable rates, estimate]: {classes} "
+                     f"= {seconds(ops['total_s'])} per step")
     if sched["name"] != "none":
         lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "
                      f"{percent(sched['bubble_fraction'])} of the work")

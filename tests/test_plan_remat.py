@@ -34,7 +34,7 @@ def test_the_unstated_bound_is_below_every_stated_policys_bound_and_estimate(mod
     auto = _evaluate(model, "h100", 512, layout, "auto")
     mine = _evaluate(model, "h100", 512, layout, remat)
     assert auto["valid"] and mine["valid"]
-    assert auto["executed_flops_per_step"] == auto["model_flops_per_step"]
+    assert auto["remat"]["bound"] == "auto" and auto["executed_flops_per_step"] <= auto["model_flops_per_step"]
     assert auto["step_time_s"]["total"] <= mine["step_time_s"]["total"] * (1 + 1e-9)
     assert mine["step_time_s"]["total"] <= mine["step_time_achievable_s"]["total"] * (1 + 1e-9)
 
@@ -48,8 +48,10 @@ def test_minimal_keeps_the_matmul_outputs_and_re_runs_no_matmul():
     assert minimal.rerun_matmuls == 0 and not minimal.rerun_attention
     r_min = _evaluate("llama3-70b", "h100", 512, "tp=8,pp=4", "minimal")
     r_full = _evaluate("llama3-70b", "h100", 512, "tp=8,pp=4", "full")
-    assert r_min["executed_flops_per_step"] == r_min["model_flops_per_step"]
+    assert r_min["remat"]["recompute_flops_per_step"] == 0
     assert r_full["executed_flops_per_step"] > r_full["model_flops_per_step"]
+    assert r_full["executed_flops_per_step"] - r_min["executed_flops_per_step"] == \
+        pytest.approx(r_full["remat"]["recompute_flops_per_step"])
     assert r_min["memory_per_chip_bytes"]["activations"] > r_full["memory_per_chip_bytes"]["activations"]
 
 

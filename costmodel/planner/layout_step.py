@@ -31,7 +31,8 @@ from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout
 from .layout_achievable import achievable_step
-from .layout_memory import TrainBytes, kv_heads_per_chip, memory_per_chip, stage_params
+from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params
+from .step_ops import StepShape, price_step
 from .pipeline import schedule_of, schedule_problem
 from .remat import AUTO_ORDER, RematPolicy
 from .transformer import (ModelConfig, attention_flops_per_token, forward_flops_per_token, matmul_params,
@@ -50,6 +51,7 @@ class RunSpec:
     sizes: TrainBytes = TrainBytes()
     compute_dtype: str = "bf16"
     capacity_factor: float = 1.0
+    window: int = 0  # sliding-window attention: keys per query (0: causal over the whole sequence)
 
     @property
     def sequences(self) -> int:
@@ -187,14 +189,17 @@ def recompute_flops_per_token(cfg: ModelConfig, seq: int, remat: RematPolicy) ->
     if remat.name == "checkpoints":
         return remat.rerun_matmuls * forward_flops_per_token(cfg, seq)
     layers = 2.0 * (matmul_params(cfg) - cfg.vocab * cfg.d_model)
-    return remat.rerun_matmuls * layers + (attention_flops_per_token(cfg, seq) if remat.rerun_attention else 0.0)
+    causal = attention_flops_per_token(cfg, seq) / 2  # a causal kernel's half of the score matrix
+    return remat.rerun_matmuls * layers + (causal if remat.rerun_attention else 0.0)
 
 
 def _flops(cfg: ModelConfig, run: RunSpec, remat: RematPolicy) -> tuple[float, float, float]:
     """(model FLOPs, executed FLOPs, attention FLOPs) of one step over all chips under `remat`."""
     tokens = run.batch_tokens
     model = training_flops_per_token(cfg, run.seq) * tokens
-    executed = model + recompute_flops_per_token(cfg, run.seq, remat) * tokens
+    # a causal (flash-attention) kernel computes about half of the book's T x T score matrix
+    executed = model - attention_flops_per_token(cfg, run.seq, training=True) * tokens / 2
+    executed += recompute_flops_per_token(cfg, run.seq, remat) * tokens
     if cfg.experts and run.capacity_factor > 1:
         routed = 6.0 * cfg.moe_layers * cfg.experts_per_token * cfg.mlp_matrices * cfg.d_model * cfg.expert_width
         executed += (run.capacity_factor - 1) * routed * tokens
@@ -290,10 +295,9 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     tokens_mb = per_replica * run.seq / m
     bound_remat, remat, memory = choose_remat(cfg, run, layout, m, tokens_mb, hbm)
     model, executed, attention = _flops(cfg, run, bound_remat)
-    executed_est = _flops(cfg, run, remat)[1]
+    rerun = recompute_flops_per_token(cfg, run.seq, remat) * run.batch_tokens
     imbalance = stage_params(cfg, layout).layers / (cfg.layers / layout.pp)
     compute_s = executed / run.chips / peak * imbalance
-    compute_est_s = executed_est / run.chips / peak * imbalance
     attention_s = attention / run.chips / peak
     rows = comm_rows(cfg, run, layout, net, m, tokens_mb)
     sends = [r for r in rows if r["axis"] == "pp"]
@@ -309,7 +313,8 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     by_level = _by_level(rows, exposed)
     if "host" in exposed:
         by_level["host link"] = exposed["host"]
-    est_bubble = bubble * (compute_est_s / compute_s if compute_s else 1.0)
+    ops = _ops(cfg, run, layout, hw, tokens_mb, per_replica / m, m, remat)
+    est_bubble = bubble * (ops["total_s"] / compute_s if compute_s else 1.0)
     return {
         "layout": layout.to_json(), "valid": True, "problems": [],
         "source": "model: the planner's estimate from the model's shape and the hardware's figures",
@@ -329,16 +334,31 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         "remat": {"bound": bound_remat.name, "estimate": remat.name,
                   "kept_elements_per_token_per_layer": remat.kept,
                   "offloaded_elements_per_token_per_layer": remat.offloaded,
-                  "recompute_flops_per_step": executed_est - model, "host_link_s": host_s,
+                  "recompute_flops_per_step": rerun, "host_link_s": host_s,
                   "note": _remat_note(bound_remat, remat, host_s)},
-        "collectives": rows, "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain},
+        "ops_per_step": ops, "collectives": rows, "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain},
         "model_flops_per_step": model, "executed_flops_per_step": executed,
         "mfu_upper_bound": model / run.chips / peak / step,
         "tokens_per_s": run.batch_tokens / step,
-        **_at_achievable(hw, run, model, {"compute": compute_est_s, "bubble": est_bubble,
-                                          "exposed_comm_by_level": _est_levels(by_level, host_s, compute_est_s)},
+        **_at_achievable(hw, run, model, {"compute": ops["total_s"], "bubble": est_bubble,
+                                          "exposed_comm_by_level": _est_levels(by_level, host_s, ops["total_s"])},
                          net),
     }
+
+
+def _ops(cfg: ModelConfig, run: RunSpec, layout: Layout, hw: Hardware, tokens_mb: float, sequences: float,
+         m: int, remat: RematPolicy) -> dict[str, Any]:
+    """The busiest stage's ops per step (the last stage: its layers and the logits), each at the rate
+    the inspect cost model gives it."""
+    p = stage_params(cfg, layout)
+    g_dense, g_exp = dp_groups(layout)
+    shard = p.dense / (g_dense if layout.zero >= 1 else 1) + p.experts / (g_exp if layout.zero >= 1 else 1)
+    shape = StepShape(tokens_mb / layout.cp, sequences, run.seq, run.sizes.activation, run.compute_dtype,
+                      run.capacity_factor, run.window)
+    out = price_step(cfg, layout, hw, shape, p.layers, p.moe_layers, m, remat, shard, first_stage=layout.pp == 1)
+    out["source"] = ("model: the step's ops per chip (the last pipeline stage's), each priced by the cost model "
+                     "that judges profiles at the chip's achievable rates; an estimate")
+    return out
 
 
 def _est_levels(by_level: dict[str, float], host_s: float, compute_s: float) -> dict[str, float]:
@@ -365,6 +385,11 @@ def _at_achievable(hw: Hardware, run: RunSpec, model_flops: float, step: dict[st
     est = achievable_step(hw, run.compute_dtype, step, net.fast, net.slow)
     if est is None:
         return {}
+    # compute and the bubble are already at achievable rates: the ops' own
+    est["compute"], est["bubble"] = step["compute"], step["bubble"]
+    est["total"] = est["compute"] + sum(est["exposed_comm_by_level"].values()) + est["bubble"]
+    est["figures"] = {k: v for k, v in est["figures"].items() if not k.startswith("matmul_flops_per_s")}
+    est["figures"]["ops"] = "each op at the inspect cost model's achievable rate (ops_per_step.sources)"
     return {"step_time_achievable_s": est,
             "mfu_at_achievable": model_flops / run.chips / hw.peak(run.compute_dtype).value / est["total"]}
 
