@@ -35,10 +35,16 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
     if ach:
         lines.append(f"  at achievable rates (estimate: {', '.join(ach['figures'])}): step ~ "
                      f"{seconds(ach['total'])}, MFU ~ {percent(r['mfu_at_achievable'])}")
+    cal = r.get("calibration")
+    if cal:
+        factors = ", ".join(f"{k} x{v:.3g} the roofline ({cal['ops'][k]} ops)" for k, v in cal["factors"].items())
+        lines.append(f"  from your profile [{cal['source']}, {cal['hardware'] or 'hardware unnamed'}]: {factors}; "
+                     f"the classes it does not time keep the catalog's achievable rates")
     ops = r.get("ops_per_step")
     if ops:
         classes = ", ".join(f"{k} {seconds(v)}" for k, v in ops["by_class_s"].items())
-        lines.append(f"  compute by op class [model, achievable rates, estimate]: {classes} "
+        rates = "your profile's rates" if cal else "achievable rates"
+        lines.append(f"  compute by op class [model, {rates}, estimate]: {classes} "
                      f"= {seconds(ops['total_s'])} per step")
     if sched["name"] != "none":
         lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "

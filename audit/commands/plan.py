@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 import click
 
 from ..costmodel.planner.layout import parse_layout
+from ..costmodel.planner.calibrate import Calibration, from_report
 from ..costmodel.planner.remat import POLICIES, stated
+from ..costmodel.planner.step_ops import MATMUL_FORMATS
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
@@ -31,6 +34,11 @@ def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
              click.option("--tied-embeddings/--untied-embeddings", default=None),
              click.option("--experts", type=click.IntRange(min=0), default=None, help="Routed experts (MoE)."),
              click.option("--experts-per-token", type=click.IntRange(min=0), default=None),
+             click.option("--shared-experts", type=click.IntRange(min=0), default=None,
+                          help="Always-active experts per MoE layer."),
+             click.option("--moe-d-ff", type=click.IntRange(min=1), default=None, help="Each expert's width (default d_ff)."),
+             click.option("--first-dense-layers", type=click.IntRange(min=0), default=None,
+                          help="Leading layers with a dense MLP of width d_ff before the MoE layers."),
              click.option("--json", "json_path", metavar="FILE|-", help="Write the plan as JSON.")]
     for opt in reversed(opts):
         f = opt(f)
@@ -82,6 +90,19 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
     write_result(model_summary(cfg, seq, dtype, checkpoints_per_layer), json_path, model_text)
 
 
+def _calibration(path: str | None) -> Calibration | None:
+    """The measured factors of the user's own inspect JSON report (exit 2 when it is not one)."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read --calibrate {path}: {str(exc).splitlines()[0][:200]}",
+                         hint="give the JSON report of audit inspect (--json FILE)") from None
+    return from_report(report, path)
+
+
 @command.command("train")
 @_model_options
 @click.option("--tokens", type=click.FloatRange(min=0, min_open=True), required=True, help="Training tokens.")
@@ -104,16 +125,31 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
 @click.option("--top", type=click.IntRange(min=1), default=DEFAULTS.plan_top, show_default=True, help="Layouts to list.")
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="MoE expert capacity over an even split of the tokens.")
+@click.option("--compute-dtype", "matmul_format", type=click.Choice(list(MATMUL_FORMATS)), default="bf16",
+              show_default=True, help="The GEMMs' format: bf16, fp8 (per-tensor scales), mxfp8, nvfp4 (block scales).")
+@click.option("--sliding-window", type=click.IntRange(min=0), default=0,
+              help="Sliding-window attention: keys each query sees (0: full causal attention).")
+@click.option("--sliding-window-share", type=click.FloatRange(min=0, max=1), default=1.0, show_default=True,
+              help="Share of the layers with the sliding window (0.5: every other layer, as GPT-OSS).")
+@click.option("--calibrate", "calibrate_path", metavar="REPORT.json",
+              help="Price ops and collectives at the rates measured in your own `audit inspect` JSON report.")
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
               overrides: Pairs, chips: int | None, mfu: float, remat: str, checkpoints_per_layer: float | None, seq: int,
-              layout_text: str | None, top: int, capacity_factor: float, **flags: Any) -> None:
+              layout_text: str | None, top: int, capacity_factor: float, matmul_format: str, sliding_window: int,
+              sliding_window_share: float, calibrate_path: str | None, **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
     layout = None if layout_text is None else parse_layout(layout_text, n)
     stated(remat, checkpoints_per_layer)  # one of the two, not both
+    dtype = MATMUL_FORMATS[matmul_format][0]
+    if dtype not in hw.peak_flops:
+        raise UsageError(f"{hw.name} states no {dtype} matmul rate: it has no {matmul_format} tensor cores in the catalog",
+                         hint=f"its matmul dtypes: {', '.join(hw.peak_flops)}")
     setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer,
-                       remat=remat, capacity_factor=capacity_factor)
+                       remat=remat, capacity_factor=capacity_factor, compute_dtype=dtype, matmul_format=matmul_format,
+                       window=sliding_window, window_share=sliding_window_share,
+                       calibration=_calibration(calibrate_path))
     result = plan_train(cfg, setup, hw, layout=layout, top=top)
     _refuse_unrunnable(result.get("layout"), layout_text)
     write_result(result, json_path, train_text)

@@ -29,10 +29,11 @@ from typing import Any
 
 from ..chips.hardware import Hardware
 from .hierarchy import Network
+from .calibrate import Calibration
 from .layout import Layout
 from .layout_achievable import achievable_step
 from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params
-from .step_ops import StepShape, price_step
+from .step_ops import MATMUL_FORMATS, StepShape, price_step
 from .pipeline import schedule_of, schedule_problem
 from .remat import AUTO_ORDER, RematPolicy
 from .transformer import (ModelConfig, attention_flops_per_token, forward_flops_per_token, matmul_params,
@@ -52,6 +53,9 @@ class RunSpec:
     compute_dtype: str = "bf16"
     capacity_factor: float = 1.0
     window: int = 0  # sliding-window attention: keys per query (0: causal over the whole sequence)
+    matmul_format: str = "bf16"  # a key of step_ops.MATMUL_FORMATS; compute_dtype is its dtype
+    window_share: float = 1.0  # share of the layers whose attention is windowed
+    calibration: Calibration | None = None  # the user's measured factors (calibrate.from_report)
 
     @property
     def sequences(self) -> int:
@@ -183,23 +187,34 @@ def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float
     return options[-1]
 
 
-def recompute_flops_per_token(cfg: ModelConfig, seq: int, remat: RematPolicy) -> float:
+def recompute_flops_per_token(cfg: ModelConfig, seq: int, remat: RematPolicy, pair_share: float = 0.5) -> float:
     """Forward FLOPs per token the policy re-runs: its share of the layers' matmuls (the old knob:
-    of the whole forward, as it always priced it) and the attention core."""
+    of the whole forward, as it always priced it) and the attention core (`pair_share` of the
+    score matrix: a causal kernel's half, less under a sliding window)."""
     if remat.name == "checkpoints":
         return remat.rerun_matmuls * forward_flops_per_token(cfg, seq)
     layers = 2.0 * (matmul_params(cfg) - cfg.vocab * cfg.d_model)
-    causal = attention_flops_per_token(cfg, seq) / 2  # a causal kernel's half of the score matrix
-    return remat.rerun_matmuls * layers + (causal if remat.rerun_attention else 0.0)
+    core = attention_flops_per_token(cfg, seq) * pair_share
+    return remat.rerun_matmuls * layers + (core if remat.rerun_attention else 0.0)
+
+
+def executed_pair_share(run: RunSpec) -> float:
+    """Share of the T x T score matrix a causal kernel computes, windowed layers included."""
+    if not 0 < run.window < run.seq:
+        return 0.5
+    w = run.window / run.seq
+    return run.window_share * (w - w * w / 2) + (1 - run.window_share) * 0.5
 
 
 def _flops(cfg: ModelConfig, run: RunSpec, remat: RematPolicy) -> tuple[float, float, float]:
     """(model FLOPs, executed FLOPs, attention FLOPs) of one step over all chips under `remat`."""
     tokens = run.batch_tokens
     model = training_flops_per_token(cfg, run.seq) * tokens
-    # a causal (flash-attention) kernel computes about half of the book's T x T score matrix
-    executed = model - attention_flops_per_token(cfg, run.seq, training=True) * tokens / 2
-    executed += recompute_flops_per_token(cfg, run.seq, remat) * tokens
+    # a causal (flash-attention) kernel computes about half of the book's T x T score matrix, a
+    # sliding window of w keys w/T - (w/T)^2/2 of it
+    full = attention_flops_per_token(cfg, run.seq, training=True) * tokens
+    executed = model - full + full * executed_pair_share(run)
+    executed += recompute_flops_per_token(cfg, run.seq, remat, executed_pair_share(run)) * tokens
     if cfg.experts and run.capacity_factor > 1:
         routed = 6.0 * cfg.moe_layers * cfg.experts_per_token * cfg.mlp_matrices * cfg.d_model * cfg.expert_width
         executed += (run.capacity_factor - 1) * routed * tokens
@@ -295,7 +310,7 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     tokens_mb = per_replica * run.seq / m
     bound_remat, remat, memory = choose_remat(cfg, run, layout, m, tokens_mb, hbm)
     model, executed, attention = _flops(cfg, run, bound_remat)
-    rerun = recompute_flops_per_token(cfg, run.seq, remat) * run.batch_tokens
+    rerun = recompute_flops_per_token(cfg, run.seq, remat, executed_pair_share(run)) * run.batch_tokens
     imbalance = stage_params(cfg, layout).layers / (cfg.layers / layout.pp)
     compute_s = executed / run.chips / peak * imbalance
     attention_s = attention / run.chips / peak
@@ -336,12 +351,16 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
                   "offloaded_elements_per_token_per_layer": remat.offloaded,
                   "recompute_flops_per_step": rerun, "host_link_s": host_s,
                   "note": _remat_note(bound_remat, remat, host_s)},
+        **({"calibration": run.calibration.to_json()} if run.calibration is not None else {}),
         "ops_per_step": ops, "collectives": rows, "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain},
         "model_flops_per_step": model, "executed_flops_per_step": executed,
-        "mfu_upper_bound": model / run.chips / peak / step,
+        # model FLOPs count the book's whole T x T score matrix, a causal kernel executes half of it:
+        # no bound on MFU is above 100%
+        "mfu_upper_bound": min(1.0, model / run.chips / peak / step),
         "tokens_per_s": run.batch_tokens / step,
         **_at_achievable(hw, run, model, {"compute": ops["total_s"], "bubble": est_bubble,
-                                          "exposed_comm_by_level": _est_levels(by_level, host_s, ops["total_s"])},
+                                          "exposed_comm_by_level": _est_levels(by_level, host_s, ops["total_s"]),
+                                          "bound_levels": _est_levels(by_level, host_s, ops["total_s"])},
                          net),
     }
 
@@ -353,9 +372,12 @@ def _ops(cfg: ModelConfig, run: RunSpec, layout: Layout, hw: Hardware, tokens_mb
     p = stage_params(cfg, layout)
     g_dense, g_exp = dp_groups(layout)
     shard = p.dense / (g_dense if layout.zero >= 1 else 1) + p.experts / (g_exp if layout.zero >= 1 else 1)
-    shape = StepShape(tokens_mb / layout.cp, sequences, run.seq, run.sizes.activation, run.compute_dtype,
-                      run.capacity_factor, run.window)
-    out = price_step(cfg, layout, hw, shape, p.layers, p.moe_layers, m, remat, shard, first_stage=layout.pp == 1)
+    matmul_dtype, scales = MATMUL_FORMATS.get(run.matmul_format, (run.compute_dtype, 0.0))
+    shape = StepShape(tokens_mb / layout.cp, sequences, run.seq, run.sizes.activation,
+                      "bf16" if run.sizes.activation == 2 else "f32", run.capacity_factor, run.window,
+                      run.window_share, matmul_dtype, scales)
+    out = price_step(cfg, layout, hw, shape, p.layers, p.moe_layers, m, remat, shard, first_stage=layout.pp == 1,
+                     calibration=run.calibration)
     out["source"] = ("model: the step's ops per chip (the last pipeline stage's), each priced by the cost model "
                      "that judges profiles at the chip's achievable rates; an estimate")
     return out
@@ -387,6 +409,13 @@ def _at_achievable(hw: Hardware, run: RunSpec, model_flops: float, step: dict[st
         return {}
     # compute and the bubble are already at achievable rates: the ops' own
     est["compute"], est["bubble"] = step["compute"], step["bubble"]
+    cal = run.calibration.factor("collective") if run.calibration is not None else None
+    if cal is not None:  # the user's collectives, measured against their roofline
+        bound_levels = step["bound_levels"]
+        est["exposed_comm_by_level"] = {k: v * cal if k != "host link" else est["exposed_comm_by_level"][k]
+                                        for k, v in bound_levels.items()}
+        est["figures"] = {k: v for k, v in est["figures"].items() if not k.startswith("collective_bytes")}
+        est["figures"]["collectives"] = f"{run.calibration.source if run.calibration else ''}: x{cal:.3g} the roofline"
     est["total"] = est["compute"] + sum(est["exposed_comm_by_level"].values()) + est["bubble"]
     est["figures"] = {k: v for k, v in est["figures"].items() if not k.startswith("matmul_flops_per_s")}
     est["figures"]["ops"] = "each op at the inspect cost model's achievable rate (ops_per_step.sources)"

@@ -34,12 +34,18 @@ from ..attention import flops as attention_flops
 from ..chips.hardware import Hardware
 from ..costs import AttentionProblem, OpCost
 from ..roofline import expect
+from ...parsers.dtypes import element_bytes
+from .calibrate import Calibration
 from .layout import Layout
 from .layout_memory import kv_heads_per_chip
 from .remat import RematPolicy
 from .transformer import ModelConfig
 
-CLASSES = ("matmul", "attention", "elementwise", "moe routing", "embedding", "logits and loss", "optimizer")
+CLASSES = ("matmul", "quantize", "attention", "elementwise", "moe routing", "embedding", "logits and loss", "optimizer")
+# Training matmul formats: (the dtype the GEMMs run in, scale bytes per operand element): FP8 with
+# per-tensor scales (Transformer Engine), MXFP8 (one 8-bit scale per 32 elements, OCP MX spec),
+# NVFP4 (one FP8 scale per 16 elements, NVIDIA Blackwell)
+MATMUL_FORMATS = {"bf16": ("bf16", 0.0), "fp8": ("fp8", 0.0), "mxfp8": ("fp8", 1 / 32), "nvfp4": ("fp4", 1 / 16)}
 LOSS_BYTES = 4.0  # the cross-entropy's logits in f32
 OPTIMIZER_BYTES_PER_PARAM = 2 + 2 + 4 + 4 + 4 + 2 + 4 + 4 + 4  # read w, g, m, v, master; write w, m, v, master
 
@@ -52,9 +58,12 @@ class StepShape:
     sequences: float  # sequences in the microbatch
     seq: int
     act_bytes: float = 2.0
-    dtype: str = "bf16"
+    dtype: str = "bf16"  # activations, norms, attention
     capacity_factor: float = 1.0
     window: int = 0  # sliding-window attention: keys per query (0: causal over the whole sequence)
+    window_share: float = 1.0  # share of the layers whose attention is windowed (the rest: full causal)
+    matmul_dtype: str = "bf16"  # the GEMMs' operands: bf16, or fp8 / fp4 (FP8, MXFP8, NVFP4 training)
+    scale_bytes: float = 0.0  # block scales per operand element (MXFP8 1/32, NVFP4 1/16 + ...)
 
 
 @dataclass
@@ -65,11 +74,12 @@ class _Ledger:
     by_class: dict[str, float]
     by_op: dict[str, float]
     sources: set[str]
+    calibration: Calibration | None = None
 
     def price(self, cls: str, name: str, cost: OpCost, count: float) -> float:
         if count <= 0:
             return 0.0
-        seconds, source = _priced(self.hw, cost)
+        seconds, source = _priced(self.hw, cost, self.calibration)
         if source:
             self.sources.update(s.strip() for s in source.split(";") if s.strip())
         self.by_class[cls] = self.by_class.get(cls, 0.0) + seconds * count
@@ -77,16 +87,25 @@ class _Ledger:
         return seconds * count
 
     def gemm(self, name: str, m: float, n: float, k: float, count: float, dtype: str, act: float,
-             groups: float = 1, cls: str = "matmul", backward: bool = True) -> None:
-        """A (grouped) GEMM [m, k] x [k, n] per group, and its two backward GEMMs."""
+             groups: float = 1, cls: str = "matmul", backward: bool = True, scale_bytes: float = 0.0) -> None:
+        """A (grouped) GEMM [m, k] x [k, n] per group, and its two backward GEMMs. Below bf16 the
+        activation operands are quantized first (read in bf16, written in `dtype` with their scales):
+        the input once forward, the output gradient once backward (the weight-gradient GEMM reuses
+        both, as Transformer Engine does; weights are cast once per step, not counted)."""
         b, mi, ni, ki = max(int(groups), 1), max(int(round(m)), 1), max(int(round(n)), 1), max(int(round(k)), 1)
+        size = element_bytes(dtype) or act
         for label, shape in (("", (mi, ni, ki)), (" dgrad", (mi, ki, ni)), (" wgrad", (ki, ni, mi))):
             if label and not backward:
                 continue
             x, y, z = shape
-            cost = OpCost(2.0 * b * x * y * z, act * b * (x * z + z * y), act * b * x * y, dtype=dtype,
+            cost = OpCost(2.0 * b * x * y * z, size * b * (x * z + z * y), act * b * x * y, dtype=dtype,
                           gemm=(b, x, y, z))
             self.price(cls, name + label, cost, count)
+            if size < act and label != " wgrad":
+                operand = b * x * z  # the forward's input [m, k], or the output gradient [m, n]
+                self.price("quantize", "quantize " + name + label,
+                           OpCost(2.0 * operand, act * operand, (size + scale_bytes) * operand, dtype="bf16"),
+                           count)
 
     def stream(self, cls: str, name: str, read: float, written: float, count: float, dtype: str,
                flops: float = 0.0, backward: bool = True) -> None:
@@ -102,31 +121,38 @@ def _unit_flops(p: AttentionProblem) -> float:
     return attention_flops(p)
 
 
-_PRICED: dict[tuple[int, OpCost], tuple[float, str, Hardware]] = {}
+_PRICED: dict[tuple[int, int, OpCost], tuple[float, str, Hardware]] = {}
 _PRICED_MOST = 50_000  # a search prices a few thousand layouts of a few dozen shapes each
 
 
-def _priced(hw: Hardware, cost: OpCost) -> tuple[float, str]:
-    """(achievable seconds, the figures' sources) of one op; layouts of one search share shapes."""
-    key = (id(hw), cost)
+def _priced(hw: Hardware, cost: OpCost, calibration: Calibration | None = None) -> tuple[float, str]:
+    """(achievable seconds, the figures' sources) of one op: at the catalog's achievable rates, or
+    at its roofline times the user's measured factor for its bound class; layouts of one search
+    share shapes."""
+    key = (id(hw), id(calibration), cost)
     hit = _PRICED.get(key)
     if hit is not None and hit[2] is hw:
         return hit[0], hit[1]
     exp = expect(cost, hw)
-    ach = achievable_time(cost, exp, hw)
-    seconds = ach.seconds if ach.seconds is not None else (exp.expected_s or 0.0)
+    factor = None if calibration is None or exp.expected_s is None else calibration.factor(exp.bound_by)
+    if factor is not None and exp.expected_s is not None:
+        seconds, source = exp.expected_s * factor, f"{calibration.source if calibration else ''} ({exp.bound_by})"
+    else:
+        ach = achievable_time(cost, exp, hw)
+        seconds, source = (ach.seconds if ach.seconds is not None else (exp.expected_s or 0.0)), ach.source
     if len(_PRICED) >= _PRICED_MOST:
         _PRICED.clear()
-    _PRICED[key] = (seconds, ach.source, hw)
-    return seconds, ach.source
+    _PRICED[key] = (seconds, source, hw)
+    return seconds, source
 
 
-def _attention(led: _Ledger, cfg: ModelConfig, layout: Layout, s: StepShape, count: float, rerun: bool) -> None:
+def _attention(led: _Ledger, cfg: ModelConfig, layout: Layout, s: StepShape, count: float, rerun: bool,
+               window_keys: int = 0) -> None:
     heads = max(cfg.heads // layout.tp, 1)
     kv = max(int(round(kv_heads_per_chip(cfg, layout.tp))), 1)
     # CP's balanced chunks give each rank 1/cp of the causal pairs: the whole problem, 1/cp of the time
     q_len = s.seq
-    window = (s.window, 0) if s.window else (-1, -1)
+    window = (window_keys, 0) if window_keys else (-1, -1)
     batch = max(int(math.ceil(s.sequences)), 1)
     for kernel, times in (("forward", 1 + (1 if rerun else 0)), ("backward", 1)):
         p = AttentionProblem(batch, heads, kv, q_len, s.seq, cfg.head_dim, cfg.head_dim, kernel=kernel,
@@ -139,9 +165,9 @@ def _attention(led: _Ledger, cfg: ModelConfig, layout: Layout, s: StepShape, cou
 
 def price_step(cfg: ModelConfig, layout: Layout, hw: Hardware, s: StepShape, layers: int, moe_layers: int,
                microbatches: int, remat: RematPolicy, params_on_chip: float, first_stage: bool = True,
-               last_stage: bool = True) -> dict[str, Any]:
+               last_stage: bool = True, calibration: Calibration | None = None) -> dict[str, Any]:
     """Seconds per step on one chip by op class and by op, with the sources of the rates used."""
-    led = _Ledger(hw, {}, {}, set())
+    led = _Ledger(hw, {}, {}, set(), calibration)
     tp, d, h, act, dt = layout.tp, cfg.d_model, cfg.head_dim, s.act_bytes, s.dtype
     t, t_sp = s.tokens, s.tokens / tp  # tokens a GEMM sees; tokens a norm sees under sequence parallelism
     m = microbatches
@@ -152,9 +178,10 @@ def price_step(cfg: ModelConfig, layout: Layout, hw: Hardware, s: StepShape, lay
 
     def gemm(name: str, rows: float, n: float, k: float, count: float, groups: float = 1,
              cls: str = "matmul") -> None:
-        led.gemm(name, rows, n, k, count, dt, act, groups, cls)
+        led.gemm(name, rows, n, k, count, s.matmul_dtype, act, groups, cls, scale_bytes=s.scale_bytes)
         if full:  # the forward GEMM again
-            led.gemm(name + " (re-run)", rows, n, k, count, dt, act, groups, cls, backward=False)
+            led.gemm(name + " (re-run)", rows, n, k, count, s.matmul_dtype, act, groups, cls, backward=False,
+                     scale_bytes=s.scale_bytes)
 
     per_layer = layers * m
     qkv = (cfg.heads + 2 * kv_heads_per_chip(cfg, tp) * tp) * h / tp
@@ -163,7 +190,11 @@ def price_step(cfg: ModelConfig, layout: Layout, hw: Hardware, s: StepShape, lay
     gemm("QKV projection", t, qkv, d, per_layer)
     led.stream("elementwise", "rotary", 2 * t * (cfg.heads / tp + kv_heads_per_chip(cfg, tp)) * h * act / 2,
                t * (cfg.heads / tp + kv_heads_per_chip(cfg, tp)) * h * act, per_layer * elementwise_runs, dt)
-    _attention(led, cfg, layout, s, per_layer, remat.rerun_attention)
+    windowed = s.window_share if 0 < s.window < s.seq else 0.0
+    if windowed:
+        _attention(led, cfg, layout, s, per_layer * windowed, remat.rerun_attention, s.window)
+    if windowed < 1:
+        _attention(led, cfg, layout, s, per_layer * (1 - windowed), remat.rerun_attention)
     gemm("attention output projection", t, d, cfg.heads * h / tp, per_layer)
     led.stream("elementwise", "residual add", 2 * t_sp * d * act, t_sp * d * act, 2 * per_layer, dt, flops=t_sp * d)
     if dense_layers:

@@ -16,7 +16,9 @@ from .layout import Layout
 from .layout_memory import TrainBytes
 from .layout_step import RunSpec, evaluate_layout
 from .search import compare, search
+from .calibrate import Calibration
 from .remat import POLICIES, policy
+from .step_ops import MATMUL_FORMATS
 from .parallel import STRATEGIES, Parallel, StrategyVerdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
@@ -43,12 +45,20 @@ class TrainSetup:
     optimizer_bytes_per_param: float = ADAM_BYTES_PER_PARAM
     master_bytes_per_param: float = 4.0  # f32 master weights beside bf16 ones (layouts only)
     capacity_factor: float = 1.0  # MoE expert capacity over an even split of the tokens
+    matmul_format: str = "bf16"  # bf16, fp8, mxfp8 or nvfp4 (step_ops.MATMUL_FORMATS)
+    window: int = 0  # sliding-window attention: keys per query (0: full causal attention)
+    window_share: float = 1.0  # share of the layers with the sliding window (GPT-OSS: every other, 0.5)
+    calibration: Calibration | None = None  # measured factors from the user's inspect report
 
     def __post_init__(self) -> None:
         if self.tokens <= 0 or self.batch_tokens <= 0 or self.chips <= 0 or self.seq <= 0:
             raise InputError("tokens, batch tokens, chips and sequence length must be positive")
         if not 0 < self.mfu <= 1:
             raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
+        if self.matmul_format not in MATMUL_FORMATS:
+            raise InputError(f"unknown matmul format {self.matmul_format!r}", hint=", ".join(MATMUL_FORMATS))
+        if self.window < 0 or not 0 <= self.window_share <= 1:
+            raise InputError("a sliding window is a positive key count, its share of the layers in [0, 1]")
         if self.remat not in POLICIES:
             raise InputError(f"unknown remat policy {self.remat!r}", hint=", ".join(POLICIES))
         if self.capacity_factor < 1:
@@ -68,7 +78,8 @@ class TrainSetup:
         sizes = TrainBytes(param=dtype_bytes(self.param_dtype), optimizer=self.optimizer_bytes_per_param,
                            master=self.master_bytes_per_param, activation=dtype_bytes(self.param_dtype),
                            checkpoints_per_layer=self.checkpoints_per_layer, remat=self.remat)
-        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor)
+        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor,
+                       self.window, self.matmul_format, self.window_share, self.calibration)
 
 
 def total_flops(cfg: ModelConfig, setup: TrainSetup) -> float:

@@ -1,0 +1,92 @@
+"""What real runs do, said to `plan train`: FP8 matmuls, sliding windows, MoE shapes off the presets, racks
+of 64, the A100 40 GB, and rates calibrated from the user's own profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.cli import main
+from audit.costmodel.planner.calibrate import from_report
+from audit.errors import InputError
+from conftest import ROOT
+
+BASE = ["plan", "train", "--tokens", "1e12", "--batch-tokens", "4e6", "--top", "1", "--json", "-"]
+REPORT = ROOT / "tests" / "data" / "reports" / "gemm-10daea0.json"
+
+
+def _plan(capsys, *args: str) -> dict:
+    assert main([*BASE, *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_fp8_matmuls_are_faster_and_pay_for_their_quantization(capsys):
+    args = ("--model", "llama3-70b", "--hardware", "h100", "--chips", "512", "--layout", "tp=8,pp=4")
+    bf16 = _plan(capsys, *args)["layout"]
+    fp8 = _plan(capsys, *args, "--compute-dtype", "fp8")["layout"]
+    assert fp8["ops_per_step"]["by_class_s"]["matmul"] < bf16["ops_per_step"]["by_class_s"]["matmul"]
+    assert fp8["ops_per_step"]["by_class_s"]["quantize"] > 0 and "quantize" not in bf16["ops_per_step"]["by_class_s"]
+    assert fp8["step_time_s"]["total"] <= fp8["step_time_achievable_s"]["total"]
+
+
+def test_a_chip_without_fp8_refuses_it_in_one_line(capsys):
+    assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6",
+                 "--hardware", "a100", "--chips", "64", "--compute-dtype", "fp8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no fp8" in err and len(err.splitlines()) == 1
+
+
+def test_a_sliding_window_on_half_the_layers_cuts_the_attention(capsys):
+    args = ("--model", "llama3-8b", "--hardware", "h100", "--chips", "64", "--seq", "32768", "--layout", "tp=8")
+    full = _plan(capsys, *args)["layout"]
+    half = _plan(capsys, *args, "--sliding-window", "128", "--sliding-window-share", "0.5")["layout"]
+    a_full, a_half = full["ops_per_step"]["by_class_s"]["attention"], half["ops_per_step"]["by_class_s"]["attention"]
+    assert 0.45 * a_full < a_half < 0.6 * a_full
+    assert half["executed_flops_per_step"] < full["executed_flops_per_step"]
+
+
+def test_moe_shapes_off_the_presets(capsys):
+    """Shared experts, expert width and dense first layers as flags: routing and grouped GEMMs are priced."""
+    r = _plan(capsys, "--layers", "24", "--d-model", "2048", "--d-ff", "8192", "--heads", "16", "--kv-heads", "4",
+              "--head-dim", "128", "--vocab", "50000", "--experts", "64", "--experts-per-token", "4",
+              "--shared-experts", "1", "--moe-d-ff", "1024", "--first-dense-layers", "2",
+              "--hardware", "h100", "--chips", "64", "--layout", "dp=64,ep=8")
+    assert r["model"]["shared_experts"] == 1 and r["model"]["first_dense_layers"] == 2
+    by_op = r["layout"]["ops_per_step"]["by_op_s"]
+    assert by_op["router"] > 0 and by_op["permute tokens"] > 0
+    assert by_op["expert up projection (grouped)"] > 0 and by_op["shared expert up projection"] > 0
+    assert by_op["MLP up projection"] > 0  # the two dense first layers
+
+
+def test_racks_of_64_are_planned(capsys):
+    r = _plan(capsys, "--model", "llama3-70b", "--hardware", "gb200-nvl72:4x64")
+    assert r["setup"]["chips"] == 256 and r["layout_search"]["best"]["levels"]["domain_chips"] == 64
+
+
+def test_the_a100_40gb_is_in_the_catalog(capsys):
+    r = _plan(capsys, "--model", "llama2-7b", "--hardware", "a100-40gb", "--chips", "64")
+    assert r["hardware"]["name"] == "a100-40gb"
+    assert r["layout_search"]["best"]["hbm_bytes"] == 40e9
+
+
+def test_calibration_takes_the_profiles_factors_and_says_so(capsys):
+    cal = from_report(json.loads(REPORT.read_text()), "report.json")
+    assert cal.factors["compute"] >= 1.0 and cal.ops["compute"] >= 1
+    args = ("--model", "llama3-8b", "--hardware", "mi300x", "--chips", "64", "--layout", "tp=4,pp=2")
+    plain = _plan(capsys, *args)["layout"]
+    mine = _plan(capsys, *args, "--calibrate", str(REPORT))["layout"]
+    assert mine["calibration"]["factors"] == pytest.approx(cal.factors)
+    assert any("calibration:" in s for s in mine["ops_per_step"]["sources"])
+    assert mine["step_time_s"]["total"] == pytest.approx(plain["step_time_s"]["total"])  # the bound is the bound
+    assert mine["step_time_achievable_s"]["total"] >= mine["step_time_s"]["total"]
+
+
+def test_calibration_from_something_else_exits_2(capsys, tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"ops": "none"}')
+    assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6",
+                 "--hardware", "h100", "--chips", "8", "--calibrate", str(bad)]) == 2
+    assert "not an audit inspect JSON report" in capsys.readouterr().err
+    with pytest.raises(InputError):
+        from_report({"ops": [{"bound_by": "compute", "measured_s": 0}]}, "empty")
