@@ -26,7 +26,8 @@ def test_published_layout_fits_and_its_bound_is_below_what_was_achieved(run):
     assert e["step_time_s"]["compute"] >= 0.25 * achieved
     best = v["recommendation"]
     assert best is not None and best["fits"]
-    assert best["step_time_s"]["total"] <= e["step_time_s"]["total"] * 1.02
+    # ranked at achievable rates: no slower than the published layout by the same estimate
+    assert best["step_time_achievable_s"]["total"] <= e["step_time_achievable_s"]["total"] * 1.02
     assert best["layout"]["chips"] == run.chips
 
 
@@ -42,9 +43,11 @@ def test_at_achievable_rates_the_published_layout_lands_near_the_published_step(
 
 
 def test_llama3_405b_published_layout_allows_the_published_mfu_and_little_more():
-    """41% MFU was achieved; the planner's bound for that layout allows at most a few points more."""
+    """41% MFU was achieved; the planner's bound for that layout allows more (it lets TP's collectives
+    overlap the matmuls they feed, as collective matmuls can), its estimate about that."""
     v = validate(RUNS[0])
-    assert 0.41 <= v["evaluation"]["mfu_upper_bound"] <= 0.6
+    assert 0.41 <= v["evaluation"]["mfu_upper_bound"] <= 0.7
+    assert 0.36 <= v["evaluation"]["mfu_at_achievable"] <= 0.46
 
 
 def test_palm_uses_tp_12_with_one_kv_head_and_fsdp_within_each_pod():

@@ -271,16 +271,27 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
 
 
 def _exposed(rows: list[dict[str, Any]], layout: Layout, compute_s: float, attention_s: float,
-             m: int, pp_send_s: float) -> dict[str, float]:
-    """Seconds of each axis' communication left on the critical path."""
+             m: int, pp_send_s: float, bound: bool = True) -> dict[str, float]:
+    """Seconds of each axis' communication left on the critical path. The bound (`bound`) hides
+    what any schedule could: TP behind the matmuls it feeds (collective matmul, book ch. 5), EP
+    behind all compute under DualPipe. The estimate hides what the schedule does: TP on the
+    critical path (Megatron-LM's sequence parallelism); DualPipe's all-to-all only behind the
+    paired chunk's compute in the steady state, the (pp - 1) fill and drain microbatches exposed
+    (DeepSeek-V3 report, sec. 3.2.1)."""
     by_axis: dict[str, float] = {}
     for r in rows:
         by_axis[r["axis"]] = by_axis.get(r["axis"], 0.0) + r["time_s"]
     out = dict(by_axis)
     if "cp" in out:
         out["cp"] = max(0.0, out["cp"] - attention_s)
+    if bound and "tp" in out:
+        out["tp"] = max(0.0, out["tp"] - compute_s)
     if "ep" in out and layout.schedule == "dualpipe" and layout.pp > 1:
-        out["ep"] = max(0.0, out["ep"] - compute_s)
+        if bound:
+            out["ep"] = max(0.0, out["ep"] - compute_s)
+        else:
+            steady = max(0, m - (layout.pp - 1)) / m
+            out["ep"] = steady * max(0.0, out["ep"] - compute_s) + (1 - steady) * out["ep"]
     if "pp" in out:
         out["pp"] = min(out["pp"], 2 * (layout.pp - 1) * pp_send_s)
     window = compute_s if layout.zero >= 3 else (compute_s * 2 / 3 if layout.zero == 2 else compute_s / m)
@@ -329,7 +340,11 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     if "host" in exposed:
         by_level["host link"] = exposed["host"]
     ops = _ops(cfg, run, layout, hw, tokens_mb, per_replica / m, m, remat)
-    est_bubble = bubble * (ops["total_s"] / compute_s if compute_s else 1.0)
+    exposed_est = _exposed(rows, layout, ops["total_s"], attention_s, m, pp_send, bound=False)
+    est_levels = _by_level(rows, exposed_est)
+    if host_s:
+        est_levels["host link"] = max(0.0, host_s - ops["total_s"])
+    est_bubble = sched.bubble_fraction(m) * (ops["total_s"] + exposed_est.get("tp", 0.0) + exposed_est.get("ep", 0.0))
     return {
         "layout": layout.to_json(), "valid": True, "problems": [],
         "source": "model: the planner's estimate from the model's shape and the hardware's figures",
@@ -359,9 +374,15 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         "mfu_upper_bound": min(1.0, model / run.chips / peak / step),
         "tokens_per_s": run.batch_tokens / step,
         **_at_achievable(hw, run, model, {"compute": ops["total_s"], "bubble": est_bubble,
-                                          "exposed_comm_by_level": _est_levels(by_level, host_s, ops["total_s"]),
-                                          "bound_levels": _est_levels(by_level, host_s, ops["total_s"])},
-                         net),
+                                          "exposed_comm_by_level": est_levels, "bound_levels": est_levels,
+                                          "exposed_comm_by_axis": exposed_est}, net),
+        "overlap": {"bound": "TP hidden behind the matmuls it feeds (collective matmul), CP behind attention, "
+                             "DP/ZeRO behind the last microbatch (ZeRO 3: all of it), EP behind all compute "
+                             "under DualPipe; only PP's fill and drain exposed",
+                    "estimate": "TP on the critical path (sequence parallelism), CP behind attention, DP/ZeRO "
+                                "as the bound, DualPipe's all-to-all behind the paired chunk's compute in the "
+                                "steady state only (DeepSeek-V3 report, sec. 3.2.1), host-link offload behind "
+                                "compute"},
     }
 
 
@@ -380,14 +401,6 @@ def _ops(cfg: ModelConfig, run: RunSpec, layout: Layout, hw: Hardware, tokens_mb
                      calibration=run.calibration)
     out["source"] = ("model: the step's ops per chip (the last pipeline stage's), each priced by the cost model "
                      "that judges profiles at the chip's achievable rates; an estimate")
-    return out
-
-
-def _est_levels(by_level: dict[str, float], host_s: float, compute_s: float) -> dict[str, float]:
-    """The bound's exposed time per level, with the host link's at the estimate's compute."""
-    out = {k: v for k, v in by_level.items() if k != "host link"}
-    if host_s:
-        out["host link"] = max(0.0, host_s - compute_s)
     return out
 
 

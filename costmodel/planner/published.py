@@ -46,8 +46,21 @@ class PublishedRun:
         return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq, remat=self.remat)
 
 
+_MAXTEXT_V5P = ("MaxText README, 'Runtime Performance Results', TPU v5p table (AI-Hypercomputer/maxtext); "
+                "run configs MaxText/configs/v5p/{}.sh: per_device_batch_size {}, max_target_length 2048, "
+                "remat_policy {}, ici_tensor_parallelism {}, the rest FSDP")
+_MAXTEXT_V5E = ("MaxText README, 'Runtime Performance Results', TPU v5e table, 1x v5e-256 (AI-Hypercomputer/maxtext); "
+                "run configs MaxText/configs/v5e/{}.sh: per_device_batch_size {}, max_target_length 2048, "
+                "remat_policy {}, {}")
 _LLAMA3 = "Llama 3 report (Dubey et al. 2024, arXiv:2407.21783), table 4 and sec. 3.3.2"
 _MEGATRON = "Narayanan et al. 2021, arXiv:2104.04473 (Megatron-LM on Selene, A100 80GB)"
+
+def _maxtext(size: str, hardware: str, chips: int, layout: str, per_chip: int, remat: str, mfu: float,
+             source: str) -> PublishedRun:
+    return PublishedRun(f"MaxText {size.upper()} on {hardware.split(':')[0]}, {chips} chips", f"maxtext-{size}",
+                        hardware, chips, layout, chips * per_chip * 2048, 2048, mfu, None,
+                        f"{100 * mfu:.2f}% MFU", source, remat=remat)
+
 
 RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Llama 3 405B, 8k context", "llama3-405b", "h100", 16384,
@@ -77,6 +90,23 @@ RUNS: tuple[PublishedRun, ...] = (
                  "dp=512,tp=12,zero=3,replicas=2",
                  2048 * 2048, 2048, 0.462, None, "46.2% MFU",
                  "PaLM report (Chowdhery et al. 2022, arXiv:2204.02311), sec. 4 and table 3"),
+    # v5p-N names N TensorCores: N / 2 chips
+    _maxtext("32b", "tpu-v5p:4x4x4", 64, "fsdp=16,tp=4", 7, "minimal", 0.6776,
+             _MAXTEXT_V5P.format("32b", 7, "minimal", 4)),
+    _maxtext("64b", "tpu-v5p:4x4x4", 64, "fsdp=16,tp=4", 3, "minimal", 0.7031,
+             _MAXTEXT_V5P.format("64b", 3, "minimal", 4)),
+    _maxtext("128b", "tpu-v5p:4x4x8", 128, "fsdp=16,tp=8", 1, "minimal", 0.6868,
+             _MAXTEXT_V5P.format("128b", 1, "minimal", 8)),
+    _maxtext("128b", "tpu-v5p:4x8x8", 256, "fsdp=32,tp=8", 1, "minimal", 0.6853,
+             _MAXTEXT_V5P.format("128b", 1, "minimal", 8)),
+    _maxtext("16b", "tpu-v5e:16x16", 256, "fsdp=256", 6, "full", 0.6110,
+             _MAXTEXT_V5E.format("16b", 6, "full", "FSDP over all chips")),
+    _maxtext("32b", "tpu-v5e:16x16", 256, "fsdp=256", 4, "full", 0.6686,
+             _MAXTEXT_V5E.format("32b", 4, "full", "FSDP over all chips")),
+    _maxtext("64b", "tpu-v5e:16x16", 256, "fsdp=256", 2, "full", 0.5990,
+             _MAXTEXT_V5E.format("64b", 2, "full", "FSDP over all chips")),
+    _maxtext("128b", "tpu-v5e:16x16", 256, "fsdp=16,tp=16", 1, "offload", 0.5606,
+             _MAXTEXT_V5E.format("128b", 1, "minimal_offloaded", "ici_fsdp_parallelism 16, ici_tensor_parallelism 16")),
 )
 
 

@@ -234,6 +234,13 @@ MODELS: dict[str, ModelConfig] = {m.name: m for m in (
     # PaLM 540B (Chowdhery et al. 2022, table 1): SwiGLU with d_ff = 4D, multi-query attention
     # (one KV head), shared input/output embeddings, 256k vocabulary.
     ModelConfig(118, 18432, 73728, 48, 1, 256, 256000, tied_embeddings=True, name="palm-540b"),
+    # MaxText's synthetic benchmark models (MaxText/configs/base.yml: emb 2048, 16 heads of 128,
+    # MLP 7168 SwiGLU, 16 layers, 32k vocabulary; `global_parameter_scale` S doubles heads and MLP,
+    # then the embedding, then the layers in turn, pyconfig.get_individual_scales)
+    ModelConfig(32, 4096, 28672, 64, 64, 128, 32000, name="maxtext-16b"),
+    ModelConfig(32, 8192, 28672, 64, 64, 128, 32000, name="maxtext-32b"),
+    ModelConfig(64, 8192, 28672, 64, 64, 128, 32000, name="maxtext-64b"),
+    ModelConfig(64, 8192, 57344, 128, 128, 128, 32000, name="maxtext-128b"),
 )}
 
 
