@@ -90,3 +90,13 @@ def test_calibration_from_something_else_exits_2(capsys, tmp_path):
     assert "not an audit inspect JSON report" in capsys.readouterr().err
     with pytest.raises(InputError):
         from_report({"ops": [{"bound_by": "compute", "measured_s": 0}]}, "empty")
+
+
+def test_gpt_oss_brings_its_own_sliding_window(capsys):
+    """The preset's window (128 keys on every other layer) prices its attention, as the flags would."""
+    args = ("--hardware", "h100", "--chips", "64", "--seq", "8192", "--layout", "dp=64,ep=8", "--remat", "full")
+    preset = _plan(capsys, "--model", "gpt-oss-120b", *args)["layout"]
+    flags = _plan(capsys, "--model", "gpt-oss-120b", "--sliding-window", "128", "--sliding-window-share", "0.5",
+                  *args)["layout"]
+    assert preset["ops_per_step"]["by_class_s"]["attention"] == pytest.approx(flags["ops_per_step"]["by_class_s"]["attention"])
+    assert preset["executed_flops_per_step"] == pytest.approx(flags["executed_flops_per_step"])

@@ -128,7 +128,7 @@ def _calibration(path: str | None) -> Calibration | None:
 @click.option("--compute-dtype", "matmul_format", type=click.Choice(list(MATMUL_FORMATS)), default="bf16",
               show_default=True, help="The GEMMs' format: bf16, fp8 (per-tensor scales), mxfp8, nvfp4 (block scales).")
 @click.option("--sliding-window", type=click.IntRange(min=0), default=0,
-              help="Sliding-window attention: keys each query sees (0: full causal attention).")
+              help="Sliding-window attention: keys each query sees (0: the model's own window, if it has one).")
 @click.option("--sliding-window-share", type=click.FloatRange(min=0, max=1), default=1.0, show_default=True,
               help="Share of the layers with the sliding window (0.5: every other layer, as GPT-OSS).")
 @click.option("--calibrate", "calibrate_path", metavar="REPORT.json",

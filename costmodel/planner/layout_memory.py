@@ -20,7 +20,6 @@ from .pipeline import schedule_of
 from .remat import RematPolicy, policy, saved_everything
 from .transformer import ModelConfig
 
-LOGIT_BYTES = 4.0  # logits and their softmax in f32 on the last stage
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,9 @@ def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_
     activations = sched.in_flight * p.layers * per_layer
     # The layer being back-propagated holds all its intermediates, recomputed or not.
     working = saved_everything(cfg) * sizes.activation * tokens / layout.tp
-    logits = tokens * cfg.vocab / layout.tp * LOGIT_BYTES
+    # the logits GEMM's output in the activation dtype; the loss's f32 softmax runs fused or in
+    # chunks (Megatron-LM's vocab-parallel cross-entropy, MaxText's vocabulary tiling), not whole
+    logits = tokens * cfg.vocab / layout.tp * sizes.activation
     out = {"params": params, "grads": grads, "optimizer": optimizer, "activations": activations,
            "working": working + logits}
     out["total"] = sum(out.values())

@@ -198,6 +198,13 @@ def recompute_flops_per_token(cfg: ModelConfig, seq: int, remat: RematPolicy, pa
     return remat.rerun_matmuls * layers + (core if remat.rerun_attention else 0.0)
 
 
+def with_window(cfg: ModelConfig, run: RunSpec) -> RunSpec:
+    """The run's sliding window, or the model's when the run states none."""
+    if run.window or not cfg.sliding_window:
+        return run
+    return replace(run, window=cfg.sliding_window, window_share=cfg.sliding_window_share)
+
+
 def executed_pair_share(run: RunSpec) -> float:
     """Share of the T x T score matrix a causal kernel computes, windowed layers included."""
     if not 0 < run.window < run.seq:
@@ -304,6 +311,7 @@ def _exposed(rows: list[dict[str, Any]], layout: Layout, compute_s: float, atten
 def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout) -> dict[str, Any]:
     """Memory per chip and step time of `layout`, each part in SI units, or its problems."""
     net = network_for(hw, layout)
+    run = with_window(cfg, run)
     issues = problems(cfg, run, layout, net)
     hbm = hw.hbm_bytes.value if hw.hbm_bytes is not None else math.inf
     peak = hw.peak(run.compute_dtype).value

@@ -51,6 +51,8 @@ class ModelConfig:
     moe_d_ff: int | None = None
     first_dense_layers: int = 0
     name: str = "custom"
+    sliding_window: int = 0  # keys a windowed layer's queries see (0: none)
+    sliding_window_share: float = 1.0  # share of the layers with the window
 
     def __post_init__(self) -> None:
         for f in ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab"):
@@ -61,6 +63,8 @@ class ModelConfig:
                              f"kv_heads ({self.kv_heads})")
         if self.experts and not 0 < self.experts_per_token <= self.experts:
             raise InputError(f"model {self.name}: experts_per_token must be in 1..{self.experts}")
+        if self.sliding_window < 0 or not 0 <= self.sliding_window_share <= 1:
+            raise InputError(f"model {self.name}: a sliding window is a key count >= 0 on a share of the layers in [0, 1]")
         if self.first_dense_layers > self.layers:
             raise InputError(f"model {self.name}: first_dense_layers exceeds layers")
 
@@ -241,6 +245,14 @@ MODELS: dict[str, ModelConfig] = {m.name: m for m in (
     ModelConfig(32, 8192, 28672, 64, 64, 128, 32000, name="maxtext-32b"),
     ModelConfig(64, 8192, 28672, 64, 64, 128, 32000, name="maxtext-64b"),
     ModelConfig(64, 8192, 57344, 128, 128, 128, 32000, name="maxtext-128b"),
+    # GPT-OSS-120B (openai/gpt-oss-120b config.json): 36 layers, all MoE with 128 experts of width
+    # 2880, 4 per token; 64 query and 8 KV heads of 64; a 128-token sliding window on every other layer
+    ModelConfig(36, 2880, 2880, 64, 8, 64, 201088, experts=128, experts_per_token=4, moe_d_ff=2880,
+                sliding_window=128, sliding_window_share=0.5, name="gpt-oss-120b"),
+    # Qwen3-235B-A22B (Qwen/Qwen3-235B-A22B config.json): 94 layers, all MoE with 128 experts of
+    # width 1536, 8 per token, no shared expert; 64 query and 4 KV heads of 128
+    ModelConfig(94, 4096, 12288, 64, 4, 128, 151936, experts=128, experts_per_token=8, moe_d_ff=1536,
+                name="qwen3-235b-a22b"),
 )}
 
 
