@@ -100,3 +100,15 @@ def test_gpt_oss_brings_its_own_sliding_window(capsys):
                   *args)["layout"]
     assert preset["ops_per_step"]["by_class_s"]["attention"] == pytest.approx(flags["ops_per_step"]["by_class_s"]["attention"])
     assert preset["executed_flops_per_step"] == pytest.approx(flags["executed_flops_per_step"])
+
+
+def test_expert_parallelism_may_span_the_tp_ranks(capsys):
+    """A TP2 PP8 EP32 layout on 256 GPUs (dp = 16): EP takes both TP ranks and 16 DP ranks, as Megatron-Core
+    lays out experts; its all-to-all is priced over those chips, and each chip holds 256 / 32 experts."""
+    r = _plan(capsys, "--model", "deepseek-v3-like", "--hardware", "h100", "--chips", "256", "--batch-tokens", "8388608",
+              "--layout", "tp=2,pp=8,ep=32", "--remat", "full")["layout"]
+    assert r["valid"] and r["layout"]["dp"] == 16 and r["experts_per_chip"] == 8
+    ep = [c for c in r["collectives"] if c["axis"] == "ep"]
+    assert ep and set(ep[0]["levels_s"]) == {"NVLink", "inter-node network"}
+    assert main([*BASE, "--model", "deepseek-v3-like", "--hardware", "h100", "--chips", "256",
+                 "--layout", "tp=2,pp=8,ep=24"]) == 2

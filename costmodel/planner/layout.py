@@ -1,7 +1,9 @@
 """A parallel layout: how many ways each parallelism axis splits the work, and how it runs.
 
 `dp x tp x pp x cp` is the chip count; expert parallelism is carved out of the data-parallel
-ranks (`ep` divides `dp`, as Megatron-LM and DeepSeek-V3 do), so it adds no chips. `zero` is
+ranks (`ep` divides `dp`, as DeepSeek-V3 does), or spans every TP and CP rank and some DP ranks
+(`ep` = tp x cp x a divisor of dp: Megatron-Core's expert layout with expert-tensor parallelism 1,
+MaxText's EP over its other axes), so it adds no chips. `zero` is
 the ZeRO stage of the data-parallel ranks (1: optimizer state sharded, 2: and gradients, 3:
 and parameters, i.e. FSDP); with `replicas` R > 1 it shards over dp / R ranks and keeps R
 replicas whose gradients are all-reduced (hybrid sharding: FSDP within a pod or node, data
@@ -39,6 +41,16 @@ class Layout:
     @property
     def chips(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def ep_over_tp(self) -> bool:
+        """EP spans the TP and CP ranks (and ep / (tp x cp) DP ranks) rather than DP ranks alone."""
+        return self.ep > 1 and self.dp % self.ep != 0 and self.ep % (self.tp * self.cp) == 0
+
+    @property
+    def ep_dp(self) -> int:
+        """DP ranks in one EP group."""
+        return self.ep // (self.tp * self.cp) if self.ep_over_tp else max(self.ep, 1)
 
     def with_microbatches(self, m: int) -> Layout:
         return replace(self, microbatches=m)

@@ -79,7 +79,8 @@ def dp_groups(layout: Layout) -> tuple[int, int]:
     routed experts over the DP ranks that are not their EP group; with hybrid sharding, only
     within one of the `replicas`."""
     dense = layout.dp * layout.cp // max(layout.replicas, 1)
-    return max(dense, 1), max(dense // max(layout.ep, 1), 1)
+    holders = dense * layout.tp if layout.ep_over_tp else dense  # chips holding each expert, per replica
+    return max(dense, 1), max(holders // max(layout.ep, 1), 1)
 
 
 def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_per_microbatch: float,

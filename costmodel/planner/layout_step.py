@@ -71,7 +71,7 @@ class RunSpec:
 
 
 def network_for(hw: Hardware, layout: Layout) -> Network:
-    ep = max(layout.ep, 1)
+    ep = layout.ep_dp
     rep = max(layout.replicas, 1)
     dims = [("tp", layout.tp), ("cp", layout.cp), ("ep", ep), ("pp", layout.pp),
             ("dp", max(layout.dp // (ep * rep), 1)), ("rep", rep)]
@@ -98,12 +98,13 @@ def problems(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network) -> li
         out.append(f"tp={tp} fits no axis of the {'x'.join(map(str, net.shape))} slice")
     if net.problem:
         out.append(net.problem)
-    if layout.replicas > 1 and (layout.dp % (layout.replicas * max(ep, 1)) or layout.zero < 1):
+    if layout.replicas > 1 and (layout.dp % (layout.replicas * layout.ep_dp) or layout.zero < 1):
         out.append(f"replicas={layout.replicas} must divide dp / ep ({layout.dp} / {ep}) and needs ZeRO 1 or more")
     if ep > 1 and not cfg.experts:
         out.append(f"ep={ep}: expert parallelism needs a mixture-of-experts model ({cfg.name} is dense)")
-    elif ep > 1 and (cfg.experts % ep or layout.dp % ep):
-        out.append(f"ep={ep} must divide the experts ({cfg.experts}) and dp ({layout.dp})")
+    elif ep > 1 and (cfg.experts % ep or (layout.dp % ep and not (layout.ep_over_tp and layout.dp % layout.ep_dp == 0))):
+        out.append(f"ep={ep} must divide the experts ({cfg.experts}), and divide dp ({layout.dp}) or be "
+                   f"tp x cp ({tp * cp}) times a divisor of dp")
     if cp > 1 and run.seq % (2 * cp):
         out.append(f"cp={cp}: sequence {run.seq} must split into 2 x cp balanced chunks")
     if run.per_replica(layout.dp) is None:
@@ -254,7 +255,7 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     add("cp", "all-gather", kv, 2 * p.layers * m, ("cp",))
     add("cp", "reduce-scatter", kv, p.layers * m, ("cp",))
     per_copy = tokens / layout.tp * run.capacity_factor * d * act  # each token's activation, once
-    dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ("ep",))
+    dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ("tp", "cp", "ep") if layout.ep_over_tp else ("ep",))
     if cfg.experts and dispatch.seconds:
         rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
     add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
@@ -262,7 +263,8 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     # outside their EP group; their gradients (and, under ZeRO 3, weights) move there.
     # With hybrid sharding, ZeRO runs within one replica and the sharded gradients are all-reduced
     # across the replicas once per step.
-    for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, ("cp", "dp"))):
+    expert_names = ("dp",) if layout.ep_over_tp else ("cp", "dp")
+    for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, expert_names)):
         shard = count_params * run.sizes.param  # this chip's weights, or their gradients, in bytes
         if layout.zero <= 1:
             add(axis, "all-reduce", shard, 1, names + ("rep",))

@@ -52,6 +52,9 @@ def candidate_layouts(cfg: ModelConfig, run: RunSpec, hw: Hardware) -> list[Layo
                 if run.per_replica(dp) is None:
                     continue
                 eps = [e for e in divisors(dp) if cfg.experts and cfg.experts % e == 0] or [1]
+                if cfg.experts and tp * cp > 1:  # EP over the TP and CP ranks and some DP ranks
+                    eps += [e * tp * cp for e in divisors(dp) if cfg.experts % (e * tp * cp) == 0
+                            and dp % (e * tp * cp) and e * tp * cp not in eps]
                 for ep in eps:
                     for schedule, v in _schedules(pp, cfg.layers):
                         for zero in (1, 2, 3):
