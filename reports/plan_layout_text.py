@@ -50,8 +50,10 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
         lines.append(f"  compute by op class [model, {rates}, estimate]: {classes} "
                      f"= {seconds(ops['total_s'])} per step")
     if sched["name"] != "none":
-        lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches, bubble "
-                     f"{percent(sched['bubble_fraction'])} of the work")
+        flushes = sched.get("flushes", 1)
+        lines.append(f"  pipeline: {sched['note']}; {r['microbatches']} microbatches"
+                     + (f" in {flushes} flushes (each fills and drains the pipe)" if flushes > 1 else "")
+                     + f", bubble {percent(sched['bubble_fraction'])} of the work")
     if r.get("experts_per_chip"):
         lines.append(f"  experts: {r['experts_per_chip']} routed experts per chip")
     lines += [f"  note: {note}" for note in r.get("notes", [])]

@@ -112,3 +112,15 @@ def test_expert_parallelism_may_span_the_tp_ranks(capsys):
     assert ep and set(ep[0]["levels_s"]) == {"NVLink", "inter-node network"}
     assert main([*BASE, "--model", "deepseek-v3-like", "--hardware", "h100", "--chips", "256",
                  "--layout", "tp=2,pp=8,ep=24"]) == 2
+
+
+def test_gradient_accumulation_around_a_pipeline_pays_one_bubble_per_flush(capsys):
+    args = ("--model", "llama3-70b", "--hardware", "h100", "--chips", "512")
+    one = _plan(capsys, *args, "--layout", "tp=8,pp=4,m=16")["layout"]
+    four = _plan(capsys, *args, "--layout", "tp=8,pp=4,m=16,flushes=4")["layout"]
+    assert four["schedule"]["flushes"] == 4 and four["layout"]["label"].endswith("flushes=4")
+    # 1F1B's bubble is (p - 1) / m per flush: 3/16 in one flush, 3/4 in four flushes of 4
+    assert one["schedule"]["bubble_fraction"] == pytest.approx(3 / 16)
+    assert four["schedule"]["bubble_fraction"] == pytest.approx(3 / 4)
+    assert four["step_time_s"]["bubble"] == pytest.approx(4 * one["step_time_s"]["bubble"], rel=0.05)
+    assert main([*BASE, *args, "--layout", "tp=8,pp=4,m=6,flushes=4"]) == 2

@@ -120,7 +120,7 @@ def _calibration(path: str | None) -> Calibration | None:
                    "recomputed in proportion to the rest of 20. Prefer --remat.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Sequence length in tokens.")
 @click.option("--layout", "layout_text",
-              metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=,v=]",
+              metavar="dp=N,tp=N,pp=N[,ep=,cp=,zero=,replicas=,microbatches=,schedule=,v=,flushes=]",
               help="Evaluate this parallel layout (dp fills the chips when left out; v: interleaved chunks per chip).")
 @click.option("--top", type=click.IntRange(min=1), default=DEFAULTS.plan_top, show_default=True, help="Layouts to list.")
 @click.option("--capacity-factor", type=click.FloatRange(min=1), default=1.0, show_default=True,

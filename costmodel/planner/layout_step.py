@@ -122,10 +122,10 @@ def _microbatch_choices(layout: Layout, per_replica: int, layers: int) -> list[i
 
 def _splits(layout: Layout, per_replica: int, layers: int) -> bool:
     """Whether `per_replica` sequences split into microbatches the layout's schedule can run."""
-    m = layout.microbatches
+    m, f = layout.microbatches, layout.flushes
     if m:
-        return per_replica % m == 0 and not schedule_problem(layout, m, layers)
-    return any(not schedule_problem(layout, k, layers) for k in divisors(per_replica))
+        return per_replica % m == 0 and m % f == 0 and not schedule_problem(layout, m // f, layers)
+    return per_replica % f == 0 and any(not schedule_problem(layout, k, layers) for k in divisors(per_replica // f))
 
 
 def replica_sequences(run: RunSpec, layout: Layout, layers: int) -> int | None:
@@ -178,6 +178,8 @@ def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float
     """A pipeline takes the most microbatches (smallest bubble and footprint); without one, the
     fewest gradient-accumulation steps that fit in `hbm` bytes (else the most)."""
     per_replica = replica_sequences(run, layout, cfg.layers) or 1
+    if layout.flushes > 1:  # the most microbatches each flush can take
+        return _microbatch_choices(layout, max(per_replica // layout.flushes, 1), cfg.layers)[-1] * layout.flushes
     options = _microbatch_choices(layout, per_replica, cfg.layers)
     if layout.pp > 1:
         return options[-1]
@@ -280,7 +282,7 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
 
 
 def _exposed(rows: list[dict[str, Any]], layout: Layout, compute_s: float, attention_s: float,
-             m: int, pp_send_s: float, bound: bool = True) -> dict[str, float]:
+             m: int, pp_send_s: float, bound: bool = True, flushes: int = 1) -> dict[str, float]:
     """Seconds of each axis' communication left on the critical path. The bound (`bound`) hides
     what any schedule could: TP behind the matmuls it feeds (collective matmul, book ch. 5), EP
     behind all compute under DualPipe. The estimate hides what the schedule does: TP on the
@@ -299,7 +301,8 @@ def _exposed(rows: list[dict[str, Any]], layout: Layout, compute_s: float, atten
         if bound:
             out["ep"] = max(0.0, out["ep"] - compute_s)
         else:
-            steady = max(0, m - (layout.pp - 1)) / m
+            per_flush = max(m // flushes, 1)
+            steady = max(0, per_flush - (layout.pp - 1)) / per_flush
             out["ep"] = steady * max(0.0, out["ep"] - compute_s) + (1 - steady) * out["ep"]
     if "pp" in out:
         out["pp"] = min(out["pp"], 2 * (layout.pp - 1) * pp_send_s)
@@ -324,12 +327,15 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     layout = layout.with_microbatches(m)
     requested = run.batch_tokens
     run = replace(run, batch_tokens=float(per_replica * layout.dp * run.seq))
-    sched_issue = schedule_problem(layout, m, cfg.layers)
+    flushes = layout.flushes
+    mf = m // flushes  # microbatches per pipeline flush
+    sched_issue = "" if m % flushes == 0 else f"{m} microbatches do not split into {flushes} flushes"
+    sched_issue = sched_issue or schedule_problem(layout, mf, cfg.layers)
     if per_replica % m or sched_issue:
         why = sched_issue or f"{m} microbatches do not split the {per_replica} sequences per replica"
         return {"layout": layout.to_json(), "valid": False, "problems": [why], "fits": False}
     tokens_mb = per_replica * run.seq / m
-    bound_remat, remat, memory = choose_remat(cfg, run, layout, m, tokens_mb, hbm)
+    bound_remat, remat, memory = choose_remat(cfg, run, layout, mf, tokens_mb, hbm)
     model, executed, attention = _flops(cfg, run, bound_remat)
     rerun = recompute_flops_per_token(cfg, run.seq, remat, executed_pair_share(run)) * run.batch_tokens
     imbalance = stage_params(cfg, layout).layers / (cfg.layers / layout.pp)
@@ -338,23 +344,24 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     rows = comm_rows(cfg, run, layout, net, m, tokens_mb)
     sends = [r for r in rows if r["axis"] == "pp"]
     pp_send = sends[0]["time_s"] / sends[0]["count"] if sends else 0.0
-    exposed = _exposed(rows, layout, compute_s, attention_s, m, pp_send)
+    exposed = _exposed(rows, layout, compute_s, attention_s, m, pp_send * flushes)
     host_s = offload_seconds(cfg, run, layout, remat, hw, per_replica * run.seq / (layout.tp * layout.cp),
                              stage_params(cfg, layout).layers)
     if host_s and remat is bound_remat:  # written behind the forward, read back behind the backward
         exposed["host"] = max(0.0, host_s - compute_s)
-    sched = schedule_of(layout, m)
-    bubble = sched.bubble_fraction(m) * (compute_s + exposed.get("tp", 0.0) + exposed.get("ep", 0.0))
+    sched = schedule_of(layout, mf)
+    bubble = sched.bubble_fraction(mf) * (compute_s + exposed.get("tp", 0.0) + exposed.get("ep", 0.0))
     step = compute_s + sum(exposed.values()) + bubble
     by_level = _by_level(rows, exposed)
     if "host" in exposed:
         by_level["host link"] = exposed["host"]
     ops = _ops(cfg, run, layout, hw, tokens_mb, per_replica / m, m, remat)
-    exposed_est = _exposed(rows, layout, ops["total_s"], attention_s, m, pp_send, bound=False)
+    exposed_est = _exposed(rows, layout, ops["total_s"], attention_s, m, pp_send * flushes, bound=False,
+                           flushes=flushes)
     est_levels = _by_level(rows, exposed_est)
     if host_s:
         est_levels["host link"] = max(0.0, host_s - ops["total_s"])
-    est_bubble = sched.bubble_fraction(m) * (ops["total_s"] + exposed_est.get("tp", 0.0) + exposed_est.get("ep", 0.0))
+    est_bubble = sched.bubble_fraction(mf) * (ops["total_s"] + exposed_est.get("tp", 0.0) + exposed_est.get("ep", 0.0))
     return {
         "layout": layout.to_json(), "valid": True, "problems": [],
         "source": "model: the planner's estimate from the model's shape and the hardware's figures",
@@ -367,7 +374,8 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
             f"instead of {requested:.4g}"],
         "experts_per_chip": cfg.experts // layout.ep if cfg.experts else 0,
         "schedule": {"name": layout.schedule if layout.pp > 1 else "none", "note": sched.note,
-                     "bubble_fraction": sched.bubble_fraction(m), "in_flight_microbatches": sched.in_flight,
+                     "bubble_fraction": sched.bubble_fraction(mf), "in_flight_microbatches": sched.in_flight,
+                     "flushes": flushes,
                      "weight_copies": sched.weight_copies},
         "step_time_s": {"compute": compute_s, "exposed_comm_by_axis": exposed,
                         "exposed_comm_by_level": by_level, "bubble": bubble, "total": step},
