@@ -124,3 +124,16 @@ def test_gradient_accumulation_around_a_pipeline_pays_one_bubble_per_flush(capsy
     assert four["schedule"]["bubble_fraction"] == pytest.approx(3 / 4)
     assert four["step_time_s"]["bubble"] == pytest.approx(4 * one["step_time_s"]["bubble"], rel=0.05)
     assert main([*BASE, *args, "--layout", "tp=8,pp=4,m=6,flushes=4"]) == 2
+
+
+def test_optimizer_and_weight_offload_free_hbm_and_price_the_host_link(capsys):
+    args = ("--model", "llama3-70b", "--hardware", "h100", "--chips", "64", "--layout", "tp=8,fsdp=8")
+    on_chip = _plan(capsys, *args)["layout"]
+    opt = _plan(capsys, *args, "--offload-optimizer")["layout"]
+    both = _plan(capsys, *args, "--offload-optimizer", "--offload-params")["layout"]
+    assert opt["memory_per_chip_bytes"]["optimizer"] == 0 < on_chip["memory_per_chip_bytes"]["optimizer"]
+    assert both["memory_per_chip_bytes"]["params"] < opt["memory_per_chip_bytes"]["params"]
+    update = opt["remat"]["state_offload_s"]["optimizer_update"]
+    assert update > 0 and opt["step_time_s"]["exposed_comm_by_axis"]["host"] == pytest.approx(update)
+    assert opt["step_time_s"]["total"] == pytest.approx(on_chip["step_time_s"]["total"] + update)
+    assert both["remat"]["state_offload_s"]["weights"] > 0

@@ -131,12 +131,17 @@ def _calibration(path: str | None) -> Calibration | None:
               help="Sliding-window attention: keys each query sees (0: the model's own window, if it has one).")
 @click.option("--sliding-window-share", type=click.FloatRange(min=0, max=1), default=1.0, show_default=True,
               help="Share of the layers with the sliding window (0.5: every other layer, as GPT-OSS).")
+@click.option("--offload-optimizer", is_flag=True, help="Optimizer state and master weights in host memory "
+              "(read and written back over the host link for each update).")
+@click.option("--offload-params", is_flag=True, help="Weights in host memory, brought in over the host link for "
+              "each microbatch's forward and backward.")
 @click.option("--calibrate", "calibrate_path", metavar="REPORT.json",
               help="Price ops and collectives at the rates measured in your own `audit inspect` JSON report.")
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
               overrides: Pairs, chips: int | None, mfu: float, remat: str, checkpoints_per_layer: float | None, seq: int,
               layout_text: str | None, top: int, capacity_factor: float, matmul_format: str, sliding_window: int,
-              sliding_window_share: float, calibrate_path: str | None, **flags: Any) -> None:
+              sliding_window_share: float, offload_optimizer: bool, offload_params: bool, calibrate_path: str | None,
+              **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
@@ -149,7 +154,8 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
     setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer,
                        remat=remat, capacity_factor=capacity_factor, compute_dtype=dtype, matmul_format=matmul_format,
                        window=sliding_window, window_share=sliding_window_share,
-                       calibration=_calibration(calibrate_path))
+                       calibration=_calibration(calibrate_path), offload_optimizer=offload_optimizer,
+                       offload_params=offload_params)
     result = plan_train(cfg, setup, hw, layout=layout, top=top)
     _refuse_unrunnable(result.get("layout"), layout_text)
     write_result(result, json_path, train_text)

@@ -68,6 +68,8 @@ class TrainBytes:
     activation: float = 2.0
     checkpoints_per_layer: float | None = None  # the old single knob; None: `remat` says
     remat: str = "auto"  # a policy of `remat.POLICIES`, or "checkpoints" for the old knob
+    offload_optimizer: bool = False  # optimizer state and master weights in host memory
+    offload_params: bool = False  # weights in host memory, brought in layer by layer
 
     def policy(self, cfg: ModelConfig, name: str | None = None) -> RematPolicy:
         legacy = self.checkpoints_per_layer is not None and self.remat == "auto"
@@ -81,6 +83,18 @@ def dp_groups(layout: Layout) -> tuple[int, int]:
     dense = layout.dp * layout.cp // max(layout.replicas, 1)
     holders = dense * layout.tp if layout.ep_over_tp else dense  # chips holding each expert, per replica
     return max(dense, 1), max(holders // max(layout.ep, 1), 1)
+
+
+def state_shards(cfg: ModelConfig, layout: Layout) -> tuple[float, float]:
+    """(parameters whose optimizer state one chip keeps, parameters whose weights it keeps) under its ZeRO stage."""
+    p = stage_params(cfg, layout)
+    g_dense, g_exp = dp_groups(layout)
+
+    def sharded(stage: int) -> float:
+        return (p.dense / (g_dense if layout.zero >= stage else 1)
+                + p.experts / (g_exp if layout.zero >= stage else 1))
+
+    return sharded(1), sharded(3)
 
 
 def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_per_microbatch: float,
@@ -99,8 +113,10 @@ def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_
     params = sharded(3) * sizes.param * copies
     if layout.zero >= 3:  # two layers gathered at a time (one in use, one prefetched)
         params += 2 * p.dense_per_layer * sizes.param
+    if sizes.offload_params:  # in host memory; two layers on the chip at a time
+        params = 2 * p.dense_per_layer * sizes.param * copies
     grads = sharded(2) * sizes.param * copies
-    optimizer = sharded(1) * (sizes.optimizer + sizes.master)
+    optimizer = 0.0 if sizes.offload_optimizer else sharded(1) * (sizes.optimizer + sizes.master)
     tokens = tokens_per_microbatch / layout.cp
     kept = (remat or sizes.policy(cfg)).kept
     per_layer = kept * sizes.activation * tokens / layout.tp

@@ -32,7 +32,7 @@ from .hierarchy import Network
 from .calibrate import Calibration
 from .layout import Layout
 from .layout_achievable import achievable_step
-from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params
+from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params, state_shards
 from .step_ops import MATMUL_FORMATS, StepShape, price_step
 from .pipeline import schedule_of, schedule_problem
 from .remat import AUTO_ORDER, RematPolicy
@@ -172,6 +172,20 @@ def offload_seconds(cfg: ModelConfig, run: RunSpec, layout: Layout, remat: Remat
         return 0.0
     moved = 2 * remat.offloaded * run.sizes.activation * tokens_per_chip * layers
     return moved / link.value
+
+
+def state_offload_seconds(cfg: ModelConfig, run: RunSpec, layout: Layout, hw: Hardware, m: int) -> tuple[float, float]:
+    """(host-link seconds after the backward: the optimizer state and master weights read and written
+    back for the update; host-link seconds behind compute: offloaded weights brought in for each
+    microbatch's forward and backward)."""
+    link = hw.interconnect.pcie_bytes_per_s
+    if link is None or link.value <= 0:
+        return 0.0, 0.0
+    opt_params, weights = state_shards(cfg, layout)
+    sizes = run.sizes
+    update = 2 * opt_params * (sizes.optimizer + sizes.master) if sizes.offload_optimizer else 0.0
+    gathers = 2 * m * weights * sizes.param if sizes.offload_params else 0.0
+    return update / link.value, gathers / link.value
 
 
 def pick_microbatches(cfg: ModelConfig, run: RunSpec, layout: Layout, hbm: float) -> int:
@@ -347,8 +361,11 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     exposed = _exposed(rows, layout, compute_s, attention_s, m, pp_send * flushes)
     host_s = offload_seconds(cfg, run, layout, remat, hw, per_replica * run.seq / (layout.tp * layout.cp),
                              stage_params(cfg, layout).layers)
+    update_s, weights_s = state_offload_seconds(cfg, run, layout, hw, m)
     if host_s and remat is bound_remat:  # written behind the forward, read back behind the backward
         exposed["host"] = max(0.0, host_s - compute_s)
+    if update_s or weights_s:  # the update waits for its state; weights stream in behind compute
+        exposed["host"] = exposed.get("host", 0.0) + update_s + max(0.0, weights_s - compute_s)
     sched = schedule_of(layout, mf)
     bubble = sched.bubble_fraction(mf) * (compute_s + exposed.get("tp", 0.0) + exposed.get("ep", 0.0))
     step = compute_s + sum(exposed.values()) + bubble
@@ -359,8 +376,9 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
     exposed_est = _exposed(rows, layout, ops["total_s"], attention_s, m, pp_send * flushes, bound=False,
                            flushes=flushes)
     est_levels = _by_level(rows, exposed_est)
-    if host_s:
-        est_levels["host link"] = max(0.0, host_s - ops["total_s"])
+    if host_s or update_s or weights_s:
+        est_levels["host link"] = (max(0.0, host_s - ops["total_s"]) + update_s
+                                   + max(0.0, weights_s - ops["total_s"]))
     est_bubble = sched.bubble_fraction(mf) * (ops["total_s"] + exposed_est.get("tp", 0.0) + exposed_est.get("ep", 0.0))
     return {
         "layout": layout.to_json(), "valid": True, "problems": [],
@@ -383,6 +401,7 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
                   "kept_elements_per_token_per_layer": remat.kept,
                   "offloaded_elements_per_token_per_layer": remat.offloaded,
                   "recompute_flops_per_step": rerun, "host_link_s": host_s,
+                  "state_offload_s": {"optimizer_update": update_s, "weights": weights_s},
                   "note": _remat_note(bound_remat, remat, host_s)},
         **({"calibration": run.calibration.to_json()} if run.calibration is not None else {}),
         "ops_per_step": ops, "collectives": rows, "levels": {"fast": net.fast, "slow": net.slow, "domain_chips": net.domain},

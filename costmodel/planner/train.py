@@ -49,6 +49,8 @@ class TrainSetup:
     window: int = 0  # sliding-window attention: keys per query (0: full causal attention)
     window_share: float = 1.0  # share of the layers with the sliding window (GPT-OSS: every other, 0.5)
     calibration: Calibration | None = None  # measured factors from the user's inspect report
+    offload_optimizer: bool = False  # optimizer state and master weights in host memory
+    offload_params: bool = False  # weights in host memory, streamed in per layer
 
     def __post_init__(self) -> None:
         if self.tokens <= 0 or self.batch_tokens <= 0 or self.chips <= 0 or self.seq <= 0:
@@ -77,7 +79,8 @@ class TrainSetup:
         """The facts a parallel layout is evaluated against."""
         sizes = TrainBytes(param=dtype_bytes(self.param_dtype), optimizer=self.optimizer_bytes_per_param,
                            master=self.master_bytes_per_param, activation=dtype_bytes(self.param_dtype),
-                           checkpoints_per_layer=self.checkpoints_per_layer, remat=self.remat)
+                           checkpoints_per_layer=self.checkpoints_per_layer, remat=self.remat,
+                           offload_optimizer=self.offload_optimizer, offload_params=self.offload_params)
         return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor,
                        self.window, self.matmul_format, self.window_share, self.calibration)
 
