@@ -22,8 +22,10 @@ def test_published_layout_fits_and_its_bound_is_below_what_was_achieved(run):
     assert achieved is not None
     assert e["step_time_s"]["total"] <= achieved
     # the bound is no toy: compute alone is at least a quarter of what was achieved (the 128k run
-    # spends most of its FLOPs in causal attention, whose kernels compute half the score matrix)
-    assert e["step_time_s"]["compute"] >= 0.25 * achieved
+    # spends most of its FLOPs in causal attention, whose kernels compute half the score matrix);
+    # below bf16 a run reaches a far smaller share of its format's peak, and only a tenth is asked
+    floor = 0.25 if run.matmul_format == "bf16" else 0.1
+    assert e["step_time_s"]["compute"] >= floor * achieved
     best = v["recommendation"]
     assert best is not None and best["fits"]
     # ranked at achievable rates: no slower than the published layout by the same estimate

@@ -18,6 +18,7 @@ from .layout import parse_layout
 from .layout_step import RunSpec, evaluate_layout
 from .search import search
 from .train import TrainSetup
+from .step_ops import MATMUL_FORMATS
 from .transformer import MODELS
 
 
@@ -37,13 +38,15 @@ class PublishedRun:
     step_note: str
     source: str
     remat: str = "auto"  # the remat policy the report states ("auto": it states none)
+    matmul_format: str = "bf16"  # the GEMMs' format (step_ops.MATMUL_FORMATS)
 
     def hw(self) -> Hardware:
         return lookup(self.hardware)
 
     def setup(self) -> TrainSetup:
         # The run's total tokens do not change a step; 1e12 stands in for them.
-        return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq, remat=self.remat)
+        return TrainSetup(1e12, self.batch_tokens, self.chips, seq=self.seq, remat=self.remat,
+                          compute_dtype=MATMUL_FORMATS[self.matmul_format][0], matmul_format=self.matmul_format)
 
 
 _MAXTEXT_V5P = ("MaxText README, 'Runtime Performance Results', TPU v5p table (AI-Hypercomputer/maxtext); "
@@ -52,6 +55,9 @@ _MAXTEXT_V5P = ("MaxText README, 'Runtime Performance Results', TPU v5p table (A
 _MAXTEXT_V5E = ("MaxText README, 'Runtime Performance Results', TPU v5e table, 1x v5e-256 (AI-Hypercomputer/maxtext); "
                 "run configs MaxText/configs/v5e/{}.sh: per_device_batch_size {}, max_target_length 2048, "
                 "remat_policy {}, {}")
+_BRIDGE = ("Megatron-Bridge performance summary, NeMo container 26.02.01, pre-training LLAMA3_70B "
+           "(docs.nvidia.com/nemo/megatron-bridge/nightly/performance-summary.html): 64 GPUs, GBS 256, "
+           "sequence 8192, {}; step = GBS x sequence / (tokens/s/GPU x 64)")
 _LLAMA3 = "Llama 3 report (Dubey et al. 2024, arXiv:2407.21783), table 4 and sec. 3.3.2"
 _MEGATRON = "Narayanan et al. 2021, arXiv:2104.04473 (Megatron-LM on Selene, A100 80GB)"
 
@@ -90,6 +96,12 @@ RUNS: tuple[PublishedRun, ...] = (
                  "dp=512,tp=12,zero=3,replicas=2",
                  2048 * 2048, 2048, 0.462, None, "46.2% MFU",
                  "PaLM report (Chowdhery et al. 2022, arXiv:2204.02311), sec. 4 and table 3"),
+    PublishedRun("Llama 3 70B, MXFP8, 64 GB300", "llama3-70b", "gb300-nvl72:1x64", 64, "tp=1,pp=4,m=16",
+                 256 * 8192, 8192, None, 256 * 8192 / (4798 * 64), "4,798 tokens/s/GPU",
+                 _BRIDGE.format("DGX-GB300, MXFP8, MBS 2, TP 1, PP 4"), matmul_format="mxfp8"),
+    PublishedRun("Llama 3 70B, NVFP4, 64 GB200", "llama3-70b", "gb200-nvl72:1x64", 64, "tp=2,pp=4,v=5,m=32",
+                 256 * 8192, 8192, None, 256 * 8192 / (4557 * 64), "4,557 tokens/s/GPU",
+                 _BRIDGE.format("DGX-GB200, NVFP4, MBS 1, TP 2, PP 4, VP 5"), matmul_format="nvfp4"),
     # v5p-N names N TensorCores: N / 2 chips
     _maxtext("32b", "tpu-v5p:4x4x4", 64, "fsdp=16,tp=4", 7, "minimal", 0.6776,
              _MAXTEXT_V5P.format("32b", 7, "minimal", 4)),
