@@ -137,3 +137,14 @@ def test_optimizer_and_weight_offload_free_hbm_and_price_the_host_link(capsys):
     assert update > 0 and opt["step_time_s"]["exposed_comm_by_axis"]["host"] == pytest.approx(update)
     assert opt["step_time_s"]["total"] == pytest.approx(on_chip["step_time_s"]["total"] + update)
     assert both["remat"]["state_offload_s"]["weights"] > 0
+
+
+def test_an_imbalanced_router_makes_the_expert_gemms_wait_for_the_busiest_expert(capsys):
+    args = ("--model", "deepseek-v3-like", "--hardware", "h800", "--chips", "64", "--batch-tokens", "2097152",
+            "--layout", "dp=64,ep=64", "--remat", "full")
+    even = _plan(capsys, *args)["layout"]
+    skewed = _plan(capsys, *args, "--expert-imbalance", "1.5")["layout"]
+    grouped = [k for k in even["ops_per_step"]["by_op_s"] if "(grouped)" in k]
+    assert grouped and all(skewed["ops_per_step"]["by_op_s"][k] > even["ops_per_step"]["by_op_s"][k] for k in grouped)
+    assert skewed["step_time_achievable_s"]["total"] > even["step_time_achievable_s"]["total"]
+    assert main([*BASE, *args, "--expert-imbalance", "0.5"]) == 2

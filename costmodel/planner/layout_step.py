@@ -56,6 +56,7 @@ class RunSpec:
     matmul_format: str = "bf16"  # a key of step_ops.MATMUL_FORMATS; compute_dtype is its dtype
     window_share: float = 1.0  # share of the layers whose attention is windowed
     calibration: Calibration | None = None  # the user's measured factors (calibrate.from_report)
+    expert_imbalance: float = 1.0  # tokens of the busiest expert over the mean
 
     @property
     def sequences(self) -> int:
@@ -270,7 +271,8 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     kv = 2 * tokens_mb * kv_heads_per_chip(cfg, layout.tp) * cfg.head_dim * act
     add("cp", "all-gather", kv, 2 * p.layers * m, ("cp",))
     add("cp", "reduce-scatter", kv, p.layers * m, ("cp",))
-    per_copy = tokens / layout.tp * run.capacity_factor * d * act  # each token's activation, once
+    # each token's activation, once; the busiest expert's chip receives `expert_imbalance` times its share
+    per_copy = tokens / layout.tp * max(run.capacity_factor, run.expert_imbalance) * d * act
     dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ("tp", "cp", "ep") if layout.ep_over_tp else ("ep",))
     if cfg.experts and dispatch.seconds:
         rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
@@ -433,7 +435,7 @@ def _ops(cfg: ModelConfig, run: RunSpec, layout: Layout, hw: Hardware, tokens_mb
     matmul_dtype, scales = MATMUL_FORMATS.get(run.matmul_format, (run.compute_dtype, 0.0))
     shape = StepShape(tokens_mb / layout.cp, sequences, run.seq, run.sizes.activation,
                       "bf16" if run.sizes.activation == 2 else "f32", run.capacity_factor, run.window,
-                      run.window_share, matmul_dtype, scales)
+                      run.window_share, matmul_dtype, scales, run.expert_imbalance)
     out = price_step(cfg, layout, hw, shape, p.layers, p.moe_layers, m, remat, shard, first_stage=layout.pp == 1,
                      calibration=run.calibration)
     out["source"] = ("model: the step's ops per chip (the last pipeline stage's), each priced by the cost model "

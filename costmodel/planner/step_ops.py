@@ -64,6 +64,7 @@ class StepShape:
     window_share: float = 1.0  # share of the layers whose attention is windowed (the rest: full causal)
     matmul_dtype: str = "bf16"  # the GEMMs' operands: bf16, or fp8 / fp4 (FP8, MXFP8, NVFP4 training)
     scale_bytes: float = 0.0  # block scales per operand element (MXFP8 1/32, NVFP4 1/16 + ...)
+    expert_imbalance: float = 1.0  # tokens of the busiest expert over the mean: every EP rank waits for it
 
 
 @dataclass
@@ -234,7 +235,9 @@ def _moe(led: _Ledger, gemm: Any, cfg: ModelConfig, layout: Layout, s: StepShape
     routed = t_own * k * s.capacity_factor  # token copies this chip sends to experts and takes back
     led.stream("moe routing", "permute tokens", routed * d * act + t_own * d * act, routed * d * act, count, dt)
     experts_here = max(e // ep, 1)
-    rows = routed * ep / e  # tokens each local expert receives from its EP group
+    # tokens each local expert receives from its EP group: padded to its capacity when there is one
+    # (tokens beyond it dropped), else the busiest expert's, which the rest of the group waits for
+    rows = t_own * k * ep / e * (s.capacity_factor if s.capacity_factor > 1 else s.expert_imbalance)
     w = cfg.expert_width
     gemm("expert up projection (grouped)", rows, (cfg.mlp_matrices - 1) * w, d, count, groups=experts_here)
     led.stream("elementwise", "expert activation", rows * experts_here * (cfg.mlp_matrices - 1) * w * act,
