@@ -148,3 +148,13 @@ def test_an_imbalanced_router_makes_the_expert_gemms_wait_for_the_busiest_expert
     assert grouped and all(skewed["ops_per_step"]["by_op_s"][k] > even["ops_per_step"]["by_op_s"][k] for k in grouped)
     assert skewed["step_time_achievable_s"]["total"] > even["step_time_achievable_s"]["total"]
     assert main([*BASE, *args, "--expert-imbalance", "0.5"]) == 2
+
+
+def test_serving_plans_at_the_profiles_rates_too(capsys):
+    base = ["plan", "serve", "--model", "llama3-8b", "--batch", "32", "--context", "8192", "--hardware", "mi300x",
+            "--chips", "8", "--prefill-tokens", "4096", "--json", "-"]
+    assert main([*base, "--calibrate", str(REPORT)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    cal, decode = r["calibrated"], r["decode"]
+    assert cal["source"].startswith("calibration:") and cal["decode_step_s"] >= decode["step_s"]
+    assert cal["prefill_s"] > 0 and cal["tokens_per_s"] == pytest.approx(32 / cal["decode_step_s"])

@@ -188,15 +188,17 @@ def _refuse_unrunnable(evaluated: dict[str, Any] | None, text: str | None) -> No
 @click.option("--requests-per-s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Size prefill and decode servers for this traffic.")
 @click.option("--output-tokens", type=click.IntRange(min=1), default=None, help="Tokens generated per request.")
+@click.option("--calibrate", "calibrate_path", metavar="REPORT.json",
+              help="Also time decode and prefill at the rates measured in your own `audit inspect` JSON report.")
 def serve_cmd(model_name: str | None, json_path: str | None, batch: int, context: int, hardware: str,
               overrides: Pairs, chips: int | None, param_dtype: str, kv_dtype: str, compute_dtype: str, prefill_tokens: int,
               mfu: float, layout_text: str | None, requests_per_s: float | None, output_tokens: int | None,
-              **flags: Any) -> None:
+              calibrate_path: str | None, **flags: Any) -> None:
     """Serving memory, decode latency and throughput, prefill time; layouts and prefill/decode servers."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
     setup = ServeSetup(batch, context, n, param_dtype, kv_dtype, compute_dtype, prefill_tokens, mfu)
     layout = None if layout_text is None else parse_layout(layout_text, n)
-    result = plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0)
+    result = plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0, _calibration(calibrate_path))
     _refuse_unrunnable(result.get("layout"), layout_text)
     write_result(result, json_path, serve_text)
