@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..costmodel.units import count, figure, nbytes, number, percent, seconds
+from ..costmodel.units import count, figure, nbytes, number, percent, ratio, seconds
 
 _MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "working")
 
@@ -40,7 +40,7 @@ def layout_lines(r: dict[str, Any], heading: str) -> list[str]:
                      f"{seconds(ach['total'])}, MFU ~ {percent(r['mfu_at_achievable'])}")
     cal = r.get("calibration")
     if cal:
-        factors = ", ".join(f"{k} x{v:.3g} the roofline ({cal['ops'][k]} ops)" for k, v in cal["factors"].items())
+        factors = ", ".join(f"{k} {ratio(v)} the roofline ({count(cal['ops'][k])} ops)" for k, v in cal["factors"].items())
         lines.append(f"  from your profile [{cal['source']}, {cal['hardware'] or 'hardware unnamed'}]: {factors}; "
                      f"the classes it does not time keep the catalog's achievable rates")
     ops = r.get("ops_per_step")

@@ -85,7 +85,7 @@ def serve_text(r: dict[str, Any]) -> list[str]:
         lines += disaggregated_lines(r["disaggregated"])
     cal = r.get("calibrated")
     if cal:
-        factors = ", ".join(f"{k} x{v:.3g}" for k, v in cal["factors"].items())
+        factors = ", ".join(f"{k} {ratio(v)}" for k, v in cal["factors"].items())
         prefill = f"; prefill {seconds(cal['prefill_s'])}" if "prefill_s" in cal else ""
         lines.append(f"at your profile's rates [{cal['source']}: {factors} the roofline]: decode step ~ "
                      f"{seconds(cal['decode_step_s'])}, {number(cal['tokens_per_s'])} tokens/s{prefill} (estimate)")

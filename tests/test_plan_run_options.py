@@ -158,3 +158,23 @@ def test_serving_plans_at_the_profiles_rates_too(capsys):
     cal, decode = r["calibrated"], r["decode"]
     assert cal["source"].startswith("calibration:") and cal["decode_step_s"] >= decode["step_s"]
     assert cal["prefill_s"] > 0 and cal["tokens_per_s"] == pytest.approx(32 / cal["decode_step_s"])
+
+
+def test_dualpipe_hides_the_all_to_all_only_in_its_steady_state():
+    """The bound lets DualPipe hide all of EP's all-to-all behind compute; the estimate only the share of
+    microbatches past the pipe's fill and drain, so two stages of four microbatches expose a quarter of it."""
+    from audit.costmodel.chips.catalog import lookup
+    from audit.costmodel.planner.layout_memory import TrainBytes
+    from audit.costmodel.planner.layout_step import RunSpec, evaluate_layout
+    from audit.costmodel.planner.layout import parse_layout
+    from audit.costmodel.planner.transformer import MODELS
+    run = RunSpec(64 * 4096 * 8, 4096, 256, TrainBytes(remat="full"))
+    r = evaluate_layout(MODELS["deepseek-v3-like"], run, lookup("h800"),
+                        parse_layout("dp=128,pp=2,ep=64,schedule=dualpipe,m=4", 256))
+    assert r["valid"]
+    ep_total = sum(c["time_s"] for c in r["collectives"] if c["axis"] == "ep")
+    bound_ep = r["step_time_s"]["exposed_comm_by_axis"].get("ep", 0.0)
+    assert bound_ep == pytest.approx(max(0.0, ep_total - r["step_time_s"]["compute"]))
+    est_net = sum(r["step_time_achievable_s"]["exposed_comm_by_level"].values())
+    assert est_net >= 0.25 * ep_total * 0.99  # (pp - 1) of m = 4 microbatches fill and drain, exposed
+    assert "steady state" in r["overlap"]["estimate"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..chips.hardware import Hardware
+from ..units import ratio
 from .hierarchy import Network
 from .calibrate import Calibration
 from .layout import Layout
@@ -467,7 +468,7 @@ def _at_achievable(hw: Hardware, run: RunSpec, model_flops: float, step: dict[st
         est["exposed_comm_by_level"] = {k: v * cal if k != "host link" else est["exposed_comm_by_level"][k]
                                         for k, v in bound_levels.items()}
         est["figures"] = {k: v for k, v in est["figures"].items() if not k.startswith("collective_bytes")}
-        est["figures"]["collectives"] = f"{run.calibration.source if run.calibration else ''}: x{cal:.3g} the roofline"
+        est["figures"]["collectives"] = f"{run.calibration.source if run.calibration else ''}: {ratio(cal)} the roofline"
     est["total"] = est["compute"] + sum(est["exposed_comm_by_level"].values()) + est["bubble"]
     est["figures"] = {k: v for k, v in est["figures"].items() if not k.startswith("matmul_flops_per_s")}
     est["figures"]["ops"] = "each op at the inspect cost model's achievable rate (ops_per_step.sources)"

@@ -18,6 +18,7 @@ from .layout import parse_layout
 from .layout_step import RunSpec, evaluate_layout
 from .search import search
 from .train import TrainSetup
+from ..units import percent
 from .step_ops import MATMUL_FORMATS
 from .transformer import MODELS
 
@@ -65,7 +66,7 @@ def _maxtext(size: str, hardware: str, chips: int, layout: str, per_chip: int, r
              source: str) -> PublishedRun:
     return PublishedRun(f"MaxText {size.upper()} on {hardware.split(':')[0]}, {chips} chips", f"maxtext-{size}",
                         hardware, chips, layout, chips * per_chip * 2048, 2048, mfu, None,
-                        f"{100 * mfu:.2f}% MFU", source, remat=remat)
+                        f"{percent(mfu)} MFU", source, remat=remat)
 
 
 RUNS: tuple[PublishedRun, ...] = (
