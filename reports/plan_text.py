@@ -20,6 +20,9 @@ def model_text(r: dict[str, Any]) -> list[str]:
               f"KV cache: {nbytes(r['kv_bytes_per_token'])} per token in {r['kv_dtype']}",
               f"saved activations per token: {nbytes(act['no_remat'])} without remat, "
               f"{nbytes(act['remat'])} with {count(act['checkpoints_per_layer'])} checkpoint(s) per layer"]
+    if act.get("by_policy"):
+        lines.append("kept on the chip per token by remat policy: "
+                     + ", ".join(f"{k} {nbytes(v)}" for k, v in act["by_policy"].items()))
     return lines
 
 

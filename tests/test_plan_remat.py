@@ -89,3 +89,11 @@ def test_remat_and_the_old_knob_are_not_given_together(capsys):
     assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6",
                  "--hardware", "h100", "--chips", "64", "--remat", "full", "--checkpoints-per-layer", "4"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_plan_model_lists_what_each_policy_keeps(capsys):
+    import json
+    assert main(["plan", "model", "--model", "llama3-70b", "--json", "-"]) == 0
+    kept = json.loads(capsys.readouterr().out)["activation_bytes_per_token"]["by_policy"]
+    assert set(kept) == set(NAMED)
+    assert kept["full"] < kept["minimal"] < kept["none"] and kept["offload"] == kept["full"]

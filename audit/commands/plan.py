@@ -9,7 +9,7 @@ import click
 
 from ..costmodel.planner.layout import parse_layout
 from ..costmodel.planner.calibrate import Calibration, from_report
-from ..costmodel.planner.remat import POLICIES, stated
+from ..costmodel.planner.remat import POLICIES, kept_by_policy, stated
 from ..costmodel.planner.step_ops import MATMUL_FORMATS
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
@@ -87,7 +87,9 @@ def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: st
               checkpoints_per_layer: float, **flags: Any) -> None:
     """Parameters, FLOPs per token, KV cache and activation bytes."""
     cfg = build_model(model_name, **flags)
-    write_result(model_summary(cfg, seq, dtype, checkpoints_per_layer), json_path, model_text)
+    summary = model_summary(cfg, seq, dtype, checkpoints_per_layer)
+    summary["activation_bytes_per_token"]["by_policy"] = kept_by_policy(cfg, dtype)
+    write_result(summary, json_path, model_text)
 
 
 def _calibration(path: str | None) -> Calibration | None:

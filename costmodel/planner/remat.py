@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import UsageError
-from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig
+from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig, dtype_bytes
 
 POLICIES = ("auto", "none", "minimal", "selective", "full", "offload")
 AUTO_ORDER = ("none", "minimal", "full")  # least re-run first: the estimate's choice under `auto`
@@ -92,3 +92,8 @@ def stated(remat: str, checkpoints: float | None) -> str:
         raise UsageError("give --remat or --checkpoints-per-layer, not both",
                          hint="--remat names what is kept and what is re-run")
     return "checkpoints" if checkpoints is not None else remat
+
+
+def kept_by_policy(cfg: ModelConfig, dtype: str = "bf16") -> dict[str, float]:
+    """Bytes per token, all layers, that each named policy keeps on the chip."""
+    return {name: policy(name, cfg).kept * cfg.layers * dtype_bytes(dtype) for name in POLICIES if name != "auto"}
