@@ -97,3 +97,13 @@ def test_plan_model_lists_what_each_policy_keeps(capsys):
     kept = json.loads(capsys.readouterr().out)["activation_bytes_per_token"]["by_policy"]
     assert set(kept) == set(NAMED)
     assert kept["full"] < kept["minimal"] < kept["none"] and kept["offload"] == kept["full"]
+
+
+def test_frameworks_names_for_policies_are_understood(capsys):
+    import json
+    base = ["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "1e6", "--hardware", "h100",
+            "--chips", "64", "--layout", "tp=8", "--top", "1"]
+    assert main([*base, "--remat", "minimal_offloaded", "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["remat"]["estimate"] == "offload"
+    assert main([*base, "--remat", "bogus"]) == 2
+    assert "unknown remat policy" in capsys.readouterr().err

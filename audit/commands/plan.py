@@ -9,7 +9,7 @@ import click
 
 from ..costmodel.planner.layout import parse_layout
 from ..costmodel.planner.calibrate import Calibration, from_report
-from ..costmodel.planner.remat import POLICIES, kept_by_policy, stated
+from ..costmodel.planner.remat import canonical, kept_by_policy, stated
 from ..costmodel.planner.step_ops import MATMUL_FORMATS
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
@@ -113,10 +113,10 @@ def _calibration(path: str | None) -> Calibration | None:
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chips (default: the topology's).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True,
               help="MFU assumed for the total training time (the layouts bound it instead).")
-@click.option("--remat", type=click.Choice(POLICIES), default="auto", show_default=True,
+@click.option("--remat", default="auto", show_default=True, callback=lambda _c, _p, v: canonical(v),
               help="Remat policy: what each layer keeps and what it re-runs (none, minimal: save the matmul "
-                   "outputs, selective: Megatron's, full, offload: minimal's tensors to host); auto: the bound "
-                   "re-runs nothing, the estimate takes the least re-run that fits.")
+                   "outputs, selective: Megatron's, full, offload: minimal's tensors to host; MaxText's names such as "
+                   "minimal_offloaded too); auto: the bound re-runs nothing, the estimate takes the least re-run that fits.")
 @click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=None,
               help="Old single knob: D-sized activations saved per layer per token; the forward is "
                    "recomputed in proportion to the rest of 20. Prefer --remat.")

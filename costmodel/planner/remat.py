@@ -27,7 +27,11 @@ from ...errors import UsageError
 from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig, dtype_bytes
 
 POLICIES = ("auto", "none", "minimal", "selective", "full", "offload")
-AUTO_ORDER = ("none", "minimal", "full")  # least re-run first: the estimate's choice under `auto`
+AUTO_ORDER = ("none", "minimal", "full")
+# Frameworks' own names for the same policies (MaxText `remat_policy`, Megatron-LM's flags)
+ALIASES = {"minimal_offloaded": "offload", "offloaded": "offload", "save_matmul_outputs": "minimal",
+           "save_dot_except_mlpwi": "minimal", "block": "full", "recompute_granularity_full": "full",
+           "recompute_granularity_selective": "selective"}  # least re-run first: the estimate's choice under `auto`
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,16 @@ def policy(name: str, cfg: ModelConfig, checkpoints: float | None = None) -> Rem
     if name == "offload":
         return RematPolicy(name, d, matmul_outputs(cfg), 0.0, False, True)
     raise UsageError(f"unknown remat policy {name!r}", hint=", ".join(POLICIES))
+
+
+def canonical(name: str) -> str:
+    """A policy name, or a framework's name for one, as `POLICIES` names it."""
+    key = name.strip().lower().replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key not in POLICIES:
+        raise UsageError(f"unknown remat policy {name!r}",
+                         hint=f"{', '.join(POLICIES)} (or {', '.join(sorted(ALIASES))})")
+    return key
 
 
 def stated(remat: str, checkpoints: float | None) -> str:
