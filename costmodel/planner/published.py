@@ -118,6 +118,12 @@ RUNS: tuple[PublishedRun, ...] = (
              _MAXTEXT_V5E.format("32b", 4, "full", "FSDP over all chips")),
     _maxtext("64b", "tpu-v5e:16x16", 256, "fsdp=256", 2, "full", 0.5990,
              _MAXTEXT_V5E.format("64b", 2, "full", "FSDP over all chips")),
+    _maxtext("16b", "tpu-v5e:16x16", 8192, "dp=8192,zero=3,replicas=32", 6, "full", 0.5465,
+             _MAXTEXT_V5E.replace("1x v5e-256", "32x v5e-256").format(
+                 "16b", 6, "full", "FSDP within each slice, data parallel over DCN across the 32")),
+    _maxtext("64b", "tpu-v5e:16x16", 8192, "dp=8192,zero=3,replicas=32", 2, "full", 0.5018,
+             _MAXTEXT_V5E.replace("1x v5e-256", "32x v5e-256").format(
+                 "64b", 2, "full", "FSDP within each slice, data parallel over DCN across the 32")),
     _maxtext("128b", "tpu-v5e:16x16", 256, "fsdp=16,tp=16", 1, "offload", 0.5606,
              _MAXTEXT_V5E.format("128b", 1, "minimal_offloaded", "ici_fsdp_parallelism 16, ici_tensor_parallelism 16")),
 )
