@@ -178,3 +178,12 @@ def test_dualpipe_hides_the_all_to_all_only_in_its_steady_state():
     est_net = sum(r["step_time_achievable_s"]["exposed_comm_by_level"].values())
     assert est_net >= 0.25 * ep_total * 0.99  # (pp - 1) of m = 4 microbatches fill and drain, exposed
     assert "steady state" in r["overlap"]["estimate"]
+
+
+def test_moe_dispatch_by_all_gather_moves_the_whole_groups_tokens(capsys):
+    args = ("--model", "gpt-oss-120b", "--hardware", "h100", "--chips", "64", "--layout", "dp=64,ep=8",
+            "--remat", "full")
+    a2a = _plan(capsys, *args)["layout"]
+    ag = _plan(capsys, *args, "--moe-dispatch", "all-gather")["layout"]
+    assert {c["collective"] for c in a2a["collectives"] if c["axis"] == "ep"} == {"all-to-all"}
+    assert {c["collective"] for c in ag["collectives"] if c["axis"] == "ep"} == {"all-gather", "reduce-scatter"}

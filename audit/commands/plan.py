@@ -130,6 +130,9 @@ def _calibration(path: str | None) -> Calibration | None:
 @click.option("--expert-imbalance", type=click.FloatRange(min=1), default=1.0, show_default=True,
               help="MoE: tokens of the busiest expert over the mean (the EP group waits for it; a capacity "
                    "factor caps it where tokens are dropped).")
+@click.option("--moe-dispatch", type=click.Choice(["all-to-all", "all-gather"]), default="all-to-all",
+              show_default=True, help="MoE: tokens sent to their experts' chips, or gathered over the EP group "
+                                      "and the outputs reduce-scattered back.")
 @click.option("--compute-dtype", "matmul_format", type=click.Choice(list(MATMUL_FORMATS)), default="bf16",
               show_default=True, help="The GEMMs' format: bf16, fp8 (per-tensor scales), mxfp8, nvfp4 (block scales).")
 @click.option("--sliding-window", type=click.IntRange(min=0), default=0,
@@ -145,7 +148,7 @@ def _calibration(path: str | None) -> Calibration | None:
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
               overrides: Pairs, chips: int | None, mfu: float, remat: str, checkpoints_per_layer: float | None, seq: int,
               layout_text: str | None, top: int, capacity_factor: float, matmul_format: str, sliding_window: int,
-              sliding_window_share: float, expert_imbalance: float, offload_optimizer: bool, offload_params: bool, calibrate_path: str | None,
+              sliding_window_share: float, expert_imbalance: float, moe_dispatch: str, offload_optimizer: bool, offload_params: bool, calibrate_path: str | None,
               **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
@@ -160,7 +163,7 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
                        remat=remat, capacity_factor=capacity_factor, compute_dtype=dtype, matmul_format=matmul_format,
                        window=sliding_window, window_share=sliding_window_share,
                        calibration=_calibration(calibrate_path), offload_optimizer=offload_optimizer,
-                       expert_imbalance=expert_imbalance,
+                       expert_imbalance=expert_imbalance, moe_dispatch=moe_dispatch,
                        offload_params=offload_params)
     result = plan_train(cfg, setup, hw, layout=layout, top=top)
     _refuse_unrunnable(result.get("layout"), layout_text)

@@ -58,6 +58,7 @@ class RunSpec:
     window_share: float = 1.0  # share of the layers whose attention is windowed
     calibration: Calibration | None = None  # the user's measured factors (calibrate.from_report)
     expert_imbalance: float = 1.0  # tokens of the busiest expert over the mean
+    moe_dispatch: str = "all-to-all"  # or "all-gather": tokens gathered over EP, outputs reduce-scattered
 
     @property
     def sequences(self) -> int:
@@ -274,9 +275,17 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     add("cp", "reduce-scatter", kv, p.layers * m, ("cp",))
     # each token's activation, once; the busiest expert's chip receives `expert_imbalance` times its share
     per_copy = tokens / layout.tp * max(run.capacity_factor, run.expert_imbalance) * d * act
-    dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ("tp", "cp", "ep") if layout.ep_over_tp else ("ep",))
-    if cfg.experts and dispatch.seconds:
-        rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
+    ep_names = ("tp", "cp", "ep") if layout.ep_over_tp else ("ep",)
+    if cfg.experts and run.moe_dispatch == "all-gather":
+        # every chip gathers the EP group's tokens and keeps those its experts take; the outputs are
+        # reduce-scattered back: forward, and the same again backward
+        own = tokens / layout.tp * d * act
+        add("ep", "all-gather", own, 2 * p.moe_layers * m, ep_names)
+        add("ep", "reduce-scatter", own, 2 * p.moe_layers * m, ep_names)
+    else:
+        dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ep_names)
+        if cfg.experts and dispatch.seconds:
+            rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
     add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
     # Dense weights are replicated over the DP and CP ranks, routed experts over the DP ranks
     # outside their EP group; their gradients (and, under ZeRO 3, weights) move there.

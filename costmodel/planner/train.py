@@ -50,6 +50,7 @@ class TrainSetup:
     window_share: float = 1.0  # share of the layers with the sliding window (GPT-OSS: every other, 0.5)
     calibration: Calibration | None = None  # measured factors from the user's inspect report
     expert_imbalance: float = 1.0  # MoE: tokens of the busiest expert over the mean
+    moe_dispatch: str = "all-to-all"  # MoE: how tokens reach their experts (or "all-gather")
     offload_optimizer: bool = False  # optimizer state and master weights in host memory
     offload_params: bool = False  # weights in host memory, streamed in per layer
 
@@ -64,6 +65,8 @@ class TrainSetup:
             raise InputError("a sliding window is a positive key count, its share of the layers in [0, 1]")
         if self.remat not in POLICIES:
             raise InputError(f"unknown remat policy {self.remat!r}", hint=", ".join(POLICIES))
+        if self.moe_dispatch not in ("all-to-all", "all-gather"):
+            raise InputError(f"unknown MoE dispatch {self.moe_dispatch!r}", hint="all-to-all or all-gather")
         if self.expert_imbalance < 1:
             raise InputError(f"expert imbalance is the busiest expert's tokens over the mean, at least 1, "
                              f"got {self.expert_imbalance}")
@@ -87,7 +90,7 @@ class TrainSetup:
                            offload_optimizer=self.offload_optimizer, offload_params=self.offload_params)
         return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor,
                        self.window, self.matmul_format, self.window_share, self.calibration,
-                       self.expert_imbalance)
+                       self.expert_imbalance, self.moe_dispatch)
 
 
 def total_flops(cfg: ModelConfig, setup: TrainSetup) -> float:
