@@ -187,3 +187,16 @@ def test_moe_dispatch_by_all_gather_moves_the_whole_groups_tokens(capsys):
     ag = _plan(capsys, *args, "--moe-dispatch", "all-gather")["layout"]
     assert {c["collective"] for c in a2a["collectives"] if c["axis"] == "ep"} == {"all-to-all"}
     assert {c["collective"] for c in ag["collectives"] if c["axis"] == "ep"} == {"all-gather", "reduce-scatter"}
+
+
+def test_chunked_attention_runs_independent_causal_blocks(capsys):
+    """Chunks of 8192 tokens on three of four layers at 131072 (Llama 4's layout): a sixteenth of the pairs
+    there; the bound and the attention kernels both see fewer."""
+    args = ("--model", "llama3-8b", "--hardware", "h100", "--chips", "64", "--seq", "131072",
+            "--batch-tokens", str(64 * 131072), "--layout", "tp=8,cp=8", "--remat", "full")
+    full = _plan(capsys, *args)["layout"]
+    chunked = _plan(capsys, *args, "--attention-chunk", "8192", "--sliding-window-share", "0.75")["layout"]
+    a, b = full["ops_per_step"]["by_class_s"]["attention"], chunked["ops_per_step"]["by_class_s"]["attention"]
+    assert 0.2 * a < b < 0.35 * a
+    assert chunked["executed_flops_per_step"] < full["executed_flops_per_step"]
+    assert main([*BASE, *args, "--attention-chunk", "8192", "--sliding-window", "128"]) == 2

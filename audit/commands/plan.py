@@ -137,8 +137,11 @@ def _calibration(path: str | None) -> Calibration | None:
               show_default=True, help="The GEMMs' format: bf16, fp8 (per-tensor scales), mxfp8, nvfp4 (block scales).")
 @click.option("--sliding-window", type=click.IntRange(min=0), default=0,
               help="Sliding-window attention: keys each query sees (0: the model's own window, if it has one).")
+@click.option("--attention-chunk", type=click.IntRange(min=0), default=0,
+              help="Chunked attention: queries see the keys of their own block of this many tokens (Llama 4).")
 @click.option("--sliding-window-share", type=click.FloatRange(min=0, max=1), default=1.0, show_default=True,
-              help="Share of the layers with the sliding window (0.5: every other layer, as GPT-OSS).")
+              help="Share of the layers with the sliding window or chunked attention (0.5: every other layer, "
+                   "as GPT-OSS).")
 @click.option("--offload-optimizer", is_flag=True, help="Optimizer state and master weights in host memory "
               "(read and written back over the host link for each update).")
 @click.option("--offload-params", is_flag=True, help="Weights in host memory, brought in over the host link for "
@@ -148,20 +151,23 @@ def _calibration(path: str | None) -> Calibration | None:
 def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
               overrides: Pairs, chips: int | None, mfu: float, remat: str, checkpoints_per_layer: float | None, seq: int,
               layout_text: str | None, top: int, capacity_factor: float, matmul_format: str, sliding_window: int,
-              sliding_window_share: float, expert_imbalance: float, moe_dispatch: str, offload_optimizer: bool, offload_params: bool, calibrate_path: str | None,
+              attention_chunk: int, sliding_window_share: float, expert_imbalance: float, moe_dispatch: str, offload_optimizer: bool, offload_params: bool, calibrate_path: str | None,
               **flags: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
     layout = None if layout_text is None else parse_layout(layout_text, n)
     stated(remat, checkpoints_per_layer)  # one of the two, not both
+    if sliding_window and attention_chunk:
+        raise UsageError("give --sliding-window or --attention-chunk, not both")
     dtype = MATMUL_FORMATS[matmul_format][0]
     if dtype not in hw.peak_flops:
         raise UsageError(f"{hw.name} states no {dtype} matmul rate: it has no {matmul_format} tensor cores in the catalog",
                          hint=f"its matmul dtypes: {', '.join(hw.peak_flops)}")
     setup = TrainSetup(tokens, batch_tokens, n, seq=seq, mfu=mfu, checkpoints_per_layer=checkpoints_per_layer,
                        remat=remat, capacity_factor=capacity_factor, compute_dtype=dtype, matmul_format=matmul_format,
-                       window=sliding_window, window_share=sliding_window_share,
+                       window=sliding_window or attention_chunk, window_share=sliding_window_share,
+                       chunked=bool(attention_chunk),
                        calibration=_calibration(calibrate_path), offload_optimizer=offload_optimizer,
                        expert_imbalance=expert_imbalance, moe_dispatch=moe_dispatch,
                        offload_params=offload_params)

@@ -56,6 +56,7 @@ class RunSpec:
     window: int = 0  # sliding-window attention: keys per query (0: causal over the whole sequence)
     matmul_format: str = "bf16"  # a key of step_ops.MATMUL_FORMATS; compute_dtype is its dtype
     window_share: float = 1.0  # share of the layers whose attention is windowed
+    chunked: bool = False  # the window is chunked attention (causal within blocks), not sliding
     calibration: Calibration | None = None  # the user's measured factors (calibrate.from_report)
     expert_imbalance: float = 1.0  # tokens of the busiest expert over the mean
     moe_dispatch: str = "all-to-all"  # or "all-gather": tokens gathered over EP, outputs reduce-scattered
@@ -230,7 +231,8 @@ def executed_pair_share(run: RunSpec) -> float:
     if not 0 < run.window < run.seq:
         return 0.5
     w = run.window / run.seq
-    return run.window_share * (w - w * w / 2) + (1 - run.window_share) * 0.5
+    windowed = w / 2 if run.chunked else w - w * w / 2
+    return run.window_share * windowed + (1 - run.window_share) * 0.5
 
 
 def _flops(cfg: ModelConfig, run: RunSpec, remat: RematPolicy) -> tuple[float, float, float]:
@@ -445,7 +447,7 @@ def _ops(cfg: ModelConfig, run: RunSpec, layout: Layout, hw: Hardware, tokens_mb
     matmul_dtype, scales = MATMUL_FORMATS.get(run.matmul_format, (run.compute_dtype, 0.0))
     shape = StepShape(tokens_mb / layout.cp, sequences, run.seq, run.sizes.activation,
                       "bf16" if run.sizes.activation == 2 else "f32", run.capacity_factor, run.window,
-                      run.window_share, matmul_dtype, scales, run.expert_imbalance)
+                      run.window_share, run.chunked, matmul_dtype, scales, run.expert_imbalance)
     out = price_step(cfg, layout, hw, shape, p.layers, p.moe_layers, m, remat, shard, first_stage=layout.pp == 1,
                      calibration=run.calibration)
     out["source"] = ("model: the step's ops per chip (the last pipeline stage's), each priced by the cost model "

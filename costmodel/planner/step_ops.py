@@ -62,6 +62,7 @@ class StepShape:
     capacity_factor: float = 1.0
     window: int = 0  # sliding-window attention: keys per query (0: causal over the whole sequence)
     window_share: float = 1.0  # share of the layers whose attention is windowed (the rest: full causal)
+    chunked: bool = False  # the window is chunked attention: causal within blocks of `window` tokens
     matmul_dtype: str = "bf16"  # the GEMMs' operands: bf16, or fp8 / fp4 (FP8, MXFP8, NVFP4 training)
     scale_bytes: float = 0.0  # block scales per operand element (MXFP8 1/32, NVFP4 1/16 + ...)
     expert_imbalance: float = 1.0  # tokens of the busiest expert over the mean: every EP rank waits for it
@@ -155,8 +156,11 @@ def _attention(led: _Ledger, cfg: ModelConfig, layout: Layout, s: StepShape, cou
     q_len = s.seq
     window = (window_keys, 0) if window_keys else (-1, -1)
     batch = max(int(math.ceil(s.sequences)), 1)
+    if window_keys and s.chunked:  # independent causal blocks: seq / chunk problems of chunk tokens each
+        q_len, window = window_keys, (-1, -1)
+        batch = max(int(math.ceil(s.sequences * s.seq / window_keys)), 1)
     for kernel, times in (("forward", 1 + (1 if rerun else 0)), ("backward", 1)):
-        p = AttentionProblem(batch, heads, kv, q_len, s.seq, cfg.head_dim, cfg.head_dim, kernel=kernel,
+        p = AttentionProblem(batch, heads, kv, q_len, q_len, cfg.head_dim, cfg.head_dim, kernel=kernel,
                              causal=True, window=window)
         fl = _unit_flops(dataclasses.replace(p, batch=1, heads=1, kv_heads=1)) * batch * heads
         io = s.act_bytes * batch * q_len * (2 * heads + 2 * kv) * cfg.head_dim * (2 if kernel == "backward" else 1)

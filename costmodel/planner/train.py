@@ -51,6 +51,7 @@ class TrainSetup:
     calibration: Calibration | None = None  # measured factors from the user's inspect report
     expert_imbalance: float = 1.0  # MoE: tokens of the busiest expert over the mean
     moe_dispatch: str = "all-to-all"  # MoE: how tokens reach their experts (or "all-gather")
+    chunked: bool = False  # the window is chunked attention (causal within blocks of `window`)
     offload_optimizer: bool = False  # optimizer state and master weights in host memory
     offload_params: bool = False  # weights in host memory, streamed in per layer
 
@@ -88,9 +89,10 @@ class TrainSetup:
                            master=self.master_bytes_per_param, activation=dtype_bytes(self.param_dtype),
                            checkpoints_per_layer=self.checkpoints_per_layer, remat=self.remat,
                            offload_optimizer=self.offload_optimizer, offload_params=self.offload_params)
-        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor,
-                       self.window, self.matmul_format, self.window_share, self.calibration,
-                       self.expert_imbalance, self.moe_dispatch)
+        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, compute_dtype=self.compute_dtype,
+                       capacity_factor=self.capacity_factor, window=self.window, matmul_format=self.matmul_format,
+                       window_share=self.window_share, chunked=self.chunked, calibration=self.calibration,
+                       expert_imbalance=self.expert_imbalance, moe_dispatch=self.moe_dispatch)
 
 
 def total_flops(cfg: ModelConfig, setup: TrainSetup) -> float:
