@@ -150,10 +150,20 @@ def test_hardware_list_writes_json_with_every_entry(capsys):
 
 
 def test_plan_model_and_plan_train_save_the_same_checkpoints_per_layer(capsys):
-    for sub in ("model", "train"):
-        assert main(["plan", sub, "--help"]) == ExitCode.OK
-        text = " ".join(capsys.readouterr().out.split())
-        assert f"[default: {DEFAULTS.checkpoints_per_layer};" in text.split("--checkpoints-per-layer")[1][:200]
+    # plan model states one default; plan train states none for the old knob (its --remat policy says what
+    # is kept) and its closed forms fall back to the same figure.
+    from audit.costmodel.planner.transformer import lookup_model
+    from audit.costmodel.planner.train import TrainSetup
+
+    assert main(["plan", "model", "--help"]) == ExitCode.OK
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"[default: {DEFAULTS.plan_checkpoints_per_layer};" in text.split("--checkpoints-per-layer")[1][:200]
+    assert main(["plan", "train", "--help"]) == ExitCode.OK
+    text = " ".join(capsys.readouterr().out.split())
+    assert "[default: auto]" in text.split("--remat")[1][:400]
+    assert "[default:" not in text.split("--checkpoints-per-layer")[1].split("--")[0]
+    cfg = lookup_model("llama3-8b")
+    assert TrainSetup(1e9, 1e6, 8).closed_form_checkpoints(cfg) == DEFAULTS.plan_checkpoints_per_layer
 
 
 def test_an_unknown_option_after_double_dash_still_goes_to_the_workload(tmp_path, capsys):
