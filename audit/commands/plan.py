@@ -83,13 +83,17 @@ def command() -> None:
 @click.option("--dtype", type=_DTYPES, default="bf16", show_default=True, help="KV cache and activation dtype.")
 @click.option("--checkpoints-per-layer", type=click.FloatRange(min=0), default=DEFAULTS.plan_checkpoints_per_layer,
               show_default=True, help="D-sized activations saved per layer per token (1: block remat).")
-def model_cmd(model_name: str | None, json_path: str | None, seq: int, dtype: str,
-              checkpoints_per_layer: float, **flags: Any) -> None:
+def model_cmd(json_path: str | None, **params: Any) -> None:
     """Parameters, FLOPs per token, KV cache and activation bytes."""
+    write_result(model_doc(**params), json_path, model_text)
+
+
+def model_doc(model_name: str | None, seq: int, dtype: str, checkpoints_per_layer: float, **flags: Any) -> dict[str, Any]:
+    """What `audit plan model --json` writes (the MCP plan tool calls it too)."""
     cfg = build_model(model_name, **flags)
     summary = model_summary(cfg, seq, dtype, checkpoints_per_layer)
     summary["activation_bytes_per_token"]["by_policy"] = kept_by_policy(cfg, dtype)
-    write_result(summary, json_path, model_text)
+    return summary
 
 
 def _calibration(path: str | None) -> Calibration | None:
@@ -148,12 +152,19 @@ def _calibration(path: str | None) -> Calibration | None:
               "each microbatch's forward and backward.")
 @click.option("--calibrate", "calibrate_path", metavar="REPORT.json",
               help="Price ops and collectives at the rates measured in your own `audit inspect` JSON report.")
-def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batch_tokens: float, hardware: str,
-              overrides: Pairs, chips: int | None, mfu: float, remat: str, checkpoints_per_layer: float | None, seq: int,
-              layout_text: str | None, top: int, capacity_factor: float, matmul_format: str, sliding_window: int,
-              attention_chunk: int, sliding_window_share: float, expert_imbalance: float, moe_dispatch: str, offload_optimizer: bool, offload_params: bool, calibrate_path: str | None,
-              **flags: Any) -> None:
+def train_cmd(json_path: str | None, **params: Any) -> None:
     """Training FLOPs, time, memory and the parallelism to use."""
+    write_result(train_doc(**params), json_path, train_text)
+
+
+def train_doc(model_name: str | None, tokens: float, batch_tokens: float, hardware: str, mfu: float, remat: str,
+              seq: int, top: int, capacity_factor: float, matmul_format: str, sliding_window: int,
+              attention_chunk: int, sliding_window_share: float, expert_imbalance: float, moe_dispatch: str,
+              offload_optimizer: bool = False, offload_params: bool = False, overrides: Pairs = (),
+              chips: int | None = None,
+              checkpoints_per_layer: float | None = None, layout_text: str | None = None,
+              calibrate_path: str | None = None, **flags: Any) -> dict[str, Any]:
+    """What `audit plan train --json` writes (the MCP plan tool calls it too); an unrunnable layout is bad input."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
     layout = None if layout_text is None else parse_layout(layout_text, n)
@@ -173,7 +184,7 @@ def train_cmd(model_name: str | None, json_path: str | None, tokens: float, batc
                        offload_params=offload_params)
     result = plan_train(cfg, setup, hw, layout=layout, top=top)
     _refuse_unrunnable(result.get("layout"), layout_text)
-    write_result(result, json_path, train_text)
+    return result
 
 
 def _refuse_unrunnable(evaluated: dict[str, Any] | None, text: str | None) -> None:
@@ -201,15 +212,20 @@ def _refuse_unrunnable(evaluated: dict[str, Any] | None, text: str | None) -> No
 @click.option("--output-tokens", type=click.IntRange(min=1), default=None, help="Tokens generated per request.")
 @click.option("--calibrate", "calibrate_path", metavar="REPORT.json",
               help="Also time decode and prefill at the rates measured in your own `audit inspect` JSON report.")
-def serve_cmd(model_name: str | None, json_path: str | None, batch: int, context: int, hardware: str,
-              overrides: Pairs, chips: int | None, param_dtype: str, kv_dtype: str, compute_dtype: str, prefill_tokens: int,
-              mfu: float, layout_text: str | None, requests_per_s: float | None, output_tokens: int | None,
-              calibrate_path: str | None, **flags: Any) -> None:
+def serve_cmd(json_path: str | None, **params: Any) -> None:
     """Serving memory, decode latency and throughput, prefill time; layouts and prefill/decode servers."""
+    write_result(serve_doc(**params), json_path, serve_text)
+
+
+def serve_doc(model_name: str | None, batch: int, context: int, hardware: str, param_dtype: str, kv_dtype: str,
+              compute_dtype: str, prefill_tokens: int, mfu: float, overrides: Pairs = (), chips: int | None = None,
+              layout_text: str | None = None, requests_per_s: float | None = None, output_tokens: int | None = None,
+              calibrate_path: str | None = None, **flags: Any) -> dict[str, Any]:
+    """What `audit plan serve --json` writes (the MCP plan tool calls it too)."""
     cfg = build_model(model_name, **flags)
     hw, n = _hardware(hardware, chips, overrides)
     setup = ServeSetup(batch, context, n, param_dtype, kv_dtype, compute_dtype, prefill_tokens, mfu)
     layout = None if layout_text is None else parse_layout(layout_text, n)
     result = plan_serve(cfg, setup, hw, layout, requests_per_s, output_tokens or 0, _calibration(calibrate_path))
     _refuse_unrunnable(result.get("layout"), layout_text)
-    write_result(result, json_path, serve_text)
+    return result

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...options import DEFAULTS
 from .layout import Layout
 from .pipeline import schedule_of
 from .remat import RematPolicy, policy, saved_everything
