@@ -118,6 +118,8 @@ def decode_line(data: bytes | memoryview, slot_of: np.ndarray, slots: int, using
 
 def _varint(buf: Any, pos: int) -> tuple[Any, int]:
     """(value, next position) of the varint at `pos`; the caller checks positions against the end."""
+    if pos >= len(buf):
+        return np.int64(0), len(buf) + 1
     b = np.int64(buf[pos])
     pos += 1
     if b < 128:  # most tags, ids and sizes fit one byte
@@ -143,7 +145,8 @@ def _skip(buf: Any, pos: int, wire: int) -> int:
         return pos + 8
     if wire == 2:
         size, pos = _varint(buf, pos)
-        return pos + size if size >= 0 else len(buf) + 1
+        # A length past the end (or past 2^63, which wraps negative) marks the bytes malformed
+        return pos + size if 0 <= size <= len(buf) - pos else len(buf) + 1
     if wire == 5:
         return pos + 4
     return len(buf) + 1
@@ -172,14 +175,16 @@ def _decode(buf: Any, slot_of: Any, mid: Any, off: Any, dur: Any, kind: Any, val
             ts, pos = _varint(buf, pos)
         elif tag == 34:  # field 4: an event
             size, pos = _varint(buf, pos)
+            if size < 0 or size > end - pos or i >= len(mid):
+                return -1
             stop = pos + size
-            if size < 0 or stop > end or not _event(buf, pos, stop, i, slot_of, mid, off, dur, kind, value, length):
+            if not _event(buf, pos, stop, i, slot_of, mid, off, dur, kind, value, length):
                 return -1
             pos = stop
             i += 1
         else:
             pos = _skip(buf, pos, tag & 7)
-    return ts if pos == end else -1
+    return ts if pos == end and i == len(mid) else -1
 
 
 def _event(buf: Any, pos: int, end: int, i: int, slot_of: Any, mid: Any, off: Any, dur: Any, kind: Any,
@@ -197,8 +202,10 @@ def _event(buf: Any, pos: int, end: int, i: int, slot_of: Any, mid: Any, off: An
                 dur[i] = v
         elif field == 4 and wire == 2:
             size, pos = _varint(buf, pos)
+            if size < 0 or size > end - pos:
+                return False
             stop = pos + size
-            if size < 0 or stop > end or not _stat(buf, pos, stop, i, slot_of, kind, value, length):
+            if not _stat(buf, pos, stop, i, slot_of, kind, value, length):
                 return False
             pos = stop
         else:
@@ -226,6 +233,8 @@ def _stat(buf: Any, pos: int, end: int, i: int, slot_of: Any, kind: Any, value: 
             k = UINT64 if field == 3 else (INT64 if field == 4 else REF)
         elif wire == 2 and (field == 5 or field == 6):
             size, pos = _varint(buf, pos)
+            if size < 0 or size > end - pos:  # a length of 2^64-11 reads as -11: it would step back
+                return False
             v, k = pos, (STRING if field == 5 else BYTES)
             pos += size
         else:
