@@ -39,7 +39,10 @@ def _check_shape(shape: Shape, instr: Instruction, comp: str, origin: str) -> No
     for leaf in _leaves(shape):
         if len(leaf.dims) > MAX_RANK:
             raise _error(instr, comp, f"has a shape of rank {len(leaf.dims)} (at most {MAX_RANK})", origin)
-        if any(d < -1 for d in leaf.dims):
+        if any(d == -1 for d in leaf.dims):  # `?`: a compiled program bounds every dimension (`<=N`)
+            raise _error(instr, comp, f"has an unbounded dynamic dimension in {str(leaf).replace('-1', '?')}: its size is not known "
+                                      "before run time, so nothing of it can be priced", origin)
+        if any(d < 0 for d in leaf.dims):
             raise _error(instr, comp, f"has a negative dimension in {leaf.dtype}{list(leaf.dims)}", origin)
         elements = 1
         for d in leaf.dims:

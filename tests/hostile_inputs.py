@@ -248,6 +248,10 @@ _HLO_EDITS: dict[str, list[tuple[str, str]]] = {
                     "%r0 = f32[8,16]{1,0} get-tuple-element(%loop), index=1\n"
                     "  %r = f32[8,16]{1,0} slice(%r0), slice={[0:99999999999999999999], [0:16:0]}")],
     "layout-out-of-range": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{7,0} dot")],
+    "dynamic-dim": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,?]{1,0} dot")],
+    "dynamic-dim-parameter": [("ENTRY %main (a: f32[8,16]) -> f32[8,16] {\n  %a = f32[8,16]{1,0} parameter(0)",
+                               "ENTRY %main (a: f32[?,16]) -> f32[8,16] {\n  %a = f32[?,16]{1,0} parameter(0)")],
+    "groups-empty-group": [("replica_groups={{0,1,2,3}}", "replica_groups={{}}")],
     "parameter-named": [("%a = f32[8,16]{1,0} parameter(0)", "%a = f32[8,16]{1,0} parameter(%a)")],
     "mesh-axis-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=mesh['x'=4,'y'=0] {'y'}")],
     "iota-groups-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=[0,4]<=[0]")],
