@@ -295,3 +295,31 @@ def test_fp8_attention_runs_on_the_fp8_tensor_core_rate():
     fp8, bf16 = (hw.achievable.matmul_flops_per_s[k].value for k in ("fp8", "bf16"))
     bf16_time = a.flops * (2048 + 335) / 2048 / hw.achievable.attention_flops_per_s["forward"].value
     assert reach.compute_s == pytest.approx(bf16_time * 1056 / 1024 * bf16 / fp8)  # 8 waves of 1024 blocks
+
+
+@given(problems)
+def test_pairs_in_closed_form_are_the_masks_count_on_arrays(p: AttentionProblem):
+    # The count of pairs takes no memory in the lengths: a config or shape stating 2^27 queries
+    # allocated arrays of that many (4-5 GB from a 469-byte HLO). Same count as the arrays gave.
+    import numpy as np
+
+    left, right = p.window
+    diagonal = np.arange(p.q_len, dtype=np.int64) + (p.kv_len - p.q_len if p.bottom_right else 0)
+    last = np.full(p.q_len, p.kv_len - 1, dtype=np.int64)
+    if p.causal or right >= 0:
+        last = np.minimum(last, diagonal + (0 if p.causal else right))
+    first = np.maximum(diagonal - left, 0) if left >= 0 else np.zeros(p.q_len, dtype=np.int64)
+    assert pairs(p) == int(np.maximum(last - first + 1, 0).sum())
+
+
+def test_pairs_of_huge_lengths_take_no_memory():
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    n = 1 << 40
+    assert pairs(AttentionProblem(1, 1, 1, n, n, 64, 64, causal=True)) == n * (n + 1) // 2
+    assert pairs(AttentionProblem(1, 1, 1, n, n, 64, 64, window=(127, 0))) == 128 * n - 127 * 128 // 2
+    assert time.perf_counter() - started < 1.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
