@@ -30,6 +30,27 @@ MATMULS = {"forward": (1, 1), "backward": (3, 2), "backward dK dV": (2, 2), "bac
 BLOCK_ROWS = 128
 
 
+# The largest length, head count or head dimension a config or shape may state (a real one is below
+# 2^20; shapes already hold at most 2^50 elements): beyond it, a number is a crafted or damaged config.
+MAX_EXTENT = 1 << 40
+
+
+def unreadable(p: AttentionProblem) -> str | None:
+    """Why a problem read from a config or shapes cannot be priced (a size out of range), or None."""
+    sizes = {"batch": p.batch, "heads": p.heads, "KV heads": p.kv_heads, "head dim": p.qk_dim, "value head dim":
+             p.v_dim, "segments": p.segments}
+    lengths = {"query length": p.q_len, "key length": p.kv_len, "window left": p.window[0],
+               "window right": p.window[1]}
+    for name, value in sizes.items():
+        if not isinstance(value, int) or not 1 <= value <= MAX_EXTENT:
+            return f"its {name} {value} is out of range (1 to {MAX_EXTENT:,})"
+    for name, value in lengths.items():
+        low = -1 if name.startswith("window") else 0
+        if not isinstance(value, int) or not low <= value <= MAX_EXTENT:
+            return f"its {name} {value} is out of range ({low} to {MAX_EXTENT:,})"
+    return None
+
+
 def pairs(p: AttentionProblem) -> int:
     """(query, key) pairs one batch entry and head computes: every key a query may attend, by the
     mask (causal, top-left or bottom-right aligned) and the window around its diagonal.
