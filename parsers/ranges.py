@@ -57,13 +57,19 @@ def check_line(line: Any, where: str) -> None:
             time_range(occ, "num_occurrences", at, high=MAX_OCCURRENCES)
 
 
-def check_columns(timestamp_ns: int, offset_ps: np.ndarray, duration_ps: np.ndarray, where: str) -> None:
-    """`check_line` for a line decoded into arrays."""
+def check_columns(timestamp_ns: int, duration_ps: int, offset_ps: np.ndarray, event_duration_ps: np.ndarray,
+                  occurrences: np.ndarray, where: str) -> None:
+    """`check_line` for a line decoded into arrays (the same numbers, the first bad event named)."""
     time_range(timestamp_ns, "timestamp_ns", where, high=MAX_TIMESTAMP_NS)
-    for what, values in (("offset_ps", offset_ps), ("duration_ps", duration_ps)):
-        bad = np.flatnonzero((values < 0) | (values > MAX_PS))
-        if bad.size:
-            time_range(int(values[bad[0]]), what, f"{where} event {int(bad[0])}")
+    time_range(duration_ps, "duration_ps", where)
+    bad = np.flatnonzero((offset_ps < 0) | (offset_ps > MAX_PS) | (event_duration_ps < 0) |
+                         (event_duration_ps > MAX_PS) | (occurrences < 0) | (occurrences > MAX_OCCURRENCES))
+    if bad.size:
+        i = int(bad[0])
+        at = f"{where} event {i}"
+        time_range(int(offset_ps[i]), "offset_ps", at)
+        time_range(int(event_duration_ps[i]), "duration_ps", at)
+        time_range(int(occurrences[i]), "num_occurrences", at, high=MAX_OCCURRENCES)
 
 
 def stat_int(value: Any, what: str, where: str, *, low: int, high: int) -> int:

@@ -107,14 +107,15 @@ def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
     line = XLine(timestamp_ns=1)
     line.events.add(metadata_id=1, offset_ps=2, duration_ps=3)
     data = line.SerializeToString()
-    mid, off, dur = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    mid, off, dur, occ = (np.zeros(1, np.int64) for _ in range(4))
     kind, value, length = np.zeros(2, np.uint8), np.zeros(2, np.int64), np.zeros(1, np.int32)  # length too short
     with pytest.raises(ValueError, match="disagree"):
-        _xline.decode(data, _slot_of(), mid, off, dur, kind, value, length)
+        _xline.decode(data, _slot_of(), mid, off, dur, occ, kind, value, length)
     with pytest.raises(TypeError, match="8-byte items"):
-        _xline.decode(data, _slot_of().astype(np.int32), mid, off, dur, kind, value, length)
+        _xline.decode(data, _slot_of().astype(np.int32), mid, off, dur, occ, kind, value, length)
     # Too few events in the arrays for the line: malformed for this call, never written past
-    assert _xline.decode(data, _slot_of(), mid[:0], off[:0], dur[:0], kind[:0], value[:0], length[:0]) == -1
+    assert _xline.decode(data, _slot_of(), mid[:0], off[:0], dur[:0], occ[:0], kind[:0], value[:0],
+                         length[:0]) is None
 
 
 @pytest.mark.parametrize(("chosen", "expected"), [("", "c"), ("c", "c"), ("numba", "numba"), ("python", "")])
