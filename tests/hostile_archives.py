@@ -149,6 +149,43 @@ def _dump_edit(members: dict[str, tuple[zipfile.ZipInfo, bytes]], craft: str, rn
         members[name] = (info, body)
 
 
+def patch_member(data: bytes, name: str, *, flags: int = 0, method: int | None = None) -> bytes:
+    """The zip `data` with member `name`'s general-purpose flags OR-ed with `flags` (bit 0: encrypted) and
+    its compression method set to `method`, in its local header and its central directory entry alike:
+    what another zip tool writes, or a damaged one (Python's zip writer writes neither)."""
+    out = bytearray(data)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        local = z.getinfo(name).header_offset
+    at = out.find(b"PK\x01\x02")
+    while at >= 0:
+        size = int.from_bytes(out[at + 28:at + 30], "little")
+        if out[at + 46:at + 46 + size] == name.encode():
+            for flag_at, method_at in ((local + 6, local + 8), (at + 8, at + 10)):
+                out[flag_at:flag_at + 2] = (int.from_bytes(out[flag_at:flag_at + 2], "little") | flags).to_bytes(2, "little")
+                if method is not None:
+                    out[method_at:method_at + 2] = method.to_bytes(2, "little")
+            break
+        at = out.find(b"PK\x01\x02", at + 4)
+    return bytes(out)
+
+
+ZIP_MEMBER_CRAFTS: tuple[str, ...] = ("member-encrypted", "member-method-unknown", "member-method-bzip2",
+                                      "member-method-lzma", "member-stored-deflated")
+
+
+def craft_zip_member(data: bytes, craft: str, rng: random.Random) -> bytes:
+    """An nsys-jax archive one of whose members (the trace, a table, a dump) is encrypted, compressed by a
+    method no reader here has, or stated under a method its bytes are not in."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        names = sorted(i.filename for i in z.infolist() if not i.is_dir())
+    name = rng.choice([n for n in (TRACE, DEVICES, THREADS) if n in names] + [n for n in names if _AFTER.match(n)][:2])
+    if craft == "member-encrypted":
+        return patch_member(data, name, flags=1)
+    method = {"member-method-unknown": rng.choice([99, 97, 6, 65535]), "member-method-bzip2": zipfile.ZIP_BZIP2,
+              "member-method-lzma": zipfile.ZIP_LZMA, "member-stored-deflated": zipfile.ZIP_DEFLATED}[craft]
+    return patch_member(data, name, method=method)
+
+
 NSYS_CRAFTS: tuple[str, ...] = (*_TRACE_EDITS, "xz-bomb", "zip-bomb", "dump-truncated", "dump-not-xz", "dump-proto",
                                 "devices", "threads-garbage", "member-missing")
 
