@@ -8,7 +8,10 @@ CPU captures, crafted HLO text (recursion, shared and deep call graphs, loops wh
 multiply, huge shapes and groups, bad numbers), crafted fields of real HLO protos, nsys-jax
 archives with damaged tables and decompression bombs, Nsight SQLite exports with damaged cells,
 hardware files with crafted values, malformed report JSON, random byte damage of every format,
-and odd paths (FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a
+real HLO texts with lines the template reader must leave to the line reader (stand-in bytes,
+metadata inside strings), nsys-jax archives with encrypted or oddly compressed members, the
+default run's CPU trace with crafted stats read by each decoder path (C, numba, Python: their
+exit codes and summaries must agree), and odd paths (FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a
 fresh process with a time limit and is judged on what the contract promises:
 
 - exit 0, 1 or 2, never 4 (a bug) and never killed;
@@ -44,9 +47,9 @@ from typing import IO
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, hlo_cases,  # noqa: E402
-                              mutation_cases, nsys_cases, profile_cases, proto_cases, report_cases, sqlite_cases,
-                              toml_cases)
+from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, decoder_cases,  # noqa: E402
+                              hlo_cases, mutation_cases, nsys_cases, profile_cases, proto_cases, report_cases,
+                              sqlite_cases, template_cases, toml_cases, zip_member_cases)
 
 SEED_PROFILES = [FIXTURES / "gpu-mi300x" / "gemm.xplane.pb", FIXTURES / "gpu-mi300x" / "conv3d-8gpu.xplane.pb",
                  ROOT / "tests" / "data" / "captures" / "h100-jax0.11" / "train-step.xplane.pb"]
@@ -60,6 +63,7 @@ class Outcome:
     seconds: float
     stderr: str
     problems: list[str]
+    report: object = None  # the summary a decoder path gave (decoder-paths cases)
 
 
 def _path_cases(seeds: Seeds) -> list[Case]:
@@ -105,6 +109,29 @@ def _path_cases(seeds: Seeds) -> list[Case]:
 
 
 def _run(case: Case, work: Path, env: dict[str, str]) -> Outcome:
+    if not case.decoders:
+        return _run_once(case, work, env)
+    # The same input read by each decoder path: each judged alone, then their exit codes and summaries compared.
+    runs = [(name, _run_once(case, work, {**env, "AUDIT_DECODER": name}, keep="out.json")) for name in case.decoders]
+    first_name, first = runs[0]
+    problems = [f"{name}: {p}" for name, o in runs for p in o.problems]
+    for name, o in runs[1:]:
+        if o.code != first.code:
+            problems.append(f"exit {o.code} with AUDIT_DECODER={name}, {first.code} with {first_name}")
+        elif o.report != first.report:
+            problems.append(f"AUDIT_DECODER={name} and {first_name} give different summaries")
+    return Outcome(case, first.code, sum(o.seconds for _, o in runs), first.stderr, problems)
+
+
+def _summary_of(path: Path) -> object:
+    """What a decoder path must not change: the JSON report's summary and steps."""
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    return {"summary": doc.get("summary"), "steps": doc.get("steps"), "ops": len(doc.get("ops") or [])}
+
+
+def _run_once(case: Case, work: Path, env: dict[str, str], keep: str = "") -> Outcome:
     folder = Path(tempfile.mkdtemp(prefix=f"{case.family}-", dir=work))
     for rel, data in case.files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -135,8 +162,9 @@ def _run(case: Case, work: Path, env: dict[str, str]) -> Outcome:
         partial = sorted(k for k in changed if k in case.outputs)
         if partial:
             problems.append(f"left output files although it failed: {partial}")
+    report = _summary_of(folder / keep) if keep else None
     shutil.rmtree(folder, ignore_errors=True)
-    return Outcome(case, code, seconds, stderr, problems)
+    return Outcome(case, code, seconds, stderr, problems, report)
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int, int]]:
@@ -202,7 +230,8 @@ def _site(checkout: Path, folder: Path) -> str:
 def _cases(rng: random.Random, n: int, seeds: Seeds, work: Path) -> list[Case]:
     return (profile_cases(rng, n, seeds) + hlo_cases(rng, n) + proto_cases(rng, n) + report_cases(rng, n, seeds)
             + nsys_cases(rng, n) + sqlite_cases(rng, n, seeds, work) + toml_cases(rng, n)
-            + mutation_cases(rng, 2 * n, seeds) + _path_cases(seeds))
+            + mutation_cases(rng, 2 * n, seeds) + template_cases(rng, n) + zip_member_cases(rng, n)
+            + decoder_cases(rng, n) + _path_cases(seeds))
 
 
 def _summary(outcomes: list[Outcome]) -> None:

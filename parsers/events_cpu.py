@@ -173,7 +173,8 @@ def _scan_compiled(plane: Any, using: str = "") -> tuple[dict[str, Any], list[tu
 
 
 def _scan_all(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
-    if hasattr(plane.lines, "encoded") and _holds(plane, COMPILED_MIN_EVENTS) and xline_decode.available():
+    if hasattr(plane.lines, "encoded") and (xline_decode.forced() or _holds(plane, COMPILED_MIN_EVENTS)) and \
+            xline_decode.available():
         return _scan_compiled(plane)
     return _scan_arrays(plane, range(len(plane.lines)))
 

@@ -47,6 +47,12 @@ def build() -> str:
     return next((name for name in BUILDS if _load(name)), "")
 
 
+def forced() -> bool:
+    """Whether $AUDIT_DECODER names a compiled build: it then reads every plane it can, however small
+    (so each path can be run on any trace, and compared)."""
+    return os.environ.get("AUDIT_DECODER", "") in BUILDS
+
+
 def available() -> bool:
     """Whether a compiled decoder can run here (the C extension, else numba)."""
     return bool(build())
