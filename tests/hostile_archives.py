@@ -261,7 +261,7 @@ def craft_sqlite(path: Path, craft: str, rng: random.Random) -> None:
 _TOML_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "1e-308", "9223372036854775807", "99999999999999999999999",
                 '"x"', "[]", "{}", "true", '""', "[1, 2, 3]", "-0.0"]
 TOML_CRAFTS: tuple[str, ...] = ("value", "unit", "kind", "key-deleted", "key-unknown", "deep", "long", "duplicate",
-                                "table-retyped")
+                                "table-retyped", "count-fraction", "integer-out-of-range", "caches-many")
 
 
 def craft_toml(text: str, craft: str, rng: random.Random) -> str:
@@ -292,6 +292,20 @@ def craft_toml(text: str, craft: str, rng: random.Random) -> str:
         lines.insert(1, 'vendor = "' + "v" * rng.choice([10_000, 5_000_000]) + '"')
     elif craft == "duplicate":
         lines.insert(rng.choice(keyed) + 1, lines[rng.choice(keyed)])
+    elif craft == "count-fraction":  # figures that count whole things (SMs, tile rows) at a fraction or beyond
+        counts = [k for k, line in enumerate(lines) if re.match(r"^(compute_units|gemm_tile_\w+) = ", line)] or [i]
+        k = rng.choice(counts)
+        lines[k] = re.sub(r"value = [^,]+", "value = " + rng.choice(["0.5", "1e-300", "1e300", "inf", "7.25"]), lines[k])
+    elif craft == "integer-out-of-range":  # counts of devices, links, axes: negative, zero or past any machine
+        ints = [k for k, line in enumerate(lines) if re.match(r"^\w+ = -?\d+$", line)] or [i]
+        k = rng.choice(ints)
+        lines[k] = lines[k].split("=")[0] + "= " + rng.choice(["-1", "0", "-9223372036854775808", "9223372036854775807",
+                                                                "1048577"])
+    elif craft == "caches-many":  # more levels than a chip has (63 passed the reader; only the C walk refused them)
+        start = next((k for k, line in enumerate(lines) if line == "[[caches]]"), None)
+        if start is not None:
+            end = next((k for k in range(start + 1, len(lines)) if not lines[k].strip()), len(lines))
+            lines[start:end] = lines[start:end] * rng.choice([9, 63, 200])
     elif craft == "table-retyped":
         j = next((k for k, line in enumerate(lines) if line.startswith("[")), len(lines) - 1)
         lines[j] = rng.choice(["[[peak_flops]]", "[interconnect.x.y]", "[caches]", "[]"])
