@@ -61,7 +61,8 @@ class Window:
 
     @property
     def hidden_s(self) -> float:
-        return self.duration_s - self.exposed_s
+        # never below zero (a rounding of -1.7e-18 s, or a crafted time, is none hidden)
+        return max(0.0, self.duration_s - self.exposed_s)
 
 
 @dataclass
