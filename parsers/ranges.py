@@ -27,6 +27,7 @@ MAX_RANK = 64
 MAX_ELEMENTS = 1 << 50
 MAX_DEVICES = 1 << 20  # devices in one replica-group list or mesh
 MAX_TRIP_COUNT = 1 << 40
+MAX_TILE = 1 << 16  # a layout tile's side (TPU tiles are (8,128), (2,1), (4,128)...): past it, padding is nonsense
 # An op run more often than this in one run of a program (the product of the trip counts of the
 # loops around it) would take 13 days at a nanosecond a run: no real program does.
 MAX_EXECUTIONS = 1 << 50

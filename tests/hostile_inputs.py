@@ -301,6 +301,8 @@ _HLO_EDITS: dict[str, list[tuple[str, str]]] = {
     "dynamic-dim-parameter": [("ENTRY %main (a: f32[8,16]) -> f32[8,16] {\n  %a = f32[8,16]{1,0} parameter(0)",
                                "ENTRY %main (a: f32[?,16]) -> f32[8,16] {\n  %a = f32[?,16]{1,0} parameter(0)")],
     "groups-empty-group": [("replica_groups={{0,1,2,3}}", "replica_groups={{}}")],
+    "tile-zero": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{1,0:T(0,128)} dot")],
+    "tile-huge": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{1,0:T(9223372036854775807,9223372036854775807)} dot")],
     "parameter-named": [("%a = f32[8,16]{1,0} parameter(0)", "%a = f32[8,16]{1,0} parameter(%a)")],
     "mesh-axis-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=mesh['x'=4,'y'=0] {'y'}")],
     "iota-groups-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=[0,4]<=[0]")],
