@@ -199,3 +199,53 @@ def craft_hlo_proto(data: bytes, craft: str, rng: random.Random) -> bytes:
     module = wrapper.hlo_module if wrapper.hlo_module.computations else schema.HloModuleProto.FromString(data)
     PROTO_CRAFTS[craft](module, rng)
     return bytes(module.SerializeToString())
+
+
+# ---- real HLO text as the template reader takes it (hlo_text_templates) -------------------------
+# Each craft edits a few instruction lines of a real text; the line reader is the reference.
+
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+
+
+def _edit_lines(text: str, rng: random.Random, edit: Callable[[str], str]) -> str:
+    lines = text.split("\n")
+    instructions = [i for i, line in enumerate(lines) if " = " in line and line.startswith("  ")]
+    for i in rng.sample(instructions, min(len(instructions), rng.randint(1, 4))):
+        lines[i] = edit(lines[i])
+    return "\n".join(lines)
+
+
+def _into_string(line: str, rng: random.Random, inserted: str) -> str:
+    """`inserted` inside one of the line's quoted strings, else a string attribute of its own."""
+    import re
+
+    strings = list(re.finditer(_QUOTED, line))
+    if strings:
+        m = rng.choice(strings)
+        at = rng.randint(m.start() + 1, m.end() - 1)
+        return line[:at] + inserted.replace('"', '\\"') + line[at:]
+    return line + f', frontend_attributes={{x="{inserted}"}}'
+
+
+def _stand_in(rng: random.Random) -> str:
+    return rng.choice(["\x010\x02", "\x01", "\x02", "\x019\x02", "\x01x\x02", "\x01999999999\x02", "%\x011\x02"])
+
+
+TEMPLATE_CRAFTS: dict[str, Callable[[str, random.Random], str]] = {
+    # the bytes that stand in for names, in strings and attribute values
+    "stand-in-in-string": lambda t, rng: _edit_lines(t, rng, lambda line: _into_string(line, rng, _stand_in(rng))),
+    "stand-in-in-attribute": lambda t, rng: _edit_lines(
+        t, rng, lambda line: line + f", frontend_attributes={{a={_stand_in(rng)}}}"),
+    # `, metadata={` where it is not the op's metadata
+    "metadata-in-string": lambda t, rng: _edit_lines(
+        t, rng, lambda line: _into_string(line, rng, ', metadata={op_name="jit(f)/evil" source_line=7}')),
+    "metadata-twice": lambda t, rng: _edit_lines(t, rng, lambda line: line + ', metadata={op_name="again"}'),
+    # a name inside a string (the template cannot place it), and a line broken inside an attribute
+    "name-in-string": lambda t, rng: _edit_lines(t, rng, lambda line: _into_string(line, rng, "%p.0")),
+    "line-break": lambda t, rng: _edit_lines(t, rng, lambda line: line.replace("={", "={\n", 1)),
+}
+
+
+def craft_template_text(text: str, craft: str, rng: random.Random) -> str:
+    """A real HLO text with one kind of line the template reader must leave to the line reader."""
+    return TEMPLATE_CRAFTS[craft](text, rng)

@@ -1,5 +1,9 @@
 """The fast and slow paths of each reader give the same report on mutated real inputs.
 
+HLO text is read by template (each distinct instruction line parsed once, its copies stamped with their
+names) or line by line: with the bytes that stand in for names in strings and attribute values, `, metadata={`
+inside strings, names inside strings and lines broken inside an attribute, both give the same module.
+
 The `/host:CPU` scan reads a plane through protobuf messages (Python: small planes, and every plane of
 an install without a compiler or with AUDIT_DECODER=python) or straight from its bytes (the C build,
 else numba): crafted stats (no value, two values, unsigned ids past 2^63, strings that are not UTF-8),
@@ -12,9 +16,11 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
+from hostile_hlo import TEMPLATE_CRAFTS, craft_template_text
 from hostile_inputs import craft_xplane
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
@@ -22,6 +28,8 @@ from conftest import ROOT
 
 from audit.errors import InputError
 from audit.parsers import events_cpu, xline_decode
+from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo_text_templates import read_hlo_text
 from audit.parsers.profile import load_profile
 
 FUZZ = os.environ.get("AUDIT_FUZZ") == "1"
@@ -122,3 +130,34 @@ def test_a_step_number_with_no_value_is_one_step_on_every_path(cpu_run: bytes, t
     for way in PATHS[1:]:
         _assert_same(reads["python"], reads[way], f"python against {way}")
     assert reads["python"][2] == "StepTraceAnnotation"
+
+
+# --- HLO text: read by template (each distinct line once) and line by line -----------------------------------
+
+HLO_TEXTS = sorted(p for p in (ROOT / "tests" / "data" / "hlo").rglob("*") if p.suffix in (".hlo", ".txt")
+                   and p.read_bytes()[:64].lstrip().startswith(b"HloModule")) + \
+    sorted((ROOT / "tests" / "data" / "te_attention").glob("*.hlo.txt"))
+
+
+def _module_or_error(read: Any, text: str) -> object:
+    try:
+        return read(text, "m.hlo")
+    except InputError as exc:
+        return str(exc)
+
+
+@settings(max_examples=200 if FUZZ else 25, deadline=None, derandomize=not FUZZ,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(HLO_TEXTS), craft=st.sampled_from(sorted(TEMPLATE_CRAFTS)), seed=st.integers(0, 2**32 - 1))
+def test_the_template_reader_reads_crafted_real_text_as_the_line_reader(path: Path, craft: str, seed: int) -> None:
+    # GIVEN a real HLO text with stand-in bytes, metadata in strings, names in strings or a broken line
+    text = craft_template_text(path.read_text(), craft, random.Random(seed))
+    # WHEN it is read by template and line by line THEN both give the same module, or the same error
+    by_template, by_line = _module_or_error(read_hlo_text, text), _module_or_error(parse_hlo_text, text)
+    assert type(by_template) is type(by_line), (by_template if isinstance(by_template, str) else by_line)
+    if isinstance(by_line, str):
+        assert by_template == by_line
+        return
+    assert by_template == by_line
+    pairs = list(zip((i for _, i in by_template.instructions()), (i for _, i in by_line.instructions())))
+    assert all(x == y and repr(x) == repr(y) for x, y in pairs)
