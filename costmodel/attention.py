@@ -72,7 +72,9 @@ def pairs(p: AttentionProblem) -> int:
         capped = a is None or x0 + a >= top  # the last key is K - 1 over this piece, else i + a
         floored = b is None or x0 + b <= 0  # the first key is 0 over this piece, else i + b
         slope = (0 if capped else 1) - (0 if floored else 1)
-        constant = (top if capped else a) - (0 if floored else b) + 1  # keys of query i: constant + slope * i
+        last = top if capped or a is None else a
+        first = 0 if floored or b is None else b
+        constant = last - first + 1  # keys of query i: constant + slope * i
         total += _positive_sum(constant, slope, x0, x1)
     return total
 

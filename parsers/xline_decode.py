@@ -278,7 +278,7 @@ def _skip_string(buf: Any, pos: int, end: int) -> int:
     size, pos = _varint(buf, pos)
     if size < 0 or size > end - pos or not _utf8(buf, pos, size):
         return end + 1
-    return pos + size
+    return int(pos + size)
 
 
 def _stat(buf: Any, pos: int, end: int, i: int, slot_of: Any, kind: Any, value: Any, length: Any) -> bool:

@@ -249,11 +249,11 @@ def test_a_device_stat_no_chip_states_is_left_out(tmp_path, stat, value):
     space = XSpace.FromString((H100 / "train-step.xplane.pb").read_bytes())
     plane = next(p for p in space.planes if p.name == "/device:GPU:0")
     sid = next(k for k, m in plane.stat_metadata.items() if m.name == stat)
-    for st in plane.stats:
-        if st.metadata_id == sid:
+    for stat_ in plane.stats:
+        if stat_.metadata_id == sid:
             for name in ("int64_value", "uint64_value", "double_value"):
-                st.ClearField(name)
-            st.double_value = value
+                stat_.ClearField(name)
+            stat_.double_value = value
     path = tmp_path / "t.xplane.pb"
     path.write_bytes(space.SerializeToString())
     # WHEN it is read THEN the chip is named from the rest and that figure is not taken (memory: the

@@ -145,7 +145,8 @@ def cudnn_notes(instr: Instruction) -> tuple[str, ...]:
 def te_attention_cost(instr: Instruction, ctx: CostContext, bound: Callable[[str], OpCost]) -> OpCost:
     found = te_problem(instr, ctx)
     if not isinstance(found, str):
-        found = (f"{instr.custom_call_target}: " + unreadable(found[0])) if unreadable(found[0]) else found
+        why = unreadable(found[0])
+        found = f"{instr.custom_call_target}: {why}" if why else found
     if isinstance(found, str):
         return bound(found)
     problem, notes = found
