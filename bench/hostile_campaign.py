@@ -9,7 +9,7 @@ multiply, huge shapes and groups, bad numbers), crafted fields of real HLO proto
 archives with damaged tables and decompression bombs, Nsight SQLite exports with damaged cells,
 hardware files with crafted values, malformed report JSON, random byte damage of every format,
 real HLO texts with lines the template reader must leave to the line reader (stand-in bytes,
-metadata inside strings), nsys-jax archives with encrypted or oddly compressed members, the
+metadata inside strings), fused attention calls stating numbers no kernel has, nsys-jax archives with encrypted or oddly compressed members, the
 default run's CPU trace with crafted stats read by each decoder path (C, numba, Python: their
 exit codes and summaries must agree), and odd paths (FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a
 fresh process with a time limit and is judged on what the contract promises:
@@ -47,7 +47,8 @@ from typing import IO
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, decoder_cases,  # noqa: E402
+from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, attention_cases,  # noqa: E402
+                              decoder_cases,
                               hlo_cases, mutation_cases, nsys_cases, profile_cases, proto_cases, report_cases,
                               sqlite_cases, template_cases, toml_cases, zip_member_cases)
 
@@ -231,7 +232,7 @@ def _cases(rng: random.Random, n: int, seeds: Seeds, work: Path) -> list[Case]:
     return (profile_cases(rng, n, seeds) + hlo_cases(rng, n) + proto_cases(rng, n) + report_cases(rng, n, seeds)
             + nsys_cases(rng, n) + sqlite_cases(rng, n, seeds, work) + toml_cases(rng, n)
             + mutation_cases(rng, 2 * n, seeds) + template_cases(rng, n) + zip_member_cases(rng, n)
-            + decoder_cases(rng, n) + _path_cases(seeds))
+            + decoder_cases(rng, n) + attention_cases(rng, n) + _path_cases(seeds))
 
 
 def _summary(outcomes: list[Outcome]) -> None:

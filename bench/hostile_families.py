@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hostile_archives import (NSYS_CRAFTS, SQLITE_CRAFTS, TOML_CRAFTS, ZIP_MEMBER_CRAFTS, craft_nsys, craft_sqlite,
                               craft_toml, craft_zip_member)
-from hostile_hlo import PROTO_CRAFTS, TEMPLATE_CRAFTS, craft_hlo_proto, craft_template_text
+from hostile_hlo import PROTO_CRAFTS, TEMPLATE_CRAFTS, craft_attention, craft_hlo_proto, craft_template_text
 from hostile_inputs import HLO_CRAFTS, REPORT_CRAFTS, XPLANE_CRAFTS, craft_hlo, craft_report, craft_xplane, mutate_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,4 +202,18 @@ def decoder_cases(rng: random.Random, n: int) -> list[Case]:
                                                             "{dir}/cpu.toml", "--json", "{dir}/out.json"],
                           files={"p.xplane.pb": craft_xplane(seed, craft, rng), "cpu.toml": hardware},
                           outputs=("out.json",), decoders=DECODERS))
+    return cases
+
+
+def attention_cases(rng: random.Random, n: int) -> list[Case]:
+    """Fused attention calls stating numbers no kernel has: TransformerEngine attributes of real calls, cuDNN
+    configs, Pallas kernels of huge sequences."""
+    texts = sorted((ROOT / "tests" / "data" / "te_attention").glob("*.hlo.txt"))
+    cases = []
+    for i in range(n):
+        text = craft_attention(rng.choice(texts).read_text(), rng)
+        chip = "v5p" if "tpu_custom_call" in text else "h100"
+        cases.append(Case("attention-config", f"attention-{i}", ["inspect", "{dir}/m.hlo", "-q", "--hardware", chip,
+                                                                 "--json", "{dir}/out.json"],
+                          files={"m.hlo": text.encode()}, outputs=("out.json",)))
     return cases

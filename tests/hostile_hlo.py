@@ -249,3 +249,42 @@ TEMPLATE_CRAFTS: dict[str, Callable[[str, random.Random], str]] = {
 def craft_template_text(text: str, craft: str, rng: random.Random) -> str:
     """A real HLO text with one kind of line the template reader must leave to the line reader."""
     return TEMPLATE_CRAFTS[craft](text, rng)
+
+
+# ---- attention configs: the numbers a fused attention call states ---------------------------------
+
+ATTENTION_NUMBERS = ["-1", "0", "-9223372036854775808", "9223372036854775807", "134217728", "99999999999999999999",
+                     "1.5", "nan", "inf", '"x"']
+_CUDNN_DIMS = ('{"lhs_contracting_dimensions":["3"],"rhs_contracting_dimensions":["3"],'
+               '"lhs_batch_dimensions":["0","2"],"rhs_batch_dimensions":["0","2"]}')
+
+
+def cudnn_attention_text(config: str, q_len: int = 2048) -> str:
+    """A cuDNN fused attention call as XLA prints it, its config given (the dimension numbers are `%s`)."""
+    return ("HloModule m\nENTRY %main {\n" + "".join(
+        f"  %{n} = bf16[4,{q_len},16,128]{{3,2,1,0}} parameter({i})\n" for i, n in enumerate("qkv")) +
+        f'  ROOT %a = (bf16[4,{q_len},16,128]{{3,2,1,0}}, u8[0]{{0}}) custom-call(%q, %k, %v), '
+        f'custom_call_target="__cudnn$fmhaSoftmax", backend_config={{"cudnn_fmha_backend_config":'
+        f'{config.replace("%s", _CUDNN_DIMS)}}}\n}}\n')
+
+
+def craft_attention(te_text: str, rng: random.Random) -> str:
+    """A real TransformerEngine call with its attributes' numbers crafted, or a cuDNN call with a crafted config,
+    or a Pallas flash kernel stating a huge sequence (2^27 queries sized arrays of 4-5 GB)."""
+    import re
+
+    kind = rng.choice(["te", "te", "cudnn", "pallas"])
+    if kind == "te":
+        numbers = list(re.finditer(r"(\w+) = (-?\d+) : i64", te_text))
+        for m in rng.sample(numbers, min(len(numbers), rng.randint(1, 3))):
+            te_text = te_text.replace(m.group(0), f"{m.group(1)} = {rng.choice(ATTENTION_NUMBERS)} : i64", 1)
+        return te_text
+    if kind == "cudnn":
+        key = rng.choice(["sliding_window_length", "max_seg_per_batch", "dropout_rate", "mask_type"])
+        value = rng.choice(ATTENTION_NUMBERS + ['"CAUSAL"', "[1]", "{}"])
+        return cudnn_attention_text('{"mask_type":"CAUSAL","%s":%s,"bmm1_dot_dimension_numbers":%%s}' % (key, value))
+    q_len = rng.choice([1 << 27, 1 << 30, 1 << 40, 0])
+    return ("HloModule m\n\nENTRY e {\n" + "".join(
+        f"  {n} = bf16[1,1,{q_len},64] parameter({i})\n" for i, n in enumerate("qkv")) +
+        f"  ROOT o = bf16[1,1,{q_len},64] custom-call(q, k, v), custom_call_target=\"tpu_custom_call\", "
+        'metadata={op_name="jit(f)/flash_attention"}\n}\n')
