@@ -3,6 +3,8 @@
 HLO text is read by template (each distinct instruction line parsed once, its copies stamped with their
 names) or line by line: with the bytes that stand in for names in strings and attribute values, `, metadata={`
 inside strings, names inside strings and lines broken inside an attribute, both give the same module.
+An HLO proto is split in C straight from its bytes, or message by message in Python: crafted fields and
+damaged bytes of real protos give the same module, or the same error, either way.
 
 The `/host:CPU` scan reads a plane through protobuf messages (Python: small planes, and every plane of
 an install without a compiler or with AUDIT_DECODER=python) or straight from its bytes (the C build,
@@ -20,14 +22,14 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hostile_hlo import TEMPLATE_CRAFTS, craft_template_text
-from hostile_inputs import craft_xplane
+from hostile_hlo import PROTO_CRAFTS, TEMPLATE_CRAFTS, craft_hlo_proto, craft_template_text
+from hostile_inputs import craft_xplane, mutate_bytes
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from conftest import ROOT
 
 from audit.errors import InputError
-from audit.parsers import events_cpu, xline_decode
+from audit.parsers import events_cpu, hlo_proto, xline_decode
 from audit.parsers.hlo_text import parse_hlo_text
 from audit.parsers.hlo_text_templates import read_hlo_text
 from audit.parsers.profile import load_profile
@@ -161,3 +163,42 @@ def test_the_template_reader_reads_crafted_real_text_as_the_line_reader(path: Pa
     assert by_template == by_line
     pairs = list(zip((i for _, i in by_template.instructions()), (i for _, i in by_line.instructions())))
     assert all(x == y and repr(x) == repr(y) for x, y in pairs)
+
+
+# --- HLO protos: split in C straight from the bytes, or message by message in Python -------------------------
+
+PROTOS = [ROOT / "tests" / "data" / "fixtures" / "gpu-h100-maxtext" / name for name in
+          ("module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",
+           "module_0016.jit_train_step.before_optimizations.hlo.pb")]
+
+
+def _proto_or_error(data: bytes, python: bool, monkeypatch: pytest.MonkeyPatch) -> object:
+    with monkeypatch.context() as patch:
+        if python:
+            patch.setattr(hlo_proto, "_hloscan", None)
+            patch.setattr(hlo_proto, "_STAMP", None)
+        try:
+            return hlo_proto.read_hlo_proto_bytes(data)
+        except InputError as exc:
+            return str(exc)
+
+
+@settings(max_examples=60 if FUZZ else 6, deadline=None, derandomize=not FUZZ,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(which=st.sampled_from([0, 1]), craft=st.sampled_from(["bytes", *sorted(PROTO_CRAFTS)]),
+       seed=st.integers(0, 2**32 - 1))
+def test_the_c_and_python_proto_readers_agree_on_crafted_real_protos(which: int, craft: str, seed: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a real HLO proto with crafted fields, or damaged bytes
+    data, rng = PROTOS[which].read_bytes(), random.Random(seed)
+    crafted = mutate_bytes(data, rng) if craft == "bytes" else craft_hlo_proto(data, craft, rng)
+    # WHEN the C and the Python reader read it THEN the same module, instruction by instruction, or the same error
+    c, python = _proto_or_error(crafted, False, monkeypatch), _proto_or_error(crafted, True, monkeypatch)
+    assert type(c) is type(python), (c if isinstance(c, str) else python)
+    if isinstance(c, str):
+        assert c == python
+        return
+    assert c == python
+    pairs = list(zip((i for _, i in c.instructions()), (i for _, i in python.instructions())))  # type: ignore[attr-defined]
+    assert all(a == b and repr(a) == repr(b) for a, b in pairs)
