@@ -202,3 +202,37 @@ def test_the_c_and_python_proto_readers_agree_on_crafted_real_protos(which: int,
     assert c == python
     pairs = list(zip((i for _, i in c.instructions()), (i for _, i in python.instructions())))  # type: ignore[attr-defined]
     assert all(a == b and repr(a) == repr(b) for a, b in pairs)
+
+
+# --- the line decoder's builds on damaged real lines ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cpu_lines() -> list[bytes]:
+    from audit.parsers.xplane import decode_xspace
+
+    plane = next(p for p in decode_xspace(CPU_RUN.read_bytes(), str(CPU_RUN)).planes if p.name == "/host:CPU")
+    return [bytes(data) for data in plane.lines.encoded() if len(data) < 200_000]
+
+
+def _line_read(data: bytes, build: str) -> object:
+    import numpy as np
+
+    slot_of = np.arange(64, dtype=np.int64) % 5  # every stat id below 64 read into one of five slots
+    try:
+        d = xline_decode.decode_line(data, slot_of, 5, build)
+    except ValueError:
+        return "refused"
+    present = d.kind != xline_decode.ABSENT
+    return (d.timestamp_ns, d.line_duration_ps, d.metadata_id.tolist(), d.offset_ps.tolist(), d.duration_ps.tolist(),
+            d.occurrences.tolist(), d.kind.tolist(), np.where(present, d.value, 0).tolist(),
+            np.where(present, d.length, 0).tolist())
+
+
+@settings(max_examples=300 if FUZZ else 40, deadline=None, derandomize=not FUZZ,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(pick=st.integers(0, 10_000), seed=st.integers(0, 2**32 - 1))
+def test_the_c_and_numba_decoders_agree_on_damaged_real_lines(pick: int, seed: int, cpu_lines: list[bytes]) -> None:
+    # GIVEN one real line of the default run's trace, cut, flipped, cut out of or repeated in places
+    data = mutate_bytes(cpu_lines[pick % len(cpu_lines)], random.Random(seed))
+    # WHEN the C and numba builds decode it THEN they return the same columns, or both refuse it
+    assert _line_read(data, "c") == _line_read(data, "numba")
