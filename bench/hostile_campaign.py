@@ -1,6 +1,7 @@
 """A hostile-input campaign: crafted and mutated inputs through the real CLI, each in its own process.
 
     python bench/hostile_campaign.py [--seed 1] [--per-family 40] [--out FILE] [--jobs 2] [--checkout DIR ...]
+                                     [--family NAME ...]
 
 Inputs are derived from real ones (bench/hostile_families.py): crafted XPlane fields (durations,
 offsets, timestamps, ordinals, stat values, the HLO embedded in /host:metadata) of real GPU and
@@ -263,6 +264,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write every case's outcome here (JSON lines)")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="run the cases against this checkout's code (repeatable)")
+    parser.add_argument("--family", action="append", default=[],
+                        help="run only the cases of this family (repeatable; default: all)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     env = {**os.environ, "AUDIT_CACHE": "", "JAX_PLATFORMS": "cpu"}
@@ -270,7 +273,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="audit-campaign-") as tmp, \
             (args.out or Path(os.devnull)).open("w") as log:
         work = Path(tmp)
-        cases = _cases(rng, args.per_family, _seeds(work, env), work)
+        cases = [c for c in _cases(rng, args.per_family, _seeds(work, env), work)
+                 if not args.family or c.family in args.family]
         for i, checkout in enumerate(args.checkout or [None]):
             code_env = dict(env)
             if checkout is not None:
