@@ -17,7 +17,8 @@ fresh process with a time limit and is judged on what the contract promises:
 
 - exit 0, 1 or 2, never 4 (a bug) and never killed;
 - for exit 2, exactly one line on stderr, `audit: error: ...`; no traceback anywhere;
-- no file in the case's folder changed except the outputs it named, and no partial output left.
+- no file in the case's folder changed except the outputs it named, and no partial output left;
+- no negative number in the JSON report an `inspect` case writes (`out.json`).
 
 `--checkout DIR` (repeatable) runs the cases against each checkout of the project named (e.g. `git
 archive COMMIT | tar -x -C DIR`) instead of the working tree, one after the other: the defects of an
@@ -164,9 +165,29 @@ def _run_once(case: Case, work: Path, env: dict[str, str], keep: str = "") -> Ou
         partial = sorted(k for k in changed if k in case.outputs)
         if partial:
             problems.append(f"left output files although it failed: {partial}")
+    if code in (0, 1) and (folder / "out.json").is_file():
+        problems += _negative_figures(folder / "out.json")
     report = _summary_of(folder / keep) if keep else None
     shutil.rmtree(folder, ignore_errors=True)
     return Outcome(case, code, seconds, stderr, problems, report)
+
+
+def _negative_figures(path: Path) -> list[str]:
+    """A report's first negative number (no figure of an `inspect` report is below zero), as a problem."""
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        return ["its JSON report does not parse"]
+    pending: list[tuple[str, object]] = [("", doc)]
+    while pending:
+        where, node = pending.pop()
+        if isinstance(node, dict):
+            pending += [(f"{where}.{k}", v) for k, v in node.items()]
+        elif isinstance(node, list):
+            pending += [(f"{where}[{i}]", v) for i, v in enumerate(node)]
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and (node < 0 or str(node) == "-0.0"):
+            return [f"negative figure {where.lstrip('.')} = {node}"]
+    return []
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int, int]]:
