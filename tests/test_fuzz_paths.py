@@ -4,7 +4,8 @@ HLO text is read by template (each distinct instruction line parsed once, its co
 names) or line by line: with the bytes that stand in for names in strings and attribute values, `, metadata={`
 inside strings, names inside strings and lines broken inside an attribute, both give the same module.
 An HLO proto is split in C straight from its bytes, or message by message in Python: crafted fields and
-damaged bytes of real protos give the same module, or the same error, either way.
+damaged bytes of real protos give the same module, or the same error, either way. The residency walk (C,
+or Python without a compiler) places a real program's ops alike under any cache levels a file may state.
 
 The `/host:CPU` scan reads a plane through protobuf messages (Python: small planes, and every plane of
 an install without a compiler or with AUDIT_DECODER=python) or straight from its bytes (the C build,
@@ -236,3 +237,42 @@ def test_the_c_and_numba_decoders_agree_on_damaged_real_lines(pick: int, seed: i
     data = mutate_bytes(cpu_lines[pick % len(cpu_lines)], random.Random(seed))
     # WHEN the C and numba builds decode it THEN they return the same columns, or both refuse it
     assert _line_read(data, "c") == _line_read(data, "numba")
+
+
+# --- the residency walk: C and Python on a real program, under any cache levels a hardware file may state ------
+
+@pytest.fixture(scope="module")
+def h100_program() -> tuple[Any, Any]:
+    from audit.costmodel.ops.module import cost_module
+    from audit.parsers.hlo_files import load_hlo_file
+
+    module = load_hlo_file(ROOT / "tests" / "data" / "fixtures" / "gpu-h100-maxtext" /
+                           "module_0016.jit_train_step.before_optimizations.hlo.pb")
+    return module, cost_module(module)
+
+
+@settings(max_examples=20 if FUZZ else 3, deadline=None, derandomize=not FUZZ,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(capacities=st.lists(st.one_of(st.integers(1, 1 << 40).map(float), st.sampled_from([1.0, 5e7, 2.5e8])),
+                           min_size=1, max_size=8))
+def test_the_c_and_python_residency_walks_agree_on_any_cache_levels(capacities: list[float], h100_program,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a real program and the H100 with up to 8 cache levels (all a hardware file may state) of any size
+    from dataclasses import replace
+
+    from audit.costmodel import residency, residency_walk
+    from audit.costmodel.chips.catalog import CATALOG
+    from audit.costmodel.chips.hardware import MemoryLevel, Quantity
+
+    hw = CATALOG["h100"]
+    levels = tuple(MemoryLevel(f"L{i}", Quantity(c, "B", "user"), Quantity(1e13, "B/s", "user"))
+                   for i, c in enumerate(sorted(capacities)))
+    chip = replace(hw, caches=levels)
+    module, costs = h100_program
+    # WHEN the C and the Python walk place its ops THEN the same residency for every op
+    compiled = residency.with_residency(module, costs, chip)
+    with monkeypatch.context() as m:
+        m.setattr(residency, "_walker", lambda: residency_walk.walk)
+        python = residency.with_residency(module, costs, chip)
+    assert compiled == python
+    assert sum(c.resident is not None for c in python.values()) > 100  # the walk placed the program's ops
