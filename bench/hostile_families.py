@@ -4,7 +4,9 @@ inputs with the crafts in tests/hostile_*.py.
 A case is the `audit` command line and the files its folder holds; `{dir}` in the command is the
 case's folder. Seeds are real: the captures in tests/data/fixtures and tests/data/captures, a CPU
 capture this machine makes with `audit run`, an Nsight SQLite export built from a real nsys-jax
-archive's ranges, the catalog's hardware files and reports the tool writes.
+archive's ranges, the catalog's hardware files and reports the tool writes; the real HLO texts of
+tests/data (template reader), TransformerEngine's attention calls (attention configs), and the default
+run's CPU trace (read by each decoder path, `decoders`).
 """
 
 from __future__ import annotations
