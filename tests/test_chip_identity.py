@@ -232,3 +232,32 @@ def test_a_gpu_capture_whose_planes_state_nothing_exits_2(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 2
     assert "the GPU this profile ran on cannot be identified" in capsys.readouterr().err
     assert main(["inspect", str(path), "--hardware", "h100", "-q", "--json", str(tmp_path / "r.json")]) == 0
+
+
+@pytest.mark.parametrize(("stat", "value"), [
+    ("memory_size", 5e-324),  # a denormal: it became the chip's HBM size, 5e-324 B from the trace
+    ("memory_size", 80e9 + 0.5),
+    ("memory_size", 1e300),
+    ("memory_bandwidth", 1e-300),
+    ("core_count", 131.5),
+    ("clock_rate", 1e-9),
+])
+def test_a_device_stat_no_chip_states_is_left_out(tmp_path, stat, value):
+    # GIVEN the real H100 capture whose device plane states one figure no device has
+    from audit.parsers.xplane_schema import XSpace
+
+    space = XSpace.FromString((H100 / "train-step.xplane.pb").read_bytes())
+    plane = next(p for p in space.planes if p.name == "/device:GPU:0")
+    sid = next(k for k, m in plane.stat_metadata.items() if m.name == stat)
+    for stat_ in plane.stats:
+        if stat_.metadata_id == sid:
+            for name in ("int64_value", "uint64_value", "double_value"):
+                stat_.ClearField(name)
+            stat_.double_value = value
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    # WHEN it is read THEN the chip is named from the rest and that figure is not taken (memory: the
+    # catalog's 80 GB where the trace's own 85,017,493,504 B was crafted)
+    hw = analyse_profile(path).to_json()["hardware"]
+    assert hw["name"] == "h100"
+    assert hw["hbm_bytes"] == (80e9 if stat == "memory_size" else 85017493504) and hw["hbm_bytes_per_s"] >= 1e12
