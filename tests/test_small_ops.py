@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from audit.cli import main
 from audit.costmodel.achievable import achievable_time
@@ -219,3 +220,37 @@ def test_multi_output_fusions_pay_each_more_output_on_h100():
     assert a1.seconds is not None and a3.seconds is not None
     assert a3.seconds - a1.seconds == pytest.approx(2 * 1.08e-7, rel=1e-9)
     assert "more outputs" not in a1.source and "2 more outputs at 108 ns each" in a3.source
+
+
+def test_the_gemm_curves_cover_the_default_steps_split_k_gemm_and_the_scatter_states_its_atomics():
+    """M=2048, N=256, K=256, batch 4 (a split-K Triton GEMM): priced by its whole tiles and waves and
+    its 4-step K loop at the H100-measured step time; the scatter-add's atomics are a note of their own."""
+    module = parse_hlo_text((Path(__file__).parent / "data" / "hlo" / "h200_default_step_small_ops.hlo").read_text())
+    costs = cost_module(module)
+    hw = CATALOG["h200"]
+    gemm = costs["gemm_fusion_dot.1"]
+    assert gemm.gemm == (4, 2048, 256, 256)
+    notes = achievable_time(gemm, expect(gemm, hw), hw).notes
+    assert any(n.startswith("tile and wave quantization: M=2048, N=256, K=256, batch 4") for n in notes)
+    assert any(n.startswith("K loop: K=256 is 4 steps of 64") for n in notes)
+    scatter = costs["input_scatter_fusion"]
+    assert scatter.atomics == ("bf16", 262144.0)
+    notes = achievable_time(scatter, expect(scatter, hw), hw).notes
+    assert any(n.startswith("atomics: 262,144 bf16 read-modify-write updates") for n in notes)
+    assert costs["loop_adam_reduce_fusion"].outputs == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["h100", "h200"]), st.floats(1.0, 1e10), st.floats(1.0, 1e10))
+def test_the_small_kernel_curve_rises_with_bytes_and_stays_above_the_roofline(chip, a, b):
+    hw = CATALOG[chip]
+    small, large = sorted((a, b))
+    times = []
+    for total in (small, large):
+        cost = OpCost(flops=0.0, bytes_read=total / 2, bytes_written=total / 2, dtype="f32")
+        exp = expect(cost, hw)
+        reach = achievable_time(cost, exp, hw)
+        assert reach.seconds is not None and exp.expected_s is not None
+        assert reach.seconds >= exp.expected_s
+        times.append(reach.seconds)
+    assert times[0] <= times[1]
