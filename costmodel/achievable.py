@@ -116,7 +116,8 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
     if cost.attention is not None:
         return achievable_compute(cost, exp.compute_s, hw, ach, notes, sources), False
     if not (cost.precision or cost.gemm or cost.convolution):
-        return _at_peak(exp, sources), False  # vector work: no published achievable rate, priced at the peak
+        # vector work: no published achievable rate, priced at the peak, or its longest serial reduce
+        return _serial_reduce(cost, _at_peak(exp, sources), ach, notes, sources), False
     # The mode the roofline priced it in: a dot that states no precision runs on its dtype's peak.
     mode = matmul_mode(hw, cost.dtype, cost.precision) if cost.precision else None
     key = mode.base if mode is not None and not mode.plain else _peak_key(hw, cost.dtype or "bf16")
@@ -136,6 +137,21 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
         notes.append(why)
         seconds = loop
     return seconds, True
+
+
+def _serial_reduce(cost: OpCost, compute: float | None, ach: Achievable, notes: list[str],
+                   sources: list[str]) -> float | None:
+    """A loop fusion's compute time, at least its longest reduce loop at one dependent add a step."""
+    step = ach.reduce_step_s
+    if not cost.serial_reduce or step is None:
+        return compute
+    seconds = cost.serial_reduce * step.value
+    if compute is not None and seconds <= compute:
+        return compute
+    sources.append(f"reduce loop step {human(step.value, 's')} ({_cite(step)})")
+    notes.append(f"serial reduce: a loop fusion reduces {cost.serial_reduce:,} elements into each output "
+                 f"element one after another, at least {human(step.value, 's')} each: {human(seconds, 's')}")
+    return seconds
 
 
 def _at_peak(exp: Expectation, sources: list[str]) -> float | None:

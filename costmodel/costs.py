@@ -119,6 +119,9 @@ class OpCost:
     # Scatters with a combiner (scatter-add), alone or fused: (element type, updates) of the
     # read-modify-write updates a GPU runs as atomics. None elsewhere, or where the indices are unique.
     atomics: tuple[str, float] | None = None
+    # Loop fusions with a reduce inside: the most elements one output element's reduce adds one after
+    # another (the loop emitter gives each output its own sequential loop). 0 elsewhere.
+    serial_reduce: int = 0
 
     @property
     def bytes(self) -> float | None:

@@ -170,6 +170,7 @@ class Achievable:
     at that rate). `output_stream_s`: what each output of a fusion beyond the first adds to a kernel's
     fixed cost (one more write stream to drain). `atomic_updates_per_s`: by element type, the
     read-modify-write updates per second a scatter with a combiner (scatter-add) reaches.
+    `reduce_step_s`: the least time one step of a reduce's sequential loop takes (one dependent add).
     """
 
     matmul_flops_per_s: dict[str, Quantity]
@@ -190,6 +191,7 @@ class Achievable:
     small_stream_bytes: Quantity | None = None
     output_stream_s: Quantity | None = None
     atomic_updates_per_s: dict[str, Quantity] = field(default_factory=dict)
+    reduce_step_s: Quantity | None = None
 
     def quantities(self) -> dict[str, Quantity]:
         """Every figure, by dotted name under `achievable.`."""
@@ -199,7 +201,7 @@ class Achievable:
         out.update({f"achievable.collective_bytes_per_s.{k}": q for k, q in self.collective_bytes_per_s.items()})
         for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns",
                      "gemm_k_step_s", "gemm_fill_s", "pipeline_block_bytes", "small_stream_bytes_per_s",
-                     "small_stream_bytes", "output_stream_s"):
+                     "small_stream_bytes", "output_stream_s", "reduce_step_s"):
             q = getattr(self, name)
             if q is not None:
                 out[f"achievable.{name}"] = q

@@ -37,7 +37,7 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
     out = cost(flops, read, written, transcendentals=trans, dtype=_dominant_dtype(comp, instr), notes=notes)
     out = _as_matmul(out, comp, ctx)
     out = replace(out, outputs=len(instr.shape.tuple_shapes) if instr.shape.is_tuple else 1,
-                  atomics=_atomics(comp, ctx))
+                  atomics=_atomics(comp, ctx), serial_reduce=_serial_reduce(instr, comp))
     if carry is not None:
         return carry.onto(out)
     ctx.fusions[key] = out
@@ -77,6 +77,20 @@ def _atomics(comp: Computation, ctx: CostContext) -> tuple[str, float] | None:
         atomics = scatter_atomics(inner, updates, per or 0.0)
         found += [atomics] if atomics is not None else []
     return (found[0][0], sum(count for _, count in found)) if found else None
+
+
+def _serial_reduce(instr: Instruction, comp: Computation) -> int:
+    """In a loop fusion (not a reduction fusion, whose emitter splits the reduce over threads), each
+    output element of a reduce is one thread's loop over the elements it reduces: the longest chain."""
+    if instr.fusion_kind != "kLoop":
+        return 0
+    longest = 0
+    for inner in comp.instructions:
+        operand = comp.get(inner.operands[0]) if inner.opcode == "reduce" and inner.operands else None
+        if operand is None or operand.shape.is_tuple or inner.shape.is_tuple:
+            continue
+        longest = max(longest, operand.shape.elements // max(inner.shape.elements, 1))
+    return longest
 
 
 def _dominant_dtype(comp: Computation, instr: Instruction) -> str:
