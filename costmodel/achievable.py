@@ -55,12 +55,13 @@ def achievable_time(cost: OpCost | None, exp: Expectation | None, hw: Hardware) 
     sources: list[str] = []
     compute, on_matrix_unit = _compute(cost, exp, hw, ach, notes, sources)
     memory = _memory(cost, exp, hw, ach, sources)
+    memory = _atomics(cost, memory, ach, notes, sources)
     comm = _comm(exp, hw, ach, sources)
     fill = 0.0
     if on_matrix_unit and compute is not None and memory is not None:
         fill, why = pipeline_fill(compute, memory, hw, ach)
         notes += [why] if why else []
-    launch = _launch(exp, hw, ach, sources)
+    launch = _launch(exp, hw, ach, sources) + _more_outputs(cost, exp, ach, sources)
     terms = [t for t in (compute, memory, comm) if t is not None]
     seconds = (max(terms) if terms else 0.0) + fill + launch
     return AchievableTime(seconds, compute, memory, comm, launch, "; ".join(dict.fromkeys(sources)),
@@ -78,6 +79,35 @@ def _launch(exp: Expectation, hw: Hardware, ach: Achievable, sources: list[str])
     return ach.launch_s.value
 
 
+def _more_outputs(cost: OpCost, exp: Expectation, ach: Achievable, sources: list[str]) -> float:
+    """What the outputs of a multi-output fusion beyond the first add to its fixed cost: each is one
+    more write stream the kernel drains before it ends (0 where the chip states no figure)."""
+    extra = ach.output_stream_s
+    if cost.outputs <= 1 or extra is None or not exp.overhead_s:
+        return 0.0
+    sources.append(f"{cost.outputs - 1} more outputs at {human(extra.value, 's')} each ({_cite(extra)})")
+    return (cost.outputs - 1) * extra.value
+
+
+def _atomics(cost: OpCost, memory: float | None, ach: Achievable, notes: list[str],
+             sources: list[str]) -> float | None:
+    """A scatter-add's memory time, at least its read-modify-write updates at the rate the chip's
+    atomics of that element type reach (where the chip states one)."""
+    if cost.atomics is None:
+        return memory
+    dtype, updates = cost.atomics
+    rate = ach.atomic_updates_per_s.get(dtype)
+    if rate is None or not rate.value > 0:
+        return memory
+    seconds = updates / rate.value
+    if memory is not None and seconds <= memory:
+        return memory
+    sources.append(f"{dtype} atomic updates {human(rate.value, 'updates/s')} ({_cite(rate)})")
+    notes.append(f"atomics: {updates:,.0f} {dtype} read-modify-write updates of a scatter-add at "
+                 f"{human(rate.value, 'updates/s')}: {human(seconds, 's')}")
+    return seconds
+
+
 def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, notes: list[str],
              sources: list[str]) -> tuple[float | None, bool]:
     """(compute seconds, whether they run on the matrix unit at a measured matmul rate)."""
@@ -86,7 +116,8 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
     if cost.attention is not None:
         return achievable_compute(cost, exp.compute_s, hw, ach, notes, sources), False
     if not (cost.precision or cost.gemm or cost.convolution):
-        return _at_peak(exp, sources), False  # vector work: no published achievable rate, priced at the peak
+        # vector work: no published achievable rate, priced at the peak, or its longest serial reduce
+        return _serial_reduce(cost, _at_peak(exp, sources), ach, notes, sources), False
     # The mode the roofline priced it in: a dot that states no precision runs on its dtype's peak.
     mode = matmul_mode(hw, cost.dtype, cost.precision) if cost.precision else None
     key = mode.base if mode is not None and not mode.plain else _peak_key(hw, cost.dtype or "bf16")
@@ -106,6 +137,21 @@ def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, note
         notes.append(why)
         seconds = loop
     return seconds, True
+
+
+def _serial_reduce(cost: OpCost, compute: float | None, ach: Achievable, notes: list[str],
+                   sources: list[str]) -> float | None:
+    """A loop fusion's compute time, at least its longest reduce loop at one dependent add a step."""
+    step = ach.reduce_step_s
+    if not cost.serial_reduce or step is None:
+        return compute
+    seconds = cost.serial_reduce * step.value
+    if compute is not None and seconds <= compute:
+        return compute
+    sources.append(f"reduce loop step {human(step.value, 's')} ({_cite(step)})")
+    notes.append(f"serial reduce: a loop fusion reduces {cost.serial_reduce:,} elements into each output "
+                 f"element one after another, at least {human(step.value, 's')} each: {human(seconds, 's')}")
+    return seconds
 
 
 def _at_peak(exp: Expectation, sources: list[str]) -> float | None:
@@ -131,19 +177,54 @@ def _memory(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, sourc
     scaled = exp.memory_s * _derate(level, hw, ach, sources)
     total = cost.bytes
     if cost.resident is None or total is None or level not in (hw.main_memory, *(c.name for c in hw.caches)):
-        return scaled
+        from_main = total if level == hw.main_memory and total is not None else 0.0
+        return _at_least_small_stream(scaled, from_main, hw, ach, sources)
     share = max(hw.devices_per_chip, 1)
     main = _reach(hw.main_memory, hw, ach)
     if main is None:
         return scaled
-    best = total / (main / share)
+    splits = [(total, 0.0)]  # (bytes from main memory, seconds in the cache)
     for name, served in cost.resident:
         rate = _reach(name, hw, ach)
         cache = next((c for c in hw.caches if c.name == name), None)
         if rate is None or cache is None or total > cache.capacity_bytes.value or served <= 0:
             continue
-        best = min(best, max((total - min(served, total)) / (main / share), total / (rate / share)))
+        splits.append((total - min(served, total), total / (rate / share)))
+    best, small = math.inf, False
+    for from_main, cache_s in splits:
+        floor = _small_stream(from_main, hw, ach)
+        seconds = max(from_main / (main / share), cache_s, floor)
+        if seconds < best:
+            best, small = seconds, floor >= seconds > 0
+    if small:
+        _cite_small_stream(ach, sources)
     return best
+
+
+def _small_stream(from_main: float, hw: Hardware, ach: Achievable) -> float:
+    """The least time a GPU kernel moving `from_main` bytes of main memory takes for them: a kernel
+    too small to keep the memory pipeline full streams, up to `small_stream_bytes`, at the small
+    kernels' rate; past that size its bytes at the sustained rate take longer (0 without figures)."""
+    rate, size = ach.small_stream_bytes_per_s, ach.small_stream_bytes
+    if rate is None or size is None or not rate.value > 0 or from_main <= 0:
+        return 0.0
+    return min(from_main, size.value) / (rate.value / max(hw.devices_per_chip, 1))
+
+
+def _at_least_small_stream(seconds: float, from_main: float, hw: Hardware, ach: Achievable,
+                           sources: list[str]) -> float:
+    floor = _small_stream(from_main, hw, ach)
+    if floor <= seconds:
+        return seconds
+    _cite_small_stream(ach, sources)
+    return floor
+
+
+def _cite_small_stream(ach: Achievable, sources: list[str]) -> None:
+    rate, size = ach.small_stream_bytes_per_s, ach.small_stream_bytes
+    if rate is not None and size is not None:
+        sources.append(f"small kernels stream {human(rate.value, 'B/s')} up to {human(size.value, 'B')} "
+                       f"({_cite(rate)})")
 
 
 def _reach(level: str, hw: Hardware, ach: Achievable) -> float | None:

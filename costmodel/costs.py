@@ -114,6 +114,14 @@ class OpCost:
     # data's history in the schedule (costmodel.residency). None: no history known, so the working
     # set alone decides (an op priced on its own, as `audit calc` does).
     resident: tuple[tuple[str, float], ...] | None = None
+    # Fusions with a tuple result: how many arrays it writes (each one more write stream to drain).
+    outputs: int = 1
+    # Scatters with a combiner (scatter-add), alone or fused: (element type, updates) of the
+    # read-modify-write updates a GPU runs as atomics. None elsewhere, or where the indices are unique.
+    atomics: tuple[str, float] | None = None
+    # Loop fusions with a reduce inside: the most elements one output element's reduce adds one after
+    # another (the loop emitter gives each output its own sequential loop). 0 elsewhere.
+    serial_reduce: int = 0
 
     @property
     def bytes(self) -> float | None:

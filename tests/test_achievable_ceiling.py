@@ -55,6 +55,11 @@ def test_real_kernels_beat_achievable_rarely_and_by_little(name: str, tmp_path: 
     judged = _judged(report)
     total = sum(o["self_s"] for o in judged)
     assert judged and total > 0
+    # The small-kernel floor and the scatter-add's atomics rate are among the figures held to it.
+    if name in ("h100-microbench", "h200-microbench", "h100-train-step", "h200-train-step"):
+        assert any("small kernels stream" in o["achievable_source"] for o in judged)
+    if name.endswith("train-step"):
+        assert any("atomic updates" in o["achievable_source"] for o in judged)
     below_roofline = [o for o in judged if o["expected_s"] > o["self_s"]]
     assert sum(o["self_s"] for o in below_roofline) / total <= SHARE_BEATING
     ops = [o for o in judged if o not in below_roofline]

@@ -165,6 +165,12 @@ class Achievable:
     long sequences with 16-bit inputs, by pass and mask (`forward`, `backward`, `forward_causal`,
     `backward_causal`: see `ATTENTION_KEYS`); `attention_half_rate_keys`: by pass (`forward`,
     `backward`), the mean keys per query at which those kernels reach half that rate.
+    `small_stream_bytes_per_s` up to `small_stream_bytes`: the rate a GPU kernel too small to fill the
+    memory pipeline streams main memory at (its memory time is at least its bytes, up to that size,
+    at that rate). `output_stream_s`: what each output of a fusion beyond the first adds to a kernel's
+    fixed cost (one more write stream to drain). `atomic_updates_per_s`: by element type, the
+    read-modify-write updates per second a scatter with a combiner (scatter-add) reaches.
+    `reduce_step_s`: the least time one step of a reduce's sequential loop takes (one dependent add).
     """
 
     matmul_flops_per_s: dict[str, Quantity]
@@ -181,6 +187,11 @@ class Achievable:
     pipeline_block_bytes: Quantity | None = None
     attention_flops_per_s: dict[str, Quantity] = field(default_factory=dict)
     attention_half_rate_keys: dict[str, Quantity] = field(default_factory=dict)
+    small_stream_bytes_per_s: Quantity | None = None
+    small_stream_bytes: Quantity | None = None
+    output_stream_s: Quantity | None = None
+    atomic_updates_per_s: dict[str, Quantity] = field(default_factory=dict)
+    reduce_step_s: Quantity | None = None
 
     def quantities(self) -> dict[str, Quantity]:
         """Every figure, by dotted name under `achievable.`."""
@@ -189,11 +200,12 @@ class Achievable:
         out.update({f"achievable.cache_bytes_per_s.{k}": q for k, q in self.cache_bytes_per_s.items()})
         out.update({f"achievable.collective_bytes_per_s.{k}": q for k, q in self.collective_bytes_per_s.items()})
         for name in ("collective_latency_s", "launch_s", "compute_units", "gemm_tile_rows", "gemm_tile_columns",
-                     "gemm_k_step_s", "gemm_fill_s", "pipeline_block_bytes"):
+                     "gemm_k_step_s", "gemm_fill_s", "pipeline_block_bytes", "small_stream_bytes_per_s",
+                     "small_stream_bytes", "output_stream_s", "reduce_step_s"):
             q = getattr(self, name)
             if q is not None:
                 out[f"achievable.{name}"] = q
-        for table in ("attention_flops_per_s", "attention_half_rate_keys"):
+        for table in ("attention_flops_per_s", "attention_half_rate_keys", "atomic_updates_per_s"):
             out.update({f"achievable.{table}.{k}": q for k, q in getattr(self, table).items()})
         return out
 

@@ -249,7 +249,7 @@ def expected_unit(key: str) -> str | None:
     for name in reversed([p for p in re.split(r"[.\[\]]+", key) if p]):
         if "flops" in name:
             return "FLOP/s"
-        for suffix, unit in (("bytes_per_s", "B/s"), ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s")):
+        for suffix, unit in (("updates_per_s", "updates/s"), ("bytes_per_s", "B/s"), ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s")):
             if name.endswith(suffix):
                 return unit
         if name in _COUNTS:

@@ -12,6 +12,7 @@ from ..costs import OpCost
 from .compute import asked_precision, convolution_problem, dot_problem
 from .fused_collective import carried
 from .fusion_io import fusion_bytes, passed_through
+from .memory import scatter_atomics
 
 
 @handles("fusion")
@@ -35,6 +36,8 @@ def fusion(instr: Instruction, ctx: CostContext) -> OpCost:
     notes = on_chip_note(shapes + [instr.shape])
     out = cost(flops, read, written, transcendentals=trans, dtype=_dominant_dtype(comp, instr), notes=notes)
     out = _as_matmul(out, comp, ctx)
+    out = replace(out, outputs=len(instr.shape.tuple_shapes) if instr.shape.is_tuple else 1,
+                  atomics=_atomics(comp, ctx), serial_reduce=_serial_reduce(instr, comp))
     if carry is not None:
         return carry.onto(out)
     ctx.fusions[key] = out
@@ -58,6 +61,36 @@ def _as_matmul(out: OpCost, comp: Computation, ctx: CostContext) -> OpCost:
         shapes = [o.shape for o in operands if o is not None]
         gemm = dot_problem(first, shapes) if len(shapes) == len(operands) else None
     return replace(out, precision=asked_precision(first), gemm=gemm)
+
+
+def _atomics(comp: Computation, ctx: CostContext) -> tuple[str, float] | None:
+    """The atomic updates of the scatters with a combiner the fusion runs, by the first one's type."""
+    found: list[tuple[str, float]] = []
+    for inner in comp.instructions:
+        if inner.opcode != "scatter":
+            continue
+        operands = [comp.get(name) for name in inner.operands]
+        combiner = ctx.called(inner, "to_apply", 0)
+        per = computation_flops(combiner, ctx)[0] if combiner is not None else 1.0
+        n = len(operands) // 2
+        updates = [o.shape for o in operands[n + 1:] if o is not None]
+        atomics = scatter_atomics(inner, updates, per or 0.0)
+        found += [atomics] if atomics is not None else []
+    return (found[0][0], sum(count for _, count in found)) if found else None
+
+
+def _serial_reduce(instr: Instruction, comp: Computation) -> int:
+    """In a loop fusion (not a reduction fusion, whose emitter splits the reduce over threads), each
+    output element of a reduce is one thread's loop over the elements it reduces: the longest chain."""
+    if instr.fusion_kind != "kLoop":
+        return 0
+    longest = 0
+    for inner in comp.instructions:
+        operand = comp.get(inner.operands[0]) if inner.opcode == "reduce" and inner.operands else None
+        if operand is None or operand.shape.is_tuple or inner.shape.is_tuple:
+            continue
+        longest = max(longest, operand.shape.elements // max(inner.shape.elements, 1))
+    return longest
 
 
 def _dominant_dtype(comp: Computation, instr: Instruction) -> str:

@@ -8,7 +8,9 @@ parameter, constant) cost nothing at run time.
 
 from __future__ import annotations
 
-from ...parsers.hlo_model import Instruction
+from dataclasses import replace
+
+from ...parsers.hlo_model import Instruction, Shape
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, io_cost,
                           nbytes, on_chip_note, unknown_cost, unmodeled_opcode, with_host_bytes, zero_cost)
 from ..costs import OpCost
@@ -95,9 +97,18 @@ def scatter(instr: Instruction, ctx: CostContext) -> OpCost:
         return unknown_cost("scatter: its combiner has an unmodeled op", first_dtype(instr.shape))
     touched = sum(nbytes(s) for s in updates)
     read = nbytes(shapes[n]) + 2 * touched  # indices, updates, and the region they combine into
-    return cost(update_elements * per[0], read, touched, transcendentals=update_elements * per[1],
-                dtype=first_dtype(instr.shape),
-                notes=("updates in place: reads indices, updates and the touched region",))
+    out = cost(update_elements * per[0], read, touched, transcendentals=update_elements * per[1],
+               dtype=first_dtype(instr.shape),
+               notes=("updates in place: reads indices, updates and the touched region",))
+    return replace(out, atomics=scatter_atomics(instr, updates, per[0]))
+
+
+def scatter_atomics(instr: Instruction, updates: list[Shape], combiner_flops: float) -> tuple[str, float] | None:
+    """(element type, updates) a scatter combines into its operand with read-modify-writes: a
+    combiner that computes (scatter-add) over indices not declared unique runs as atomics on a GPU."""
+    if combiner_flops <= 0 or instr.attr("unique_indices") == "true" or not updates:
+        return None
+    return first_dtype(updates[0]), float(sum(s.elements for s in updates))
 
 
 @handles("copy-start")
