@@ -284,3 +284,72 @@ def test_a_number_rounds_to_three_digits_before_its_prefix_is_chosen(value, text
     from audit.costmodel.units import seconds, si
 
     assert (si(value, "B") if text.endswith("B") else seconds(value)) == text
+
+
+def control_flow_lists(source: str) -> list[int]:
+    """Lines where `source` writes its own list of opcodes that run other computations: a tuple, list or
+    set literal naming two of `while`, `conditional`, `call`, `async-start`, `async-update`, `async-done`
+    (a mapping from such opcodes to what is said or read of each is not a list of them)."""
+    named = {"while", "conditional", "call", "async-start", "async-update", "async-done"}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            strings = {n.value for n in node.elts if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            if len(strings & named) >= 2:
+                found.append(node.lineno)
+    return found
+
+
+def test_which_opcodes_run_other_computations_is_written_once():
+    # judge, the command buffers, the schedule walk, the residency walk and the execution counts each
+    # had their own list, with different members; they read parsers/hlo_opcodes.py now.
+    from audit.parsers.hlo_opcodes import CONTAINERS, CONTROL_FLOW, RUNS_OTHERS
+
+    lists = ROOT / "parsers" / "hlo_opcodes.py"
+    modules = [p for top in ("audit", "costmodel", "parsers", "reports") for p in sorted((ROOT / top).rglob("*.py"))]
+    copies = [f"{p.relative_to(ROOT)}:{line}" for p in modules if p != lists for line in control_flow_lists(p.read_text())]
+    assert not copies, copies
+    from audit.analyses import matching
+
+    assert set(matching._CONTAINERS) <= set(CONTROL_FLOW)  # what the report says each one runs
+    assert set(CONTROL_FLOW) < set(RUNS_OTHERS) and set(CONTROL_FLOW) < CONTAINERS
+    assert "async-start" not in CONTAINERS  # it carries the cost of what it wraps: its time is its own
+    assert all(_xla_knows_opcode(op) for op in set(RUNS_OTHERS) | CONTAINERS)
+
+
+def test_the_control_flow_check_finds_a_copy():
+    assert sorted(control_flow_lists('_RUNS = frozenset({"while", "call"})\nx = ("add", "while")\n'
+                                     'y = ["conditional", "async-done"]\nd = {"call": 1, "while": 2}')) == [1, 3]
+
+
+def test_one_walker_finds_the_computations_a_loop_a_branch_and_a_call_run():
+    module = parse_hlo_text("""HloModule m
+body {
+  p = s32[] parameter(0)
+  ROOT n = s32[] negate(p)
+}
+cond {
+  p = s32[] parameter(0)
+  ROOT c = pred[] constant(true)
+}
+left {
+  p = f32[] parameter(0)
+  ROOT n = f32[] negate(p)
+}
+right {
+  p = f32[] parameter(0)
+  ROOT a = f32[] abs(p)
+}
+ENTRY e {
+  i = s32[] parameter(0)
+  w = s32[] while(i), condition=cond, body=body
+  b = s32[] parameter(1)
+  x = f32[] parameter(2)
+  k = f32[] conditional(b, x, x), branch_computations={left, right}
+  ROOT c = f32[] call(x), to_apply=left
+}""")
+    entry = module.entry_computation
+    runs = {i.name: [c.name for c in module.run_by(i)] for i in entry.instructions}
+    assert runs["w"] == ["body", "cond"] and runs["k"] == ["left", "right"] and runs["c"] == ["left"]
+    assert runs["x"] == []
+    assert {c.name for c in module.running()} == {"e", "body", "cond", "left", "right"}

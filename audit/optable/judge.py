@@ -28,6 +28,7 @@ from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
 from ..costmodel.units import human
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_opcodes import CONTAINERS
 from ..options import DEFAULTS, Thresholds
 from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .beside import EventWindow, Overlaps
@@ -39,10 +40,6 @@ from .suggest import suggest
 from .verdict import flag_reasons, judge
 from .waits import collective_wait, hidden_unmeasured
 
-# Ops that only contain or wait for other ops: their time is their children's, not their own.
-# An async-start is not one: it carries the cost of the ops it wraps (costmodel.ops.control),
-# which cost nothing themselves, so it counts once in every total like any other op.
-CONTAINER_OPCODES = frozenset({"while", "call", "conditional", "async-update", "async-done"})
 
 SIMULATED_COLLECTIVE = ("collective between simulated CPU devices: its time is a rendezvous wait for the "
                         "other devices' work on the shared cores, not communication, so it is not judged")
@@ -77,7 +74,7 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = D
     chip the report is projected onto.
     """
     rows = list(rows)
-    total_self = sum(r.self_s or 0.0 for r in rows if r.opcode not in CONTAINER_OPCODES) or None
+    total_self = sum(r.self_s or 0.0 for r in rows if r.opcode not in CONTAINERS) or None
     by_key = _per_device_lists(per_device) if per_device is not None else {}
     windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
     ridge = _ridge(hw)
@@ -131,7 +128,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
             measured_on: str, reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime]) -> OpRecord:
     occ = r.occurrences
     cost, exp = r.cost, r.expectation
-    container = r.opcode in CONTAINER_OPCODES
+    container = r.opcode in CONTAINERS
     flops, bytes_, transcendentals, comm, prov = _quantities(r)
     expected = _times(exp.expected_s, occ) if exp else None
     reach = r.achievable or reaches.get((cost, exp))  # priced once per distinct cost and expectation

@@ -125,12 +125,7 @@ def inferred_trip_count(module: Module, loop: Instruction, body: Computation | N
 
 def while_parts(module: Module, loop: Instruction) -> tuple[Computation | None, Computation | None]:
     """(body, condition) of a while; `called` lists the body first, as XLA does."""
-    def named(name: str) -> Computation | None:
-        return module.computations.get(name.lstrip("%")) if name else None
-
-    body = named(loop.attr("body")) or (named(loop.called[0]) if loop.called else None)
-    cond = named(loop.attr("condition")) or (named(loop.called[1]) if len(loop.called) > 1 else None)
-    return body, cond
+    return module.while_parts(loop)
 
 
 def trip_count(module: Module, loop: Instruction) -> tuple[int | None, str]:
