@@ -353,3 +353,18 @@ ENTRY e {
     assert runs["w"] == ["body", "cond"] and runs["k"] == ["left", "right"] and runs["c"] == ["left"]
     assert runs["x"] == []
     assert {c.name for c in module.running()} == {"e", "body", "cond", "left", "right"}
+
+
+def test_the_time_base_is_written_once():
+    # Seconds per picosecond and picoseconds per nanosecond live in audit/timebase.py; a module writing
+    # its own `PS = 1e-12` or `timestamp_ns * 1000` is a second copy.
+    base = ROOT / "audit" / "timebase.py"
+    pattern = re.compile(r"\b1e-12\b|_ns \* 1000\b|\b(?:PS|NS_TO_PS|PS_PER_NS) = ")
+    # units.py's table of time units and two near-zero guards are not the time base; the XPlane event
+    # decoders (events*.py) still write the conversion in their inner loops.
+    spared = {"units.py", "summary.py", "waterfall_svg.py"}
+    found = [f"{p.relative_to(ROOT)}:{n}" for top in ("audit", "costmodel", "parsers", "reports")
+             for p in sorted((ROOT / top).rglob("*.py")) if p != base and p.name not in spared
+             and not p.name.startswith("events")
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from .steps import _busy_in_windows, _merged
+from ..timebase import PS
 
-PS = 1e-12
 NO_RUN = -1  # the run_id of an op whose launch the trace does not name (profile_model.EVENT_COLUMNS)
 LAUNCHES = "module launches"  # the step source of steps that are the program's launches
 TOP_FUNCTIONS = 8  # host functions kept per host, by their time during device idle

@@ -33,7 +33,8 @@ from ..options import DEFAULTS, Thresholds
 from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
 from .beside import EventWindow, Overlaps
 from .identical import judge_identical
-from .join import PS, Joined
+from ..timebase import PS
+from .join import Joined
 from .overlap import fused_work, overlap_of
 from .predicted import PredictedRecords, predicted_records
 from .suggest import suggest
