@@ -51,6 +51,25 @@ class Defaults:
     findings_top: int = 5  # findings the terminal and markdown list (the JSON and HTML hold all)
     good_kernels: float = 0.9  # judged ops at this share of their achievable time: "nothing to fix in the kernels"
     checkpoints_per_layer: float = 4.0  # activations saved per layer per token, `plan model` and `plan train`
+    # Rows of the lists the formats show; the JSON holds every row unless said otherwise.
+    markdown_flagged: int = 15  # flagged ops in markdown (the HTML lists all)
+    html_flagged_open: int = 10  # flagged ops shown at once in HTML; the rest sit in a list that printing opens
+    markdown_ops: int = 10  # ops in markdown's table of the largest
+    markdown_programs: int = 15  # programs in markdown
+    markdown_target: int = 15  # matched ops of a --target comparison in markdown
+    markdown_warnings: int = 10  # warnings in markdown; the other formats list every one
+    markdown_collectives: int = 10  # collectives in markdown
+    terminal_collectives: int = 5  # the largest collectives: the terminal is read, the other formats searched
+    html_collectives: int = 500  # collectives in the HTML table; the JSON has all
+    markdown_beside: int = 10  # ops with what ran beside them, in markdown (the CSV and HTML have all)
+    terminal_beside: int = 5  # the same in the terminal
+    beside_ops: int = 5  # ops named as running beside one op
+    unmatched_kept: int = 10  # the largest ops the trace-to-HLO matching could not explain, kept in the JSON
+    unmatched_shown: int = 5  # of those, shown in the terminal and markdown
+    host_functions: int = 8  # host functions kept per host, by their time while the devices idle
+    pod_ranked: int = 10  # stragglers and slowest hosts a pod report keeps
+    pod_rows: int = 5  # rows per pod list in the terminal and markdown
+    markdown_cell: int = 90  # characters of text in a markdown table cell before it is shortened
 
 
 DEFAULTS = Defaults()

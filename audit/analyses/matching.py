@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..reports.model.record import OpRecord
+from ..options import DEFAULTS
 
-TOP = 10
+TOP = DEFAULTS.unmatched_kept
 _KNOWN_RANGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"command.?buffer|cuda.?graph", re.I),
      "command buffer: its ops run as one CUDA graph and are timed together"),

@@ -19,8 +19,9 @@ import pandas as pd
 
 from ..reports.model.interference import Beside, BesideOp
 from ..timebase import PS
+from ..options import DEFAULTS
 
-TOP_BESIDE = 5  # ops named per op
+TOP_BESIDE = DEFAULTS.beside_ops
 RUNS_EXAMINED = 16  # of an op's runs in the window, for naming what overlapped them
 
 

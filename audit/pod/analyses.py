@@ -15,8 +15,9 @@ import pandas as pd
 from ..analyses.steps import step_time_stats
 from ..reports.model.record import OpRecord
 from ..timebase import PS
+from ..options import DEFAULTS
 
-TOP = 10
+TOP = DEFAULTS.pod_ranked
 
 
 def distribution(values: Iterable[float | None]) -> dict[str, Any]:
