@@ -4,7 +4,8 @@ Every number `audit` prints (report tables, the terminal, the reasons the cost m
 writes, `calc`, `plan`, `diff`) goes through here. Each formatter takes SI base units
 (seconds, bytes, FLOPs, FLOP/s, bytes/s) and returns three significant digits with a
 decimal prefix (GB = 1e9 bytes); an unknown value (`None`, NaN, inf) becomes `UNKNOWN`,
-never a zero. The HTML page's script formats table cells the same way.
+never a zero. The HTML page shows the strings formatted here (reports/payload.py): its script
+formats no number.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def ratio(value: object) -> str:
 
 def count(value: object) -> str:
     """A count with thousands separators, as it is: a mean over devices (4.875 runs) keeps its
-    fraction, to three decimals as the HTML page's script writes it."""
+    fraction, to three decimals."""
     if not known(value):
         return UNKNOWN
     text = f"{float(value):,.3f}".rstrip("0").rstrip(".")

@@ -228,7 +228,7 @@ def test_the_cli_and_the_library_default_to_the_options_object():
 # chip and about an op's verdict. Found by name, so a module that moves stays checked.
 _DRAWING = {"svg.py": "coordinates of the drawing", "timeline_svg.py": "coordinates of the drawing",
             "diff_svg.py": "coordinates of the drawing",
-            "payload.py": "numbers for the page's script, which formats them",
+            "payload.py": "numbers the page's script sorts by; what it shows is formatted by units.py",
             "trace_events.py": "microsecond timestamps for the trace viewer"}
 _PROSE = ("detect.py", "waits.py", "command_buffers.py")
 _SPEC = re.compile(r"[.,_]|[bdeEfFgGn%]$")  # a precision, a separator or a number type
