@@ -148,6 +148,21 @@ def ratio(value: object) -> str:
     return f"{float(value):.2f}x" if known(value) else UNKNOWN
 
 
+def factor(value: object) -> str:
+    """A factor in prose, to one decimal: 2.3 -> "2.3x" (`ratio` writes two, for tables)."""
+    return f"{float(value):.1f}x" if known(value) else UNKNOWN
+
+
+def whole_percent(value: object) -> str:
+    """A fraction in prose, to a whole percent: 0.372 -> "37%"."""
+    return f"{100.0 * float(value):.0f}%" if known(value) else UNKNOWN
+
+
+def whole(value: object) -> str:
+    """A count or a length rounded to a whole number, with thousands separators: 12345.6 -> "12,346"."""
+    return f"{float(value):,.0f}" if known(value) else UNKNOWN
+
+
 def count(value: object) -> str:
     """A count with thousands separators, as it is: a mean over devices (4.875 runs) keeps its
     fraction, to three decimals."""

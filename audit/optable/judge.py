@@ -26,7 +26,7 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
-from ..costmodel.units import human
+from ..costmodel.units import factor, human
 from ..parsers.hlo_model import Module
 from ..parsers.hlo_opcodes import CONTAINERS
 from ..options import DEFAULTS, Thresholds
@@ -226,7 +226,7 @@ def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[
     if reach.seconds is None or not measured_s or not reach.seconds:
         return list(reach.notes)
     ratio = measured_s / reach.seconds
-    how = "at" if abs(ratio - 1) < 0.05 else f"{ratio:.1f}x"
+    how = "at" if abs(ratio - 1) < 0.05 else factor(ratio)
     return [f"took {how} its achievable time per run ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
             f"achievable from {reach.source})", *reach.notes]
 

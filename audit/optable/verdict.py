@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..costmodel.chips.hardware import LINK_NAMES, Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import flops_peak
-from ..costmodel.units import human, intensity as per_byte, ratio
+from ..costmodel.units import count, human, intensity as per_byte, ratio
 from ..options import DEFAULTS, Thresholds
 
 
@@ -119,13 +119,14 @@ def describe_problem(cost: OpCost) -> tuple[str, str] | None:
         batch, m, n, k = cost.gemm
         dims = {"M": m, "N": n, "K": k}
         smallest = min(dims, key=lambda d: dims[d])
-        what = f"a matmul M={m:,} N={n:,} K={k:,}" + (f" (batch {batch:,})" if batch > 1 else "")
-        return what, f"its smallest dimension, {smallest}={dims[smallest]:,}, limits it"
+        what = f"a matmul M={count(m)} N={count(n)} K={count(k)}" + (f" (batch {count(batch)})" if batch > 1 else "")
+        return what, f"its smallest dimension, {smallest}={count(dims[smallest])}, limits it"
     if cost.convolution is not None:
         batch, spatial, cin, cout, kernel = cost.convolution
         where = "x".join(str(x) for x in spatial) or "1"
         window = "x".join(str(x) for x in kernel) or "1"
-        what = (f"a convolution over batch {batch:,} and {where} output positions, {cin:,} -> {cout:,} channels, "
+        what = (f"a convolution over batch {count(batch)} and {where} output positions, {count(cin)} -> {count(cout)} "
+                f"channels, "
                 f"kernel {window}")
         return what, "its channels and kernel window set how often each loaded value is reused"
     return None
