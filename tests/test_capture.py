@@ -43,6 +43,7 @@ def write(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_structured_workload_is_captured_in_tensorboard_layout_with_only_the_profiled_steps(tmp_path):
     done = capture(MATMUL, tmp_path, *TINY_MATMUL, steps=3, warmup=2)
     assert done.returncode == 0, done.stderr
@@ -88,6 +89,7 @@ RAISES = """
     """
 
 
+@pytest.mark.slow
 def test_a_raising_workload_exits_3_with_its_own_traceback_and_keeps_the_partial_profile(tmp_path):
     script = write(tmp_path, "diverges.py", RAISES)
     done = capture(script, tmp_path / "out", steps=4, warmup=1)
@@ -103,6 +105,7 @@ def test_a_raising_workload_exits_3_with_its_own_traceback_and_keeps_the_partial
     assert set(steps["step"].unique()) <= {0, 1} and 0 in set(steps["step"])
 
 
+@pytest.mark.slow
 def test_a_workload_failing_before_any_step_exits_3_without_a_profile(tmp_path):
     script = write(tmp_path, "broken.py", """
         from audit import workload
@@ -117,6 +120,7 @@ def test_a_workload_failing_before_any_step_exits_3_without_a_profile(tmp_path):
     assert record["status"] == "raised" and record["phase"] == "build" and "run_dir" not in record
 
 
+@pytest.mark.slow
 def test_a_plain_script_is_profiled_as_a_whole_with_its_argv(tmp_path):
     script = write(tmp_path, "plain.py", """
         import sys
@@ -139,12 +143,14 @@ def test_a_plain_script_is_profiled_as_a_whole_with_its_argv(tmp_path):
     assert record["kind"] == "script" and record["workload"] == "plain" and record["wall_s"] > 0
 
 
+@pytest.mark.slow
 def test_a_plain_script_exiting_non_zero_counts_as_a_failure(tmp_path):
     script = write(tmp_path, "quits.py", "import sys\nsys.exit(4)\n")
     done = capture(script, tmp_path)
     assert done.returncode == 3 and "quits.py exited with status 4" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body, message", [("def f(:\n    pass\n", "syntax error at line 1"), (None, "not found")])
 def test_bad_workload_files_exit_2_before_jax_is_imported(tmp_path, body, message):
     script = tmp_path / "bad.py"

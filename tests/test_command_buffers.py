@@ -135,6 +135,7 @@ def test_a_gpu_run_turns_command_buffers_off_unless_the_user_chose(platform, use
     assert set(user.split()) <= set(flags.split())
 
 
+@pytest.mark.slow
 def test_the_run_records_the_flag_and_the_report_source_says_so(tmp_path):
     script = tmp_path / "step.py"
     script.write_text("print('one step')\n")

@@ -81,6 +81,7 @@ def _busy_ps(frame: pd.DataFrame) -> int:
     return total + (0 if cur_end is None else cur_end - cur_start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["steps", "launches"])
 def test_one_row_per_executed_op_per_device(traces: dict[str, Path], kind: str) -> None:
     profile = load_profile(traces[kind])
@@ -104,6 +105,7 @@ def _inside_loops(events: pd.DataFrame) -> set[str]:
     return inside
 
 
+@pytest.mark.slow
 def test_occurrences_are_steps_times_executions(traces: dict[str, Path]) -> None:
     events = load_profile(traces["steps"]).events()
     per_step = events.groupby(["device", "op", "step"], observed=True)["occurrences"].sum()
@@ -119,6 +121,7 @@ def test_occurrences_are_steps_times_executions(traces: dict[str, Path]) -> None
         assert n == STEPS * executions
 
 
+@pytest.mark.slow
 def test_self_time_sum_matches_busy_time_per_device(traces: dict[str, Path]) -> None:
     events = load_profile(traces["steps"]).events()
     for device, frame in events.groupby("device"):
@@ -126,6 +129,7 @@ def test_self_time_sum_matches_busy_time_per_device(traces: dict[str, Path]) -> 
         assert abs(frame["self_ps"].sum() - busy) <= 0.05 * busy, device
 
 
+@pytest.mark.slow
 def test_while_loop_self_time_excludes_its_body(traces: dict[str, Path]) -> None:
     events = load_profile(traces["steps"]).events()
     loops = events[events["op"].astype(str).str.startswith("while")]
@@ -141,6 +145,7 @@ def test_while_loop_self_time_excludes_its_body(traces: dict[str, Path]) -> None
         assert loop["self_ps"] == loop["dur_ps"] - inside["dur_ps"].sum()
 
 
+@pytest.mark.slow
 def test_steps_from_step_trace_annotation(traces: dict[str, Path]) -> None:
     host = load_profile(traces["steps"]).hosts[0]
     assert host.step_source == "StepTraceAnnotation"
@@ -157,6 +162,7 @@ def test_steps_from_step_trace_annotation(traces: dict[str, Path]) -> None:
         assert (ops["start_ps"] >= row.start_ps).all()
 
 
+@pytest.mark.slow
 def test_steps_from_module_launches_without_annotation(traces: dict[str, Path]) -> None:
     host = load_profile(traces["launches"]).hosts[0]
     assert host.step_source == "module launches"
@@ -168,6 +174,7 @@ def test_steps_from_module_launches_without_annotation(traces: dict[str, Path]) 
     assert list(first.index) == sorted(first.index, key=lambda s: first[s])
 
 
+@pytest.mark.slow
 def test_host_facts(traces: dict[str, Path]) -> None:
     profile = load_profile(traces["steps"])
     host = profile.hosts[0]
@@ -182,6 +189,7 @@ def test_host_facts(traces: dict[str, Path]) -> None:
     assert (events["trace_flops"].isna()).all() and (events["kernels"] == 0).all()
 
 
+@pytest.mark.slow
 def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) -> None:
     host = load_profile(traces["steps"]).hosts[0]
     assert not host.warnings
@@ -191,6 +199,7 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
         assert module.find(op) is not None, op
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", ["c", "numba"])
 @pytest.mark.parametrize("kind", ["steps", "launches"])
 def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str, build: str,
@@ -277,6 +286,7 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
     assert any("device_ordinal" in w for w in host.warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", ["c", "numba"])
 def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path], build: str) -> None:
     # GIVEN a real trace whose busiest /host:CPU line lost its last bytes

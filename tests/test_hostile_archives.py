@@ -168,6 +168,7 @@ def _set_stat(space: XSpace, stat_name: str, value: int) -> int:
     return changed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stat", "code"), [("device_ordinal", ExitCode.INPUT), ("run_id", ExitCode.OK)])
 def test_a_u64_max_stat_of_a_cpu_thunk(tmp_path, capsys, stat, code):
     """A device ordinal beyond any host is refused naming the plane; a run id is an id, kept by its bits."""

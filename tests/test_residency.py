@@ -270,6 +270,7 @@ print(hashlib.sha256(repr(sorted((k, c.resident) for k, c in costs.items())).enc
 """
 
 
+@pytest.mark.slow
 def test_residency_does_not_depend_on_the_hash_seed():
     """The same program gives the same cache residency in every process: the walk touched an op's
     operand buffers in set order, so string hashing decided which stayed in L2 (on the A100 archive,

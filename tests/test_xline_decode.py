@@ -117,6 +117,7 @@ def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
     assert _xline.decode(data, _slot_of(), mid[:0], off[:0], dur[:0], kind[:0], value[:0], length[:0]) == -1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("chosen", "expected"), [("", "c"), ("c", "c"), ("numba", "numba"), ("python", "")])
 def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     env = {**os.environ, "AUDIT_DECODER": chosen}
