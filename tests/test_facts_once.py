@@ -410,3 +410,25 @@ def test_the_prose_formats_read_as_the_text_they_replaced(value, n):
 
     assert factor(value) == f"{value:.1f}x" and whole_percent(value) == f"{value:.0%}"
     assert whole(value) == f"{value:,.0f}" and count(n) == f"{n:,}"
+
+
+def verdicts_written(source: str) -> list[int]:
+    """Lines where `source` sets an op's verdict to a literal: `verdict="..."` or `verdict = "..."`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.keyword) and node.arg == "verdict" and isinstance(node.value, ast.Constant):
+            found.append(node.value.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str) \
+                and any(isinstance(t, ast.Name) and t.id == "verdict" for t in node.targets):
+            found.append(node.lineno)
+    return found
+
+
+def test_an_ops_verdict_is_decided_only_in_verdict_py():
+    # judge._record decided verdicts beside building the record, and identical.py wrote its own; the rules
+    # are verdict.decide's now, and identical.py turns a judged op into verdict.INTERFERENCE.
+    rules = ROOT / "audit" / "optable" / "verdict.py"
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in sorted((ROOT / "audit" / "optable").rglob("*.py")) if p != rules
+             for line in verdicts_written(p.read_text())]
+    assert not found, found
+    assert verdicts_written('replace(r, verdict="interference")\nverdict = "bound only"\nverdict = decided') == [1, 2]

@@ -27,9 +27,9 @@ from ..costmodel.units import count, factor, human, ratio
 from ..reports.model.interference import Beside, Identical, beside_summary
 from ..reports.model.record import DeviceTime, OpRecord
 from .beside import Overlaps
+from .verdict import INTERFERENCE, JUDGED
 
 FAR = 4.0
-JUDGED = ("ok", "flagged")  # only ops judged on their own time are compared; waits and bounds are not
 
 
 def judge_identical(records: Sequence[OpRecord], identities: Mapping[str, str], *, min_efficiency: float,
@@ -73,7 +73,7 @@ def _judged(r: OpRecord, members: list[OpRecord], instances: int, kernel_op: OpR
     if beside is not None:
         reasons.append(beside_reason(beside, simulated))
     reasons.append(_kernel_itself(r, kernel_s, min_efficiency))
-    return replace(r, verdict="interference", flagged=False, suggestion="", identical=same,
+    return replace(r, verdict=INTERFERENCE, flagged=False, suggestion="", identical=same,
                    interference_s=max((r.self_s or 0.0) - kernel_s * r.occurrences, 0.0),
                    reasons=tuple(dict.fromkeys(reasons + list(r.reasons))))
 
