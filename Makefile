@@ -61,7 +61,7 @@ bench: $(STAMP)
 # The fuzz tests with many more examples (hypothesis profile "fuzz"), then a hostile-input campaign
 # through the CLI with a fresh seed (bench/hostile_campaign.py): minutes, not part of `make test`.
 fuzz: $(STAMP)
-	AUDIT_FUZZ=1 $(BIN)/pytest -q tests/test_fuzz_hostile.py tests/test_fuzz_inputs.py
+	AUDIT_FUZZ=1 $(BIN)/pytest -q tests/test_fuzz_hostile.py tests/test_fuzz_inputs.py tests/test_fuzz_paths.py
 	$(BIN)/python bench/hostile_campaign.py --seed $$(date +%s) --per-family 25
 
 clean:

@@ -50,7 +50,9 @@ class Defaults:
     finding_min_share: float = 0.005  # findings smaller than this share of the step are left out
     findings_top: int = 5  # findings the terminal and markdown list (the JSON and HTML hold all)
     good_kernels: float = 0.9  # judged ops at this share of their achievable time: "nothing to fix in the kernels"
-    checkpoints_per_layer: float = 4.0  # activations saved per layer per token, `plan model` and `plan train`
+    # D-sized activations per layer per token that `plan model` and the training closed forms keep
+    # when no remat is stated: block remat, each layer's input (the least any policy keeps on chip)
+    plan_checkpoints_per_layer: float = 1.0
     # Rows of the lists the formats show; the JSON holds every row unless said otherwise.
     markdown_flagged: int = 15  # flagged ops in markdown (the HTML lists all)
     html_flagged_open: int = 10  # flagged ops shown at once in HTML; the rest sit in a list that printing opens

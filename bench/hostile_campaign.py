@@ -1,6 +1,7 @@
 """A hostile-input campaign: crafted and mutated inputs through the real CLI, each in its own process.
 
     python bench/hostile_campaign.py [--seed 1] [--per-family 40] [--out FILE] [--jobs 2] [--checkout DIR ...]
+                                     [--family NAME ...]
 
 Inputs are derived from real ones (bench/hostile_families.py): crafted XPlane fields (durations,
 offsets, timestamps, ordinals, stat values, the HLO embedded in /host:metadata) of real GPU and
@@ -8,12 +9,16 @@ CPU captures, crafted HLO text (recursion, shared and deep call graphs, loops wh
 multiply, huge shapes and groups, bad numbers), crafted fields of real HLO protos, nsys-jax
 archives with damaged tables and decompression bombs, Nsight SQLite exports with damaged cells,
 hardware files with crafted values, malformed report JSON, random byte damage of every format,
-and odd paths (FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a
+real HLO texts with lines the template reader must leave to the line reader (stand-in bytes,
+metadata inside strings), fused attention calls stating numbers no kernel has, nsys-jax archives with encrypted or oddly compressed members, the
+default run's CPU trace with crafted stats read by each decoder path (C, numba, Python: their
+exit codes and summaries must agree), and odd paths (FIFOs, devices, remote URLs, outputs that are inputs). Each case runs `audit` in a
 fresh process with a time limit and is judged on what the contract promises:
 
 - exit 0, 1 or 2, never 4 (a bug) and never killed;
 - for exit 2, exactly one line on stderr, `audit: error: ...`; no traceback anywhere;
-- no file in the case's folder changed except the outputs it named, and no partial output left.
+- no file in the case's folder changed except the outputs it named, and no partial output left;
+- no negative number in the JSON report an `inspect` case writes (`out.json`).
 
 `--checkout DIR` (repeatable) runs the cases against each checkout of the project named (e.g. `git
 archive COMMIT | tar -x -C DIR`) instead of the working tree, one after the other: the defects of an
@@ -44,9 +49,10 @@ from typing import IO
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, hlo_cases,  # noqa: E402
-                              mutation_cases, nsys_cases, profile_cases, proto_cases, report_cases, sqlite_cases,
-                              toml_cases)
+from hostile_families import (FIXTURES, NSYS_ARCHIVE, SEED_HLO, Case, Seeds, attention_cases,  # noqa: E402
+                              decoder_cases,
+                              hlo_cases, mutation_cases, nsys_cases, profile_cases, proto_cases, report_cases,
+                              sqlite_cases, template_cases, toml_cases, zip_member_cases)
 
 SEED_PROFILES = [FIXTURES / "gpu-mi300x" / "gemm.xplane.pb", FIXTURES / "gpu-mi300x" / "conv3d-8gpu.xplane.pb",
                  ROOT / "tests" / "data" / "captures" / "h100-jax0.11" / "train-step.xplane.pb"]
@@ -60,6 +66,7 @@ class Outcome:
     seconds: float
     stderr: str
     problems: list[str]
+    report: object = None  # the summary a decoder path gave (decoder-paths cases)
 
 
 def _path_cases(seeds: Seeds) -> list[Case]:
@@ -105,6 +112,29 @@ def _path_cases(seeds: Seeds) -> list[Case]:
 
 
 def _run(case: Case, work: Path, env: dict[str, str]) -> Outcome:
+    if not case.decoders:
+        return _run_once(case, work, env)
+    # The same input read by each decoder path: each judged alone, then their exit codes and summaries compared.
+    runs = [(name, _run_once(case, work, {**env, "AUDIT_DECODER": name}, keep="out.json")) for name in case.decoders]
+    first_name, first = runs[0]
+    problems = [f"{name}: {p}" for name, o in runs for p in o.problems]
+    for name, o in runs[1:]:
+        if o.code != first.code:
+            problems.append(f"exit {o.code} with AUDIT_DECODER={name}, {first.code} with {first_name}")
+        elif o.report != first.report:
+            problems.append(f"AUDIT_DECODER={name} and {first_name} give different summaries")
+    return Outcome(case, first.code, sum(o.seconds for _, o in runs), first.stderr, problems)
+
+
+def _summary_of(path: Path) -> object:
+    """What a decoder path must not change: the JSON report's summary and steps."""
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    return {"summary": doc.get("summary"), "steps": doc.get("steps"), "ops": len(doc.get("ops") or [])}
+
+
+def _run_once(case: Case, work: Path, env: dict[str, str], keep: str = "") -> Outcome:
     folder = Path(tempfile.mkdtemp(prefix=f"{case.family}-", dir=work))
     for rel, data in case.files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -135,8 +165,29 @@ def _run(case: Case, work: Path, env: dict[str, str]) -> Outcome:
         partial = sorted(k for k in changed if k in case.outputs)
         if partial:
             problems.append(f"left output files although it failed: {partial}")
+    if code in (0, 1) and (folder / "out.json").is_file():
+        problems += _negative_figures(folder / "out.json")
+    report = _summary_of(folder / keep) if keep else None
     shutil.rmtree(folder, ignore_errors=True)
-    return Outcome(case, code, seconds, stderr, problems)
+    return Outcome(case, code, seconds, stderr, problems, report)
+
+
+def _negative_figures(path: Path) -> list[str]:
+    """A report's first negative number (no figure of an `inspect` report is below zero), as a problem."""
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        return ["its JSON report does not parse"]
+    pending: list[tuple[str, object]] = [("", doc)]
+    while pending:
+        where, node = pending.pop()
+        if isinstance(node, dict):
+            pending += [(f"{where}.{k}", v) for k, v in node.items()]
+        elif isinstance(node, list):
+            pending += [(f"{where}[{i}]", v) for i, v in enumerate(node)]
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and (node < 0 or str(node) == "-0.0"):
+            return [f"negative figure {where.lstrip('.')} = {node}"]
+    return []
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int, int]]:
@@ -202,7 +253,8 @@ def _site(checkout: Path, folder: Path) -> str:
 def _cases(rng: random.Random, n: int, seeds: Seeds, work: Path) -> list[Case]:
     return (profile_cases(rng, n, seeds) + hlo_cases(rng, n) + proto_cases(rng, n) + report_cases(rng, n, seeds)
             + nsys_cases(rng, n) + sqlite_cases(rng, n, seeds, work) + toml_cases(rng, n)
-            + mutation_cases(rng, 2 * n, seeds) + _path_cases(seeds))
+            + mutation_cases(rng, 2 * n, seeds) + template_cases(rng, n) + zip_member_cases(rng, n)
+            + decoder_cases(rng, n) + attention_cases(rng, n) + _path_cases(seeds))
 
 
 def _summary(outcomes: list[Outcome]) -> None:
@@ -233,6 +285,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write every case's outcome here (JSON lines)")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="run the cases against this checkout's code (repeatable)")
+    parser.add_argument("--family", action="append", default=[],
+                        help="run only the cases of this family (repeatable; default: all)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     env = {**os.environ, "AUDIT_CACHE": "", "JAX_PLATFORMS": "cpu"}
@@ -240,7 +294,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="audit-campaign-") as tmp, \
             (args.out or Path(os.devnull)).open("w") as log:
         work = Path(tmp)
-        cases = _cases(rng, args.per_family, _seeds(work, env), work)
+        cases = [c for c in _cases(rng, args.per_family, _seeds(work, env), work)
+                 if not args.family or c.family in args.family]
         for i, checkout in enumerate(args.checkout or [None]):
             code_env = dict(env)
             if checkout is not None:

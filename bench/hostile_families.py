@@ -4,7 +4,9 @@ inputs with the crafts in tests/hostile_*.py.
 A case is the `audit` command line and the files its folder holds; `{dir}` in the command is the
 case's folder. Seeds are real: the captures in tests/data/fixtures and tests/data/captures, a CPU
 capture this machine makes with `audit run`, an Nsight SQLite export built from a real nsys-jax
-archive's ranges, the catalog's hardware files and reports the tool writes.
+archive's ranges, the catalog's hardware files and reports the tool writes; the real HLO texts of
+tests/data (template reader), TransformerEngine's attention calls (attention configs), and the default
+run's CPU trace (read by each decoder path, `decoders`).
 """
 
 from __future__ import annotations
@@ -16,13 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostile_archives import NSYS_CRAFTS, SQLITE_CRAFTS, TOML_CRAFTS, craft_nsys, craft_sqlite, craft_toml
-from hostile_hlo import PROTO_CRAFTS, craft_hlo_proto
+from hostile_archives import (NSYS_CRAFTS, SQLITE_CRAFTS, TOML_CRAFTS, ZIP_MEMBER_CRAFTS, craft_nsys, craft_sqlite,
+                              craft_toml, craft_zip_member)
+from hostile_hlo import PROTO_CRAFTS, TEMPLATE_CRAFTS, craft_attention, craft_hlo_proto, craft_template_text
 from hostile_inputs import HLO_CRAFTS, REPORT_CRAFTS, XPLANE_CRAFTS, craft_hlo, craft_report, craft_xplane, mutate_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "data" / "fixtures"
 SEED_HLO = sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo"))
+# Real texts of every kind for the template reader: hand-checked, TPU AOT dumps, TransformerEngine attention.
+TEMPLATE_TEXTS = [*SEED_HLO, *sorted((ROOT / "tests" / "data" / "hlo" / "tpu-aot").glob("*.txt")),
+                  *sorted((ROOT / "tests" / "data" / "te_attention").glob("*.hlo.txt"))]
+CPU_RUN = ROOT / "tests" / "data" / "captures" / "cpu-default-run"
+# The decoder paths a CPU trace is read by ($AUDIT_DECODER): each must give the same report.
+DECODERS = ("c", "numba", "python")
 NSYS_ARCHIVE = FIXTURES / "gpu-a100-pax-nsys-jax" / "pax_fsdp4_4proc_proc0.zip"
 HLO_PROTOS = [FIXTURES / "gpu-h100-maxtext" / "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",
               FIXTURES / "gpu-h100-maxtext" / "module_0016.jit_train_step.before_optimizations.hlo.pb"]
@@ -39,6 +48,8 @@ class Case:
     fifos: tuple[str, ...] = ()
     links: dict[str, str] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()  # files the command may create or change
+    # Run once per $AUDIT_DECODER named here: the exit codes and the JSON reports' summaries must agree.
+    decoders: tuple[str, ...] = ()
 
 
 @dataclass
@@ -155,4 +166,56 @@ def mutation_cases(rng: random.Random, n: int, seeds: Seeds) -> list[Case]:
                  "sqlite": ["-q", "--hlo", str(seeds.dump)], "toml": []}.get(kind, ["-q"])
         cases.append(Case("byte-mutation", f"{kind}-{i}", [*argv, "{dir}/" + name, *extra],
                           files={name: mutate_bytes(data, rng)}))
+    return cases
+
+
+def template_cases(rng: random.Random, n: int) -> list[Case]:
+    """Real HLO texts with lines the template reader must leave to the line reader (hostile_hlo)."""
+    cases = []
+    for i in range(n):
+        craft = rng.choice(sorted(TEMPLATE_CRAFTS))
+        text = craft_template_text(rng.choice(TEMPLATE_TEXTS).read_text(), craft, rng)
+        cases.append(Case("hlo-template", f"{craft}-{i}", ["inspect", "{dir}/m.hlo", "-q", "--hardware", "h100",
+                                                           "--json", "{dir}/out.json"],
+                          files={"m.hlo": text.encode()}, outputs=("out.json",)))
+    return cases
+
+
+def zip_member_cases(rng: random.Random, n: int) -> list[Case]:
+    archive = NSYS_ARCHIVE.read_bytes()
+    cases = []
+    for i in range(n):
+        craft = rng.choice(ZIP_MEMBER_CRAFTS)
+        cases.append(Case("zip-member", f"{craft}-{i}", ["inspect", "{dir}/a.zip", "-q", "--json", "{dir}/out.json"],
+                          files={"a.zip": craft_zip_member(archive, craft, rng)}, outputs=("out.json",)))
+    return cases
+
+
+def decoder_cases(rng: random.Random, n: int) -> list[Case]:
+    """The default run's real CPU trace with crafted stats and times, read by each decoder path."""
+    seed = (CPU_RUN / "vm.xplane.pb").read_bytes()
+    hardware = (CPU_RUN / "cpu.toml").read_bytes()
+    crafts = ("stat-no-value", "stat-two-values", "stat-u64", "stat-not-utf8", "op-zero-duration", "stat-value",
+              "duration", "occurrences", "line-duration", "timestamp")
+    cases = []
+    for i in range(n):
+        craft = rng.choice(crafts)
+        cases.append(Case("decoder-paths", f"{craft}-{i}", ["inspect", "{dir}/p.xplane.pb", "-q", "--hardware",
+                                                            "{dir}/cpu.toml", "--json", "{dir}/out.json"],
+                          files={"p.xplane.pb": craft_xplane(seed, craft, rng), "cpu.toml": hardware},
+                          outputs=("out.json",), decoders=DECODERS))
+    return cases
+
+
+def attention_cases(rng: random.Random, n: int) -> list[Case]:
+    """Fused attention calls stating numbers no kernel has: TransformerEngine attributes of real calls, cuDNN
+    configs, Pallas kernels of huge sequences."""
+    texts = sorted((ROOT / "tests" / "data" / "te_attention").glob("*.hlo.txt"))
+    cases = []
+    for i in range(n):
+        text = craft_attention(rng.choice(texts).read_text(), rng)
+        chip = "v5p" if "tpu_custom_call" in text else "h100"
+        cases.append(Case("attention-config", f"attention-{i}", ["inspect", "{dir}/m.hlo", "-q", "--hardware", chip,
+                                                                 "--json", "{dir}/out.json"],
+                          files={"m.hlo": text.encode()}, outputs=("out.json",)))
     return cases

@@ -303,7 +303,7 @@ static int consistent(const Walk *w, const Py_buffer *v) {
     Py_ssize_t ints = (Py_ssize_t)sizeof(int), n = w->n;
     if (v[0].len != n * ints || v[1].len != (n + 1) * ints || v[3].len != n * ints || v[4].len != w->buffers ||
         v[8].len != n * ints || v[5].len > w->buffers * ints || v[7].len % (2 * ints) || w->levels > 62 ||
-        n >= INT32_MAX || w->buffers >= INT32_MAX)
+        n >= INT32_MAX || w->buffers >= INT32_MAX || n > w->buffers) /* op i writes buffer i */
         return 0;
     if (!ids_in(&v[0], n, 0) || !ids_in(&v[2], w->buffers, 0) || !ids_in(&v[3], w->buffers, 1) ||
         !ids_in(&v[5], w->buffers, 0) || !ids_in(&v[6], n, 0) || !ids_in(&v[7], w->buffers, 0))

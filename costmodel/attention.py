@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .chips.hardware import Achievable, Hardware, Quantity
 from .costs import AttentionProblem, OpCost
-from .units import human, percent, whole, whole_percent
+from .units import count, human, percent, whole, whole_percent
 
 # The matmuls of each kernel, as (over D, over Dv): forward Q.K^T and P.V; backward recomputes Q.K^T,
 # then dP = dO.V^T, dV = P^T.dO, dK = dS^T.Q, dQ = dS.K.
@@ -32,18 +30,65 @@ MATMULS = {"forward": (1, 1), "backward": (3, 2), "backward dK dV": (2, 2), "bac
 BLOCK_ROWS = 128
 
 
+# The largest length, head count or head dimension a config or shape may state (a real one is below
+# 2^20; shapes already hold at most 2^50 elements): beyond it, a number is a crafted or damaged config.
+MAX_EXTENT = 1 << 40
+
+
+def unreadable(p: AttentionProblem) -> str | None:
+    """Why a problem read from a config or shapes cannot be priced (a size out of range), or None."""
+    sizes = {"batch": p.batch, "heads": p.heads, "KV heads": p.kv_heads, "head dim": p.qk_dim, "value head dim":
+             p.v_dim, "segments": p.segments}
+    lengths = {"query length": p.q_len, "key length": p.kv_len, "window left": p.window[0],
+               "window right": p.window[1]}
+    for name, value in sizes.items():
+        if not isinstance(value, int) or not 1 <= value <= MAX_EXTENT:
+            return f"its {name} {value} is out of range (1 to {count(MAX_EXTENT)})"
+    for name, value in lengths.items():
+        low = -1 if name.startswith("window") else 0
+        if not isinstance(value, int) or not low <= value <= MAX_EXTENT:
+            return f"its {name} {value} is out of range ({low} to {count(MAX_EXTENT)})"
+    return None
+
+
 def pairs(p: AttentionProblem) -> int:
     """(query, key) pairs one batch entry and head computes: every key a query may attend, by the
-    mask (causal, top-left or bottom-right aligned) and the window around its diagonal."""
+    mask (causal, top-left or bottom-right aligned) and the window around its diagonal.
+
+    Counted in closed form, in constant time and memory: query i attends keys max(0, i + b) to
+    min(K - 1, i + a), a sum of linear pieces (lengths come from the input, so no array is sized by them).
+    """
     if p.q_len <= 0 or p.kv_len <= 0:
         return 0
     left, right = p.window
-    diagonal = np.arange(p.q_len, dtype=np.int64) + (p.kv_len - p.q_len if p.bottom_right else 0)
-    last = np.full(p.q_len, p.kv_len - 1, dtype=np.int64)
-    if p.causal or right >= 0:
-        last = np.minimum(last, diagonal + (0 if p.causal else right))
-    first = np.maximum(diagonal - left, 0) if left >= 0 else np.zeros(p.q_len, dtype=np.int64)
-    return int(np.maximum(last - first + 1, 0).sum())
+    offset = p.kv_len - p.q_len if p.bottom_right else 0
+    top = p.kv_len - 1
+    a = offset + (0 if p.causal else right) if p.causal or right >= 0 else None  # last key: i + a
+    b = offset - left if left >= 0 else None  # first key: i + b
+    cuts = sorted({0, p.q_len, *(min(max(x, 0), p.q_len) for x in
+                                 ((top - a + 1) if a is not None else p.q_len, (1 - b) if b is not None else 0))})
+    total = 0
+    for x0, x1 in zip(cuts, cuts[1:]):
+        capped = a is None or x0 + a >= top  # the last key is K - 1 over this piece, else i + a
+        floored = b is None or x0 + b <= 0  # the first key is 0 over this piece, else i + b
+        slope = (0 if capped else 1) - (0 if floored else 1)
+        last = top if capped or a is None else a
+        first = 0 if floored or b is None else b
+        constant = last - first + 1  # keys of query i: constant + slope * i
+        total += _positive_sum(constant, slope, x0, x1)
+    return total
+
+
+def _positive_sum(c: int, slope: int, start: int, stop: int) -> int:
+    """Sum of max(0, c + slope * i) over start <= i < stop, slope -1, 0 or 1."""
+    if slope > 0:
+        start = max(start, 1 - c)
+    elif slope < 0:
+        stop = min(stop, c)
+    n = stop - start
+    if n <= 0:
+        return 0
+    return n * c + slope * (start + stop - 1) * n // 2 if slope else n * max(c, 0)
 
 
 def flops(p: AttentionProblem) -> float:

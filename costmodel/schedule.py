@@ -62,7 +62,8 @@ class Window:
 
     @property
     def hidden_s(self) -> float:
-        # Never below zero: an exposed time equal to the duration can come out a rounding error above it.
+        # Never below zero: an exposed time equal to the duration can come out a rounding error above it
+        # (-1.7e-18 s), and a crafted time is none hidden.
         return max(0.0, self.duration_s - self.exposed_s)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import lzma
 import zipfile
+import zlib
 
 from ..errors import InputError
 
@@ -69,6 +70,20 @@ def zip_member(archive: zipfile.ZipFile, name: str) -> bytes:
     errors (`BadZipFile`, `KeyError`, `EOFError`) for a damaged archive.
     """
     info = archive.getinfo(name)
+    if info.flag_bits & 1:
+        raise InputError(f"{name} is encrypted: audit reads archives as nsys-jax writes them, unencrypted")
+    if info.compress_type not in _METHODS:
+        raise InputError(f"{name} is compressed by method {info.compress_type}, which no zip reader here has "
+                         f"(it reads {', '.join(_METHODS.values())})")
     if info.compress_type != zipfile.ZIP_STORED and info.file_size > expansion_limit(info.compress_size):
         raise _too_big(name, info.compress_size)
-    return archive.read(info)
+    try:
+        return archive.read(info)
+    except (zlib.error, lzma.LZMAError, OSError, EOFError, RuntimeError, NotImplementedError, ValueError) as exc:
+        # bytes that are not what their method says (bz2's errors are OSError, a wrong password RuntimeError)
+        raise InputError(f"{name} is not valid {_METHODS[info.compress_type]} data ({exc}): truncated or "
+                         "damaged") from None
+
+
+_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+            zipfile.ZIP_LZMA: "lzma"}

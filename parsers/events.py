@@ -162,15 +162,22 @@ def _nesting_order(group: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.
 
 
 def _stack_children(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Sum of direct children's durations per event, for events sorted by (start, -dur)."""
+    """The time direct children cover per event (their union: two children that overlap each other,
+    as a damaged or crafted trace has them, are not counted twice, so no self time is negative), for
+    events sorted by (start, -dur)."""
     children = np.zeros(len(start), dtype=np.int64)
+    covered = start.tolist()  # per event: where the children counted so far end (none yet: its start)
     stack: list[int] = []
     starts, ends = start.tolist(), end.tolist()
     for i, (s, e) in enumerate(zip(starts, ends)):
         while stack and not (starts[stack[-1]] <= s and e <= ends[stack[-1]]):
             stack.pop()
         if stack:
-            children[stack[-1]] += e - s
+            parent = stack[-1]
+            since = max(s, covered[parent])
+            if e > since:
+                children[parent] += e - since
+            covered[parent] = max(covered[parent], e)
         stack.append(i)
     return children
 

@@ -57,48 +57,39 @@ def _classify(name: str, stats: dict[str, Any]) -> int:
     return _SKIP
 
 
-def _layout(stats: Any, wanted: dict[int, int], names: dict[int, str], md_name: str,
-            cols: _Columns) -> tuple[int, int, int, int, int] | None:
-    """Where program_id, run_id and device_ordinal sit in an event's stats, for the fast path.
+def _read_slow(stats: Any, wanted: dict[int, int], ps: PlaneStats, base: list[Any]) -> list[Any]:
+    """hlo_op, program_id, run_id, device_ordinal of one event over its metadata's values (`base`).
 
-    Events of one metadata id are written by one TraceMe call, so the stats sit at the same
-    positions in every event. The fast path reads those three as int64 and takes the op name
-    from the metadata (XLA names the event after its HLO op); it applies only when this first
-    event confirms all of that. Returns (stat count, program pos, run pos, device pos, op code).
-    """
-    found: dict[int, Any] = {}
-    positions: dict[int, int] = {}
-    for pos, st in enumerate(stats):
-        slot = wanted.get(st.metadata_id)
-        if slot is not None:
-            found[slot], positions[slot] = st, pos
-    if len(found) < len(_OP_STATS):
-        return None
-    hlo_op = names.get(found[0].ref_value) or found[0].str_value
-    if hlo_op != md_name or any(found[slot].uint64_value for slot in (1, 2, 3)):
-        return None
-    return len(stats), positions[1], positions[2], positions[3], cols.op_code(md_name)
-
-
-def _read_slow(stats: Any, wanted: dict[int, int], names: dict[int, str], base: list[Any]) -> list[Any]:
-    """hlo_op, program_id, run_id, device_ordinal of one event over its metadata's values (`base`)."""
+    Each stat's value is `PlaneStats.value` (the compiled reader takes the same, see xline_decode):
+    an hlo_op that is not a string reads as "", an id that is not an integer as 0; of several stats
+    of one name, the last wins, as in `PlaneStats.to_dict`."""
     values = list(base)
+    get = wanted.get
     for st in stats:
-        slot = wanted.get(st.metadata_id)
+        slot = get(st.metadata_id)
         if slot is not None:
-            values[slot] = (names.get(st.ref_value) or st.str_value) if slot == 0 \
-                else (st.int64_value or st.uint64_value)
+            if slot and not st.ref_value and not st.str_value:  # the common case: an integer id
+                values[slot] = st.int64_value or st.uint64_value
+                continue
+            value = ps.value(st)
+            if slot == 0:
+                values[0] = value if isinstance(value, str) else ""
+            else:
+                values[slot] = value if isinstance(value, int) else 0
     return values
+
+
+def _wanted(ps: PlaneStats) -> dict[int, int]:
+    """Stat metadata id -> slot of `_OP_STATS`, for every id of those names (a plane may name two ids alike)."""
+    return {sid: _OP_STATS.index(name) for sid, name in ps.names.items() if name in _OP_STATS}
 
 
 def _scan(plane: Any, ps: PlaneStats, cols: _Columns, steps: list[tuple[int, int, int]],
           launches: dict[int, int], lines: range) -> None:
-    wanted = {ps.ids[n]: i for i, n in enumerate(_OP_STATS) if n in ps.ids}
+    wanted = _wanted(ps)
     kinds: dict[int, int] = {}
-    layouts: dict[int, tuple[int, int, int, int, int] | None] = {}
     meta_values: dict[int, list[Any]] = {}
     metadata = plane.event_metadata
-    names = ps.names
     add_code, add_device, add_program = cols.code.append, cols.device.append, cols.program.append
     add_start, add_dur, add_run = cols.start.append, cols.dur.append, cols.run.append
     for line_index in lines:
@@ -111,24 +102,15 @@ def _scan(plane: Any, ps: PlaneStats, cols: _Columns, steps: list[tuple[int, int
             if kind is None:
                 md = metadata[mid]
                 kind = kinds[mid] = _classify(md.name, ps.merged(ev.stats, md.stats))
-                layouts[mid] = _layout(ev.stats, wanted, names, md.name, cols) if kind == _OP else None
-                meta_values[mid] = _read_slow(md.stats, wanted, names, ["", 0, NO_RUN, 0])
+                meta_values[mid] = _read_slow(md.stats, wanted, ps, ["", 0, NO_RUN, 0])
             if kind == _SKIP:
                 continue
             if kind == _OP:
-                stats = ev.stats
-                lay = layouts[mid]
-                if lay is not None and len(stats) == lay[0]:
-                    add_code(lay[4])
-                    add_program(stats[lay[1]].int64_value)
-                    add_run(stats[lay[2]].int64_value)
-                    add_device(stats[lay[3]].int64_value)
-                else:
-                    op, program, run, device = _read_slow(stats, wanted, names, meta_values[mid])
-                    add_code(cols.op_code(op or metadata[mid].name))
-                    add_program(program)
-                    add_run(run)
-                    add_device(device)
+                op, program, run, device = _read_slow(ev.stats, wanted, ps, meta_values[mid])
+                add_code(cols.op_code(op or metadata[mid].name))
+                add_program(program)
+                add_run(run)
+                add_device(device)
                 add_start(base + ev.offset_ps)
                 add_dur(ev.duration_ps)
             elif kind == _STEP:
@@ -185,13 +167,14 @@ def _scan_compiled(plane: Any, using: str = "") -> tuple[dict[str, Any], list[tu
     from .events_cpu_fast import scan_lines
 
     ps = PlaneStats(plane)
-    wanted = {ps.ids[n]: i for i, n in enumerate(_OP_STATS) if n in ps.ids}
+    wanted = _wanted(ps)
     return scan_lines(plane, range(len(plane.lines)), _classify,
-                      lambda stats: _read_slow(stats, wanted, ps.names, ["", 0, NO_RUN, 0]), using)
+                      lambda stats: _read_slow(stats, wanted, ps, ["", 0, NO_RUN, 0]), using)
 
 
 def _scan_all(plane: Any) -> tuple[dict[str, Any], list[tuple[int, int, int]], dict[int, int]]:
-    if hasattr(plane.lines, "encoded") and _holds(plane, COMPILED_MIN_EVENTS) and xline_decode.available():
+    if hasattr(plane.lines, "encoded") and (xline_decode.forced() or _holds(plane, COMPILED_MIN_EVENTS)) and \
+            xline_decode.available():
         return _scan_compiled(plane)
     return _scan_arrays(plane, range(len(plane.lines)))
 

@@ -68,8 +68,8 @@ def _decoded(plane: Any, lines: range, slot_of: np.ndarray,
                 raise InputError(f"line {i} of a plane is truncated or corrupt (protobuf decode failed)",
                                  path=plane.lines.origin) from None
             try:
-                check_columns(decoded.timestamp_ns, decoded.offset_ps, decoded.duration_ps,
-                              f"plane {plane.name!r} line {i}")
+                check_columns(decoded.timestamp_ns, decoded.line_duration_ps, decoded.offset_ps, decoded.duration_ps,
+                              decoded.occurrences, f"plane {plane.name!r} line {i}")
             except InputError as exc:
                 raise InputError(exc.message, path=plane.lines.origin) from None
             yield i, data, decoded
@@ -126,6 +126,8 @@ class _State:
             return v
         if k == xd.DOUBLE:
             return float(np.int64(v).view(np.float64))
+        if k == xd.BYTES:
+            return bytes(data[v:v + int(d.length[j, s])])
         return 0
 
     def _step_or_launch(self, kind: int, d: xd.DecodedLine, j: int, start: int, data: bytes | memoryview) -> None:
@@ -160,10 +162,12 @@ class _State:
     def _codes(self, d: xd.DecodedLine, rows: np.ndarray, mids: np.ndarray, data: bytes | memoryview) -> np.ndarray:
         """Op codes in order of first appearance: the event's hlo_op, else its metadata's, else the event name."""
         kinds, values = d.kind[rows, 0], d.value[rows, 0]
-        # One key per distinct (metadata id, hlo_op ref); a string hlo_op (rare) gets a key of its own.
-        keys = np.where(kinds == xd.REF, values, -1)
-        strings = np.flatnonzero(kinds == xd.STRING)
-        keys[strings] = -2 - strings
+        # One key per distinct (metadata id, hlo_op ref); any other hlo_op (a string, a number: rare, or
+        # crafted) gets a key of its own row, so each row is named by its own stat.
+        refs = (kinds == xd.REF) & (values >= 0) & (values < 1 << 31)
+        keys = np.where(refs, values, -1)
+        others = np.flatnonzero(~refs & (kinds != xd.ABSENT))
+        keys[others] = -2 - others
         if mids.size and (mids.min() < 0 or mids.max() >= 1 << 31 or keys.max() >= 1 << 31):
             inverse, pairs = pd.factorize(pd.MultiIndex.from_arrays([mids, keys]))
             found = [(int(m), i) for m, i in pairs]

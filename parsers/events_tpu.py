@@ -69,7 +69,9 @@ def _scan_ops(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str], out
         out["op"].append(stats["op"])
         out["start_ps"].append(-1 if occurrences else start)
         out["dur_ps"].append(dur)
-        out["aggregated_self"].append(int_or(stats.get("self_duration_ps"), dur) if occurrences else -1)
+        # an aggregated op's self time is within its duration, whatever its stat says (a crafted one: -1)
+        out["aggregated_self"].append(min(max(int_or(stats.get("self_duration_ps"), dur), 0), dur)
+                                      if occurrences else -1)
         out["occurrences"].append(max(1, occurrences))
         for name in _FLOAT_STATS:
             value = stats.get(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from .hlo_model import Instruction, Module, Shape
-from .ranges import MAX_CONFIG_DEPTH, MAX_ELEMENTS, MAX_NESTING, MAX_RANK
+from .ranges import MAX_CONFIG_DEPTH, MAX_ELEMENTS, MAX_NESTING, MAX_RANK, MAX_TILE
 
 
 def check_module(module: Module, origin: str = "") -> None:
@@ -39,7 +39,10 @@ def _check_shape(shape: Shape, instr: Instruction, comp: str, origin: str) -> No
     for leaf in _leaves(shape):
         if len(leaf.dims) > MAX_RANK:
             raise _error(instr, comp, f"has a shape of rank {len(leaf.dims)} (at most {MAX_RANK})", origin)
-        if any(d < -1 for d in leaf.dims):
+        if any(d == -1 for d in leaf.dims):  # `?`: a compiled program bounds every dimension (`<=N`)
+            raise _error(instr, comp, f"has an unbounded dynamic dimension in {str(leaf).replace('-1', '?')}: its size is not known "
+                                      "before run time, so nothing of it can be priced", origin)
+        if any(d < 0 for d in leaf.dims):
             raise _error(instr, comp, f"has a negative dimension in {leaf.dtype}{list(leaf.dims)}", origin)
         elements = 1
         for d in leaf.dims:
@@ -47,6 +50,10 @@ def _check_shape(shape: Shape, instr: Instruction, comp: str, origin: str) -> No
             if elements > MAX_ELEMENTS:
                 raise _error(instr, comp, f"has a shape of more than 2^50 elements ({leaf.dtype}"
                                           f"{list(leaf.dims)[:8]}{'...' if len(leaf.dims) > 8 else ''})", origin)
+        bad_tile = next((t for t in leaf.tiles if not all(v == -1 or 1 <= v <= MAX_TILE for v in t)), None)
+        if bad_tile is not None:
+            raise _error(instr, comp, f"has a layout tile T{tuple(bad_tile)} in {leaf.dtype}{list(leaf.dims)}: a "
+                                      f"tile's side is 1 to {MAX_TILE:,} elements", origin)
         if leaf.layout and sorted(leaf.layout) != list(range(len(leaf.dims))):
             raise _error(instr, comp, f"has a layout {{{','.join(map(str, leaf.layout[:8]))}}} that is not a "
                                       f"permutation of the {len(leaf.dims)} dimensions of {leaf}", origin)

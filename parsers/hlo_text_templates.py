@@ -88,11 +88,30 @@ class _Template:
         return replace(one, name=names[0], operands=operands, called=called, metadata=meta, attributes=attributes)
 
 
-def _without_metadata(line: str) -> tuple[str, str | None]:
+def _own_metadata_at(line: str) -> int | None:
+    """Where the line's own `, metadata={` starts (-1: it has none); None where that is not plain: one
+    inside a string or a bracket (a `custom_call_target="a, metadata={..."`), two of them, a comment
+    or an escape before it. The line reader reads such a line, so a template never takes a string's
+    text for the op's metadata."""
+    at = line.find(_METADATA_AT)
+    if at < 0:
+        return -1
+    head = line[:at]
+    if line.find(_METADATA_AT, at + 1) >= 0 or "/*" in head or "\\" in head or head.count('"') % 2:
+        return None
+    return at if bracket_depth(head) == 0 else None
+
+
+def _without_metadata(line: str) -> tuple[str, str | None] | None:
     """The line without its `metadata={...}`, and that value (braces included, its `scheduling_name`
     left out; None without one): newer XLA names each instruction in its metadata, so copies share
-    no line, and no metadata, until the name is taken out."""
-    at = line.find(_METADATA_AT)
+    no line, and no metadata, until the name is taken out. None: a line the line reader reads (its
+    metadata is not plain, or it holds the bytes that stand in for names)."""
+    if "\x01" in line or "\x02" in line:  # the stand-ins of names: its own would be taken for them
+        return None
+    at = _own_metadata_at(line)
+    if at is None:
+        return None
     if at < 0:
         return line, None
     value = _METADATA_VALUE.match(line, at + len(_METADATA_AT) - 1)
@@ -164,7 +183,15 @@ class _TemplateReader(LineReader):
             if stripped.startswith("}"):
                 self._close()
                 continue
-            core, metadata_text = _without_metadata(stripped)
+            split = _without_metadata(stripped)
+            if split is None:
+                if bracket_depth(stripped) != 0:
+                    return False  # an instruction over several lines
+                is_root, instr = self.instruction(no, stripped)
+                self.add(instr, is_root)
+                self.keys.append((next(self.numbers), None, instr.operands, instr.called))
+                continue
+            core, metadata_text = split
             parts = name(core)
             key = "\x00".join(parts[0::2])
             if key in self.templates:

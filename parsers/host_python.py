@@ -109,7 +109,8 @@ def _decoded(plane: Any, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarr
         raise InputError(f"a host thread line of plane {plane.name!r} is truncated or corrupt "
                          "(protobuf decode failed)", path=plane.lines.origin) from None
     try:
-        check_columns(d.timestamp_ns, d.offset_ps, d.duration_ps, f"plane {plane.name!r} (a host thread line)")
+        check_columns(d.timestamp_ns, d.line_duration_ps, d.offset_ps, d.duration_ps, d.occurrences,
+                      f"plane {plane.name!r} (a host thread line)")
     except InputError as exc:
         raise InputError(exc.message, path=plane.lines.origin) from None
     return d.metadata_id, d.timestamp_ns * PS_PER_NS + d.offset_ps, d.duration_ps

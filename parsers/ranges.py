@@ -27,6 +27,7 @@ MAX_RANK = 64
 MAX_ELEMENTS = 1 << 50
 MAX_DEVICES = 1 << 20  # devices in one replica-group list or mesh
 MAX_TRIP_COUNT = 1 << 40
+MAX_TILE = 1 << 16  # a layout tile's side (TPU tiles are (8,128), (2,1), (4,128)...): past it, padding is nonsense
 # An op run more often than this in one run of a program (the product of the trip counts of the
 # loops around it) would take 13 days at a nanosecond a run: no real program does.
 MAX_EXECUTIONS = 1 << 50
@@ -57,13 +58,19 @@ def check_line(line: Any, where: str) -> None:
             time_range(occ, "num_occurrences", at, high=MAX_OCCURRENCES)
 
 
-def check_columns(timestamp_ns: int, offset_ps: np.ndarray, duration_ps: np.ndarray, where: str) -> None:
-    """`check_line` for a line decoded into arrays."""
+def check_columns(timestamp_ns: int, duration_ps: int, offset_ps: np.ndarray, event_duration_ps: np.ndarray,
+                  occurrences: np.ndarray, where: str) -> None:
+    """`check_line` for a line decoded into arrays (the same numbers, the first bad event named)."""
     time_range(timestamp_ns, "timestamp_ns", where, high=MAX_TIMESTAMP_NS)
-    for what, values in (("offset_ps", offset_ps), ("duration_ps", duration_ps)):
-        bad = np.flatnonzero((values < 0) | (values > MAX_PS))
-        if bad.size:
-            time_range(int(values[bad[0]]), what, f"{where} event {int(bad[0])}")
+    time_range(duration_ps, "duration_ps", where)
+    bad = np.flatnonzero((offset_ps < 0) | (offset_ps > MAX_PS) | (event_duration_ps < 0) |
+                         (event_duration_ps > MAX_PS) | (occurrences < 0) | (occurrences > MAX_OCCURRENCES))
+    if bad.size:
+        i = int(bad[0])
+        at = f"{where} event {i}"
+        time_range(int(offset_ps[i]), "offset_ps", at)
+        time_range(int(event_duration_ps[i]), "duration_ps", at)
+        time_range(int(occurrences[i]), "num_occurrences", at, high=MAX_OCCURRENCES)
 
 
 def stat_int(value: Any, what: str, where: str, *, low: int, high: int) -> int:

@@ -70,6 +70,9 @@ def _explicit(text: str) -> Groups:
 
 def check_groups(groups: Groups) -> Groups:
     """`groups` when every device id is one a real cluster has. **Raises:** `InputError`."""
+    if any(not g for g in groups):  # `{{}}`: a group of no device, which no collective runs on
+        raise InputError(f"replica groups: group {next(i for i, g in enumerate(groups) if not g)} holds no "
+                         "device (`{}` alone means all devices)")
     ids = [d for g in groups for d in g]
     _check_devices(len(ids), f"{len(groups)} groups")
     if ids and not 0 <= min(ids) <= max(ids) < MAX_DEVICES:

@@ -20,6 +20,9 @@ def model_text(r: dict[str, Any]) -> list[str]:
               f"KV cache: {nbytes(r['kv_bytes_per_token'])} per token in {r['kv_dtype']}",
               f"saved activations per token: {nbytes(act['no_remat'])} without remat, "
               f"{nbytes(act['remat'])} with {count(act['checkpoints_per_layer'])} checkpoint(s) per layer"]
+    if act.get("by_policy"):
+        lines.append("kept on the chip per token by remat policy: "
+                     + ", ".join(f"{k} {nbytes(v)}" for k, v in act["by_policy"].items()))
     return lines
 
 
@@ -83,4 +86,10 @@ def serve_text(r: dict[str, Any]) -> list[str]:
         lines += serve_layout_lines(r["layout"])
     if r.get("disaggregated") is not None:
         lines += disaggregated_lines(r["disaggregated"])
+    cal = r.get("calibrated")
+    if cal:
+        factors = ", ".join(f"{k} {ratio(v)}" for k, v in cal["factors"].items())
+        prefill = f"; prefill {seconds(cal['prefill_s'])}" if "prefill_s" in cal else ""
+        lines.append(f"at your profile's rates [{cal['source']}: {factors} the roofline]: decode step ~ "
+                     f"{seconds(cal['decode_step_s'])}, {number(cal['tokens_per_s'])} tokens/s{prefill} (estimate)")
     return lines

@@ -149,6 +149,43 @@ def _dump_edit(members: dict[str, tuple[zipfile.ZipInfo, bytes]], craft: str, rn
         members[name] = (info, body)
 
 
+def patch_member(data: bytes, name: str, *, flags: int = 0, method: int | None = None) -> bytes:
+    """The zip `data` with member `name`'s general-purpose flags OR-ed with `flags` (bit 0: encrypted) and
+    its compression method set to `method`, in its local header and its central directory entry alike:
+    what another zip tool writes, or a damaged one (Python's zip writer writes neither)."""
+    out = bytearray(data)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        local = z.getinfo(name).header_offset
+    at = out.find(b"PK\x01\x02")
+    while at >= 0:
+        size = int.from_bytes(out[at + 28:at + 30], "little")
+        if out[at + 46:at + 46 + size] == name.encode():
+            for flag_at, method_at in ((local + 6, local + 8), (at + 8, at + 10)):
+                out[flag_at:flag_at + 2] = (int.from_bytes(out[flag_at:flag_at + 2], "little") | flags).to_bytes(2, "little")
+                if method is not None:
+                    out[method_at:method_at + 2] = method.to_bytes(2, "little")
+            break
+        at = out.find(b"PK\x01\x02", at + 4)
+    return bytes(out)
+
+
+ZIP_MEMBER_CRAFTS: tuple[str, ...] = ("member-encrypted", "member-method-unknown", "member-method-bzip2",
+                                      "member-method-lzma", "member-stored-deflated")
+
+
+def craft_zip_member(data: bytes, craft: str, rng: random.Random) -> bytes:
+    """An nsys-jax archive one of whose members (the trace, a table, a dump) is encrypted, compressed by a
+    method no reader here has, or stated under a method its bytes are not in."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        names = sorted(i.filename for i in z.infolist() if not i.is_dir())
+    name = rng.choice([n for n in (TRACE, DEVICES, THREADS) if n in names] + [n for n in names if _AFTER.match(n)][:2])
+    if craft == "member-encrypted":
+        return patch_member(data, name, flags=1)
+    method = {"member-method-unknown": rng.choice([99, 97, 6, 65535]), "member-method-bzip2": zipfile.ZIP_BZIP2,
+              "member-method-lzma": zipfile.ZIP_LZMA, "member-stored-deflated": zipfile.ZIP_DEFLATED}[craft]
+    return patch_member(data, name, method=method)
+
+
 NSYS_CRAFTS: tuple[str, ...] = (*_TRACE_EDITS, "xz-bomb", "zip-bomb", "dump-truncated", "dump-not-xz", "dump-proto",
                                 "devices", "threads-garbage", "member-missing")
 
@@ -224,7 +261,7 @@ def craft_sqlite(path: Path, craft: str, rng: random.Random) -> None:
 _TOML_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "1e-308", "9223372036854775807", "99999999999999999999999",
                 '"x"', "[]", "{}", "true", '""', "[1, 2, 3]", "-0.0"]
 TOML_CRAFTS: tuple[str, ...] = ("value", "unit", "kind", "key-deleted", "key-unknown", "deep", "long", "duplicate",
-                                "table-retyped")
+                                "table-retyped", "count-fraction", "integer-out-of-range", "caches-many")
 
 
 def craft_toml(text: str, craft: str, rng: random.Random) -> str:
@@ -255,6 +292,20 @@ def craft_toml(text: str, craft: str, rng: random.Random) -> str:
         lines.insert(1, 'vendor = "' + "v" * rng.choice([10_000, 5_000_000]) + '"')
     elif craft == "duplicate":
         lines.insert(rng.choice(keyed) + 1, lines[rng.choice(keyed)])
+    elif craft == "count-fraction":  # figures that count whole things (SMs, tile rows) at a fraction or beyond
+        counts = [k for k, line in enumerate(lines) if re.match(r"^(compute_units|gemm_tile_\w+) = ", line)] or [i]
+        k = rng.choice(counts)
+        lines[k] = re.sub(r"value = [^,]+", "value = " + rng.choice(["0.5", "1e-300", "1e300", "inf", "7.25"]), lines[k])
+    elif craft == "integer-out-of-range":  # counts of devices, links, axes: negative, zero or past any machine
+        ints = [k for k, line in enumerate(lines) if re.match(r"^\w+ = -?\d+$", line)] or [i]
+        k = rng.choice(ints)
+        lines[k] = lines[k].split("=")[0] + "= " + rng.choice(["-1", "0", "-9223372036854775808", "9223372036854775807",
+                                                                "1048577"])
+    elif craft == "caches-many":  # more levels than a chip has (63 passed the reader; only the C walk refused them)
+        start = next((k for k, line in enumerate(lines) if line == "[[caches]]"), None)
+        if start is not None:
+            end = next((k for k in range(start + 1, len(lines)) if not lines[k].strip()), len(lines))
+            lines[start:end] = lines[start:end] * rng.choice([9, 63, 200])
     elif craft == "table-retyped":
         j = next((k for k, line in enumerate(lines) if line.startswith("[")), len(lines) - 1)
         lines[j] = rng.choice(["[[peak_flops]]", "[interconnect.x.y]", "[caches]", "[]"])

@@ -199,3 +199,92 @@ def craft_hlo_proto(data: bytes, craft: str, rng: random.Random) -> bytes:
     module = wrapper.hlo_module if wrapper.hlo_module.computations else schema.HloModuleProto.FromString(data)
     PROTO_CRAFTS[craft](module, rng)
     return bytes(module.SerializeToString())
+
+
+# ---- real HLO text as the template reader takes it (hlo_text_templates) -------------------------
+# Each craft edits a few instruction lines of a real text; the line reader is the reference.
+
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+
+
+def _edit_lines(text: str, rng: random.Random, edit: Callable[[str], str]) -> str:
+    lines = text.split("\n")
+    instructions = [i for i, line in enumerate(lines) if " = " in line and line.startswith("  ")]
+    for i in rng.sample(instructions, min(len(instructions), rng.randint(1, 4))):
+        lines[i] = edit(lines[i])
+    return "\n".join(lines)
+
+
+def _into_string(line: str, rng: random.Random, inserted: str) -> str:
+    """`inserted` inside one of the line's quoted strings, else a string attribute of its own."""
+    import re
+
+    strings = list(re.finditer(_QUOTED, line))
+    if strings:
+        m = rng.choice(strings)
+        at = rng.randint(m.start() + 1, m.end() - 1)
+        return line[:at] + inserted.replace('"', '\\"') + line[at:]
+    return line + f', frontend_attributes={{x="{inserted}"}}'
+
+
+def _stand_in(rng: random.Random) -> str:
+    return rng.choice(["\x010\x02", "\x01", "\x02", "\x019\x02", "\x01x\x02", "\x01999999999\x02", "%\x011\x02"])
+
+
+TEMPLATE_CRAFTS: dict[str, Callable[[str, random.Random], str]] = {
+    # the bytes that stand in for names, in strings and attribute values
+    "stand-in-in-string": lambda t, rng: _edit_lines(t, rng, lambda line: _into_string(line, rng, _stand_in(rng))),
+    "stand-in-in-attribute": lambda t, rng: _edit_lines(
+        t, rng, lambda line: line + f", frontend_attributes={{a={_stand_in(rng)}}}"),
+    # `, metadata={` where it is not the op's metadata
+    "metadata-in-string": lambda t, rng: _edit_lines(
+        t, rng, lambda line: _into_string(line, rng, ', metadata={op_name="jit(f)/evil" source_line=7}')),
+    "metadata-twice": lambda t, rng: _edit_lines(t, rng, lambda line: line + ', metadata={op_name="again"}'),
+    # a name inside a string (the template cannot place it), and a line broken inside an attribute
+    "name-in-string": lambda t, rng: _edit_lines(t, rng, lambda line: _into_string(line, rng, "%p.0")),
+    "line-break": lambda t, rng: _edit_lines(t, rng, lambda line: line.replace("={", "={\n", 1)),
+}
+
+
+def craft_template_text(text: str, craft: str, rng: random.Random) -> str:
+    """A real HLO text with one kind of line the template reader must leave to the line reader."""
+    return TEMPLATE_CRAFTS[craft](text, rng)
+
+
+# ---- attention configs: the numbers a fused attention call states ---------------------------------
+
+ATTENTION_NUMBERS = ["-1", "0", "-9223372036854775808", "9223372036854775807", "134217728", "99999999999999999999",
+                     "1.5", "nan", "inf", '"x"']
+_CUDNN_DIMS = ('{"lhs_contracting_dimensions":["3"],"rhs_contracting_dimensions":["3"],'
+               '"lhs_batch_dimensions":["0","2"],"rhs_batch_dimensions":["0","2"]}')
+
+
+def cudnn_attention_text(config: str, q_len: int = 2048) -> str:
+    """A cuDNN fused attention call as XLA prints it, its config given (the dimension numbers are `%s`)."""
+    return ("HloModule m\nENTRY %main {\n" + "".join(
+        f"  %{n} = bf16[4,{q_len},16,128]{{3,2,1,0}} parameter({i})\n" for i, n in enumerate("qkv")) +
+        f'  ROOT %a = (bf16[4,{q_len},16,128]{{3,2,1,0}}, u8[0]{{0}}) custom-call(%q, %k, %v), '
+        f'custom_call_target="__cudnn$fmhaSoftmax", backend_config={{"cudnn_fmha_backend_config":'
+        f'{config.replace("%s", _CUDNN_DIMS)}}}\n}}\n')
+
+
+def craft_attention(te_text: str, rng: random.Random) -> str:
+    """A real TransformerEngine call with its attributes' numbers crafted, or a cuDNN call with a crafted config,
+    or a Pallas flash kernel stating a huge sequence (2^27 queries sized arrays of 4-5 GB)."""
+    import re
+
+    kind = rng.choice(["te", "te", "cudnn", "pallas"])
+    if kind == "te":
+        numbers = list(re.finditer(r"(\w+) = (-?\d+) : i64", te_text))
+        for m in rng.sample(numbers, min(len(numbers), rng.randint(1, 3))):
+            te_text = te_text.replace(m.group(0), f"{m.group(1)} = {rng.choice(ATTENTION_NUMBERS)} : i64", 1)
+        return te_text
+    if kind == "cudnn":
+        key = rng.choice(["sliding_window_length", "max_seg_per_batch", "dropout_rate", "mask_type"])
+        value = rng.choice(ATTENTION_NUMBERS + ['"CAUSAL"', "[1]", "{}"])
+        return cudnn_attention_text('{"mask_type":"CAUSAL","%s":%s,"bmm1_dot_dimension_numbers":%%s}' % (key, value))
+    q_len = rng.choice([1 << 27, 1 << 30, 1 << 40, 0])
+    return ("HloModule m\n\nENTRY e {\n" + "".join(
+        f"  {n} = bf16[1,1,{q_len},64] parameter({i})\n" for i, n in enumerate("qkv")) +
+        f"  ROOT o = bf16[1,1,{q_len},64] custom-call(q, k, v), custom_call_target=\"tpu_custom_call\", "
+        'metadata={op_name="jit(f)/flash_attention"}\n}\n')

@@ -108,9 +108,53 @@ def _craft_embedded_hlo(space: Any, rng: random.Random) -> None:
         stat.bytes_value = craft_hlo_proto(stat.bytes_value, rng.choice(sorted(PROTO_CRAFTS)), rng)
 
 
+def zero_durations(space: Any, rng: random.Random) -> str:
+    """Every event of one op on one thread line at zero duration (real traces hold such events: shorter than the
+    clock's resolution); the op's name."""
+    lines = [(plane, line) for plane in space.planes for line in plane.lines if line.events]
+    if not lines:
+        return ""
+    plane, line = rng.choice(lines)
+    mid = rng.choice([ev.metadata_id for ev in line.events])
+    for ev in line.events:
+        if ev.metadata_id == mid:
+            ev.duration_ps = 0
+    return str(plane.event_metadata[mid].name) if mid in plane.event_metadata else ""
+
+
+# Stats a reader reads, crafted as plain proto3 lets a writer craft them: no value at all, two values at once,
+# unsigned values past 2^63, strings that are not UTF-8 (made on the bytes: protobuf refuses to write them).
+NOT_UTF8_MARK = b"\x00\x00not-utf8\x00\x00"
+
+
+def _craft_stat_shape(space: Any, rng: random.Random, craft: str) -> None:
+    stats = _all_stats(space)
+    named = [(p, s) for p, s in stats if p.stat_metadata[s.metadata_id].name in NAMED_STATS] if stats else []
+    for _ in range(rng.randint(1, 6)):
+        if not (named or stats):
+            return
+        stat = rng.choice(named or stats)[1]
+        if craft == "stat-no-value":
+            for name in ("double_value", "uint64_value", "int64_value", "str_value", "bytes_value", "ref_value"):
+                stat.ClearField(name)
+        elif craft == "stat-two-values":
+            first, second = rng.sample(STAT_VALUES, 2)
+            for kind, value in (first, second):
+                setattr(stat, kind, value)
+        elif craft == "stat-u64":
+            for name in ("int64_value", "str_value", "ref_value", "double_value", "bytes_value"):
+                stat.ClearField(name)
+            stat.uint64_value = rng.choice([2**64 - 1, 2**63, 2**63 + 12345, 2**32])
+        else:  # stat-not-utf8
+            for name in ("double_value", "uint64_value", "int64_value", "ref_value", "bytes_value"):
+                stat.ClearField(name)
+            stat.str_value = NOT_UTF8_MARK.decode()
+
+
 XPLANE_CRAFTS: tuple[str, ...] = ("duration", "offset", "timestamp", "occurrences", "metadata-id", "stat-value",
                                   "plane-name", "plane-id", "line-id", "many-planes", "stat-metadata", "no-metadata",
-                                  "line-duration", "embedded-hlo")
+                                  "line-duration", "embedded-hlo", "op-zero-duration", "stat-no-value",
+                                  "stat-two-values", "stat-u64", "stat-not-utf8")
 
 
 def craft_xplane(data: bytes, craft: str, rng: random.Random) -> bytes:
@@ -152,9 +196,14 @@ def craft_xplane(data: bytes, craft: str, rng: random.Random) -> bytes:
         _craft_embedded_hlo(space, rng)
     elif craft == "no-metadata":
         rng.choice(list(space.planes)).ClearField(rng.choice(["event_metadata", "stat_metadata"]))
+    elif craft == "op-zero-duration":
+        zero_durations(space, rng)
+    elif craft in ("stat-no-value", "stat-two-values", "stat-u64", "stat-not-utf8"):
+        _craft_stat_shape(space, rng, craft)
     else:
         raise ValueError(craft)
-    return bytes(space.SerializeToString())
+    # Same length: the string's length prefix stays right, its bytes are no longer UTF-8.
+    return bytes(space.SerializeToString()).replace(NOT_UTF8_MARK, b"\xff\xfenot-utf8\xc3\x28")
 
 
 # A small real-looking module; crafts replace one part of it.
@@ -248,6 +297,12 @@ _HLO_EDITS: dict[str, list[tuple[str, str]]] = {
                     "%r0 = f32[8,16]{1,0} get-tuple-element(%loop), index=1\n"
                     "  %r = f32[8,16]{1,0} slice(%r0), slice={[0:99999999999999999999], [0:16:0]}")],
     "layout-out-of-range": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{7,0} dot")],
+    "dynamic-dim": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,?]{1,0} dot")],
+    "dynamic-dim-parameter": [("ENTRY %main (a: f32[8,16]) -> f32[8,16] {\n  %a = f32[8,16]{1,0} parameter(0)",
+                               "ENTRY %main (a: f32[?,16]) -> f32[8,16] {\n  %a = f32[?,16]{1,0} parameter(0)")],
+    "groups-empty-group": [("replica_groups={{0,1,2,3}}", "replica_groups={{}}")],
+    "tile-zero": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{1,0:T(0,128)} dot")],
+    "tile-huge": [("%d = f32[8,8]{1,0} dot", "%d = f32[8,8]{1,0:T(9223372036854775807,9223372036854775807)} dot")],
     "parameter-named": [("%a = f32[8,16]{1,0} parameter(0)", "%a = f32[8,16]{1,0} parameter(%a)")],
     "mesh-axis-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=mesh['x'=4,'y'=0] {'y'}")],
     "iota-groups-zero": [("replica_groups={{0,1,2,3}}", "replica_groups=[0,4]<=[0]")],

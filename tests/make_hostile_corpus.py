@@ -140,6 +140,9 @@ def corpus() -> dict[str, tuple[bytes, int, str]]:
         "parameter-named.hlo.txt": (hlo("parameter-named"), 2, "is parameter(%a): a parameter's operand is its "
                                                                "number"),
         "mesh-axis-zero.hlo.txt": (hlo("mesh-axis-zero"), 2, "a mesh of [4, 0]: a size of 0"),
+        "dynamic-dim.hlo.txt": (hlo("dynamic-dim"), 2, "has an unbounded dynamic dimension in f32[8,?]"),
+        "groups-empty-group.hlo.txt": (hlo("groups-empty-group"), 2, "replica groups: group 0 holds no device"),
+        "tile-zero.hlo.txt": (hlo("tile-zero"), 2, "has a layout tile T(0, 128)"),
         "stack-frame-no-location.hlo.txt": (hlo("stack-frame-no-location"), 0, ""),
         "backend-config-deep.hlo.txt": (hlo("backend-config-deep"), 2, "has a backend_config nested more than 64 "
                                                                        "deep"),

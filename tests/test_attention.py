@@ -314,3 +314,84 @@ def test_attention_rates_off_nvidia_say_they_are_carried_over_from_nvidia(chip):
     assert any("carried over from NVIDIA measurements" in n for n in reach.notes), reach.notes
     h100 = CATALOG["h100"]
     assert not any("carried over" in n for n in achievable_time(cost, expect(cost, h100), h100).notes)
+
+
+@given(problems)
+def test_pairs_in_closed_form_are_the_masks_count_on_arrays(p: AttentionProblem):
+    # The count of pairs takes no memory in the lengths: a config or shape stating 2^27 queries
+    # allocated arrays of that many (4-5 GB from a 469-byte HLO). Same count as the arrays gave.
+    import numpy as np
+
+    left, right = p.window
+    diagonal = np.arange(p.q_len, dtype=np.int64) + (p.kv_len - p.q_len if p.bottom_right else 0)
+    last = np.full(p.q_len, p.kv_len - 1, dtype=np.int64)
+    if p.causal or right >= 0:
+        last = np.minimum(last, diagonal + (0 if p.causal else right))
+    first = np.maximum(diagonal - left, 0) if left >= 0 else np.zeros(p.q_len, dtype=np.int64)
+    assert pairs(p) == int(np.maximum(last - first + 1, 0).sum())
+
+
+def test_pairs_of_huge_lengths_take_no_memory():
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    n = 1 << 40
+    assert pairs(AttentionProblem(1, 1, 1, n, n, 64, 64, causal=True)) == n * (n + 1) // 2
+    assert pairs(AttentionProblem(1, 1, 1, n, n, 64, 64, window=(127, 0))) == 128 * n - 127 * 128 // 2
+    assert time.perf_counter() - started < 1.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+
+
+# --- crafted configs: every number read is in range, or the call is priced as an opaque bound ---------
+
+_CUDNN_DIMS = ('{"lhs_contracting_dimensions":["3"],"rhs_contracting_dimensions":["3"],'
+               '"lhs_batch_dimensions":["0","2"],"rhs_batch_dimensions":["0","2"]}')
+
+
+def _cudnn_module(config: str, q_len: int = 2048) -> str:
+    return ("HloModule m\nENTRY %main {\n" + "".join(
+        f"  %{n} = bf16[4,{q_len},16,128]{{3,2,1,0}} parameter({i})\n" for i, n in enumerate("qkv")) +
+        f'  ROOT %a = (bf16[4,{q_len},16,128]{{3,2,1,0}}, u8[0]{{0}}) custom-call(%q, %k, %v), '
+        f'custom_call_target="__cudnn$fmhaSoftmax", backend_config={{"cudnn_fmha_backend_config":{config}}}\n}}\n')
+
+
+@pytest.mark.parametrize("config", [
+    '{"mask_type":"CAUSAL","sliding_window_length":"abc","bmm1_dot_dimension_numbers":%s}',
+    '{"mask_type":"CAUSAL","sliding_window_length":9223372036854775808,"bmm1_dot_dimension_numbers":%s}',
+    '{"mask_type":"CAUSAL","sliding_window_length":1e400,"bmm1_dot_dimension_numbers":%s}',
+    '{"mask_type":"CAUSAL","max_seg_per_batch":-7,"bmm1_dot_dimension_numbers":%s}',
+    '{"mask_type":"CAUSAL","max_seg_per_batch":[1],"bmm1_dot_dimension_numbers":%s}',
+    '{"mask_type":"CAUSAL","dropout_rate":"x","bmm1_dot_dimension_numbers":%s}',
+    '[%s]',
+])
+def test_a_crafted_cudnn_config_is_priced_as_a_bound_never_negative(config: str) -> None:
+    # GIVEN a cuDNN attention call whose config states a number no kernel has
+    cost = cost_module(parse_hlo_text(_cudnn_module(config.replace("%s", _CUDNN_DIMS))))["a"]
+    # THEN its figures are finite and never negative (no traceback, no negative pairs)
+    assert (cost.flops or 0) >= 0 and (cost.bytes or 0) >= 0 and math.isfinite(cost.flops or 0)
+    assert cost.attention is None or cost.attention.segments >= 1
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("input_batch = 2 : i64", "input_batch = -2 : i64"),
+    ("attn_heads = 16 : i64", "attn_heads = -16 : i64"),
+    ("kv_max_seqlen = 2048 : i64", "kv_max_seqlen = 9223372036854775807 : i64"),
+    ("kv_max_seqlen = 2048 : i64", "kv_max_seqlen = -5 : i64"),
+    ("num_gqa_groups = 16 : i64", "num_gqa_groups = 0 : i64"),
+    ("max_segments_per_seq = 1 : i64", "max_segments_per_seq = -3 : i64"),
+    ("window_size_left = ", "window_size_left = 9223372036854775807 : i64, was = "),
+])
+def test_crafted_te_attributes_are_refused_as_numbers_no_call_has(old: str, new: str) -> None:
+    # GIVEN a real TransformerEngine call whose attributes state a negative or absurd size
+    text = (TE / "bshd_window.hlo.txt").read_text()
+    assert old in text
+    module = parse_hlo_text(text.replace(old, new, 1))
+    # WHEN it is priced THEN nothing is negative or infinite, and a size out of range is named
+    for cost in cost_module(module).values():
+        assert (cost.flops or 0) >= 0 and (cost.bytes or 0) >= 0 and math.isfinite(cost.flops or 0)
+        if cost.attention is not None:
+            p = cost.attention
+            assert min(p.batch, p.heads, p.kv_heads, p.qk_dim, p.v_dim, p.segments) >= 1
+            assert min(p.q_len, p.kv_len) >= 0 and min(p.window) >= -1

@@ -72,7 +72,7 @@ def without_metadata(tmp_path_factory) -> dict:
 
 def test_an_archive_without_device_metadata_is_identified_by_its_dumps_target_config(without_metadata):
     hw = without_metadata["hardware"]
-    assert hw["name"] == "a100" and "gpu_target_config" in hw["identified_by"]
+    assert hw["name"] == "a100-40gb" and "gpu_target_config" in hw["identified_by"]
     assert "NVIDIA A100-SXM4-40GB" in hw["identified_by"]
     # The config states the 40 GB part's 1.5552 TB/s, as the device metadata does.
     assert hw["hbm_bytes_per_s"] == 1.5552e12
@@ -90,7 +90,7 @@ def test_it_gets_the_same_report_as_with_the_metadata(with_metadata, without_met
 
 
 def test_the_hardware_line_names_each_peak_once_and_what_identified_the_chip(without_metadata):
-    line = render(without_metadata, "terminal").splitlines()[1]
+    line = next(ln for ln in render(without_metadata, "terminal").splitlines() if ln.startswith("hardware:"))
     assert line.count("peak bf16") == 1 and line.count("peak f32") == 1 and "—" not in line
     assert "identified by device_name 'NVIDIA A100-SXM4-40GB' (the dump's gpu_target_config)" in line
     md = next(ln for ln in render(without_metadata, "markdown").splitlines() if ln.startswith("**Hardware:**"))
@@ -105,7 +105,7 @@ def test_a_report_that_listed_an_unknown_peak_per_op_shows_each_peak_once(with_m
     old = json.loads(json.dumps(with_metadata))
     old["hardware"]["peaks_used"] = [{"peak": "bf16", "flops_per_s": None, "source": "catalog, derived", "ops": 1,
                                       "flops": 1e9, "dtypes": ["bf16"]}] * 400 + old["hardware"]["peaks_used"]
-    line = render(old, "terminal").splitlines()[1]
+    line = next(ln for ln in render(old, "terminal").splitlines() if ln.startswith("hardware:"))
     assert line.count("peak bf16") == 1 and "—" not in line.split("HBM")[0]
     assert render(old, "html").count("<dt>Peak bf16</dt>") == 1
 
@@ -232,3 +232,32 @@ def test_a_gpu_capture_whose_planes_state_nothing_exits_2(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 2
     assert "the GPU this profile ran on cannot be identified" in capsys.readouterr().err
     assert main(["inspect", str(path), "--hardware", "h100", "-q", "--json", str(tmp_path / "r.json")]) == 0
+
+
+@pytest.mark.parametrize(("stat", "value"), [
+    ("memory_size", 5e-324),  # a denormal: it became the chip's HBM size, 5e-324 B from the trace
+    ("memory_size", 80e9 + 0.5),
+    ("memory_size", 1e300),
+    ("memory_bandwidth", 1e-300),
+    ("core_count", 131.5),
+    ("clock_rate", 1e-9),
+])
+def test_a_device_stat_no_chip_states_is_left_out(tmp_path, stat, value):
+    # GIVEN the real H100 capture whose device plane states one figure no device has
+    from audit.parsers.xplane_schema import XSpace
+
+    space = XSpace.FromString((H100 / "train-step.xplane.pb").read_bytes())
+    plane = next(p for p in space.planes if p.name == "/device:GPU:0")
+    sid = next(k for k, m in plane.stat_metadata.items() if m.name == stat)
+    for stat_ in plane.stats:
+        if stat_.metadata_id == sid:
+            for name in ("int64_value", "uint64_value", "double_value"):
+                stat_.ClearField(name)
+            stat_.double_value = value
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    # WHEN it is read THEN the chip is named from the rest and that figure is not taken (memory: the
+    # catalog's 80 GB where the trace's own 85,017,493,504 B was crafted)
+    hw = analyse_profile(path).to_json()["hardware"]
+    assert hw["name"] == "h100"
+    assert hw["hbm_bytes"] == (80e9 if stat == "memory_size" else 85017493504) and hw["hbm_bytes_per_s"] >= 1e12

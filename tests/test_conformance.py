@@ -33,8 +33,8 @@ EXPECTED: dict[str, tuple[str, str, int, int, set[str]]] = {
     "mi300x-conv3d-8gpu": ("mi300x", "device plane", 8, 5, {"cudnn-conv.1", "input_transpose_fusion.1"}),
     "mi300x-conv3d-legacy": ("mi300x", "device plane", 1, 5, {"cudnn-conv.1.0", "input_transpose_fusion.1"}),
     # Its hidden reduce-scatter is not judged; a reduce fusion runs at 49% of the best A100 streaming kernels.
-    "a100-nsys-jax-4proc": ("a100", "device metadata", 4, 4, {"input_convert_reduce_fusion.13"}),
-    "a100-nsys-jax-no-metadata": ("a100", "gpu_target_config", 1, 4, {"input_convert_reduce_fusion.13"}),
+    "a100-nsys-jax-4proc": ("a100-40gb", "device metadata", 4, 4, {"input_convert_reduce_fusion.13"}),
+    "a100-nsys-jax-no-metadata": ("a100-40gb", "gpu_target_config", 1, 4, {"input_convert_reduce_fusion.13"}),
     "h100-maxtext-hlo": ("h100", "user", 4, 0, set()),
     "h100-maxtext-hlo-before-optimization": ("h100", "user", 1, 0, set()),  # unsharded: one device
     "tpu-v6e-llama3-8b-hlo": ("tpu-v6e", "user", 8, 0, set()),

@@ -142,12 +142,12 @@ def test_gpu_by_name_or_fingerprint(stats, name):
 
 
 def test_trace_bandwidth_within_a_plausible_range_wins():
-    # An A100 40GB states 1.555e12 B/s: 0.76x the catalog's 80GB part, a real SKU, so it is used.
+    # An A100 40GB states 1.555e12 B/s and 42.5 GB: the fingerprint it shares with the 80GB part, and its memory
+    # size, name the 40GB entry, whose datasheet agrees with the trace.
     stats = {"compute_cap_major": 8, "compute_cap_minor": 0, "core_count": 108,
              "memory_bandwidth": 1555200000000, "memory_size": 42505273344}
     hw = hardware_from_trace("gpu", {"/device:GPU:0": stats})
-    assert hw.name == "a100" and hw.hbm_bytes_per_s.value == 1.5552e12
-    assert hw.hbm_bytes_per_s.source == "trace" and any("trace's value is used" in n for n in hw.notes)
+    assert hw.name == "a100-40gb" and hw.hbm_bytes_per_s.value == 1.5552e12 and hw.hbm_bytes_per_s.source == "trace"
 
 
 def test_mixed_planes_are_noted():

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from audit.parsers.profile import load_profile
@@ -318,3 +318,29 @@ def test_nesting_order_is_the_three_key_sort(events, time_ordered):
     want = np.lexsort((-dur, start, group))
     assert [tuple(x) for x in np.stack([group, start, -dur])[:, got].T] == \
         [tuple(x) for x in np.stack([group, start, -dur])[:, want].T]
+
+
+@example([(0, 0, 10), (0, 0, 8), (0, 5, 5)])
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 30)), max_size=40))
+def test_self_time_is_never_negative_and_children_are_counted_once(events):
+    """Events that overlap without nesting (a damaged or crafted trace; a parent [0, 10] with children [0, 8] and
+    [5, 10]) left negative self times: the children's union is taken from the parent, so each self time is between
+    0 and the event's duration, and a group's self times add up to the time its events cover."""
+    from audit.parsers.events import self_times
+
+    group, start, dur = (np.array([e[i] for e in events], dtype=np.int64) for i in range(3))
+    self_ps = self_times(group, start, dur)
+    assert (self_ps >= 0).all() and (self_ps <= dur).all()
+    nested = all(not (s1 < s2 < s1 + d1 < s2 + d2) for g1, s1, d1 in events for g2, s2, d2 in events if g1 == g2)
+    if nested and len(set(events)) == len(events):
+        for g in set(group.tolist()):
+            spans = sorted((int(s), int(s + d)) for s, d, gg in zip(start, dur, group) if gg == g)
+            covered, reach = 0, None
+            for s, e in spans:
+                if reach is None or s > reach:
+                    covered += e - s
+                    reach = e
+                elif e > reach:
+                    covered += e - reach
+                    reach = e
+            assert int(self_ps[group == g].sum()) == covered

@@ -222,3 +222,17 @@ def test_undecodable_hlo_keeps_events_and_warns(tmp_path: Path) -> None:
     assert host.module_names == {PROGRAM: "jit_f"}
     assert len(host.events) > 0
     assert any(f"program {PROGRAM}" in w for w in host.warnings)
+
+
+@pytest.mark.parametrize(("stated", "self_ps"), [(-5, 0), (-(2**62), 0), (9_000_000, 4_000_000), (3_000_000, 3_000_000)])
+def test_an_aggregated_self_time_lies_within_its_duration(tmp_path: Path, stated: int, self_ps: int) -> None:
+    # A self_duration_ps stat below zero or past the duration (crafted) gave a negative or impossible self time
+    space = XSpace(hostnames=["t1v"])
+    plane = _Plane(space.planes.add(name="/device:TPU:0"))
+    _op_metadata(plane)
+    line = plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=LINE_NS)
+    ev = line.events.add(metadata_id=2, num_occurrences=40, duration_ps=4_000_000)
+    plane.add_stat(ev.stats, "self_duration_ps", stated)
+    path = tmp_path / "agg.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    assert load_profile(path).events().iloc[0]["self_ps"] == self_ps

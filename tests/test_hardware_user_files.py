@@ -13,7 +13,7 @@ from audit.costmodel.chips.catalog import CATALOG, lookup
 from audit.costmodel.chips.overrides import apply, settable_keys
 from audit.errors import UsageError
 
-from conftest import render, shared_fixture
+from conftest import ROOT, render, shared_fixture
 
 H100_HLO = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb"
 
@@ -162,6 +162,42 @@ def test_a_bad_site_file_names_file_key_and_line(tmp_path, capsys, monkeypatch):
                    "expected an integer, got a number (-8.5)")
 
 
+@pytest.mark.parametrize(("key", "line_text", "words"), [
+    ("compute_units", 'compute_units = { value = 0.5, unit = "units", kind = "datasheet", source = "x" }',
+     "key 'achievable.compute_units.value' (line {line}): expected a whole number from 1 to 1,048,576"),
+    ("compute_units", 'compute_units = { value = inf, unit = "units", kind = "datasheet", source = "x" }',
+     "key 'achievable.compute_units.value' (line {line}): expected a finite number >= 0, got inf"),
+    ("hbm_bytes_per_s", 'hbm_bytes_per_s = { value = inf, unit = "B/s", kind = "datasheet", source = "x" }',
+     "key 'hbm_bytes_per_s.value' (line {line}): expected a finite number >= 0, got inf"),
+    ("devices_per_chip", "devices_per_chip = -4",
+     "key 'devices_per_chip' (line {line}): expected an integer from 1 to 1,048,576, got -4"),
+    ("links_per_axis", "links_per_axis = -1",
+     "key 'interconnect.links_per_axis' (line {line}): expected an integer from 0 to 1,048,576, got -1"),
+])
+def test_a_hardware_file_number_out_of_range_is_refused_naming_its_key(tmp_path, capsys, key, line_text, words):
+    # GIVEN the catalog's H100 file with one number no chip has (half an SM, an infinite bandwidth, a negative count)
+    lines = (ROOT / "costmodel" / "chips" / "data" / "h100.toml").read_text().splitlines()
+    at = next(i for i, text in enumerate(lines) if text.startswith(f"{key} = "))
+    lines[at] = line_text
+    path = tmp_path / "h100.toml"
+    path.write_text("\n".join(lines) + "\n")
+    # WHEN a command reads it THEN one line names the key, its line and the range (exit 4, or a figure, before)
+    assert main(["inspect", str(ROOT / "tests" / "data" / "hlo" / "diff_base.hlo"), "-q", "--hardware", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: {words.format(line=at + 1)}" in err, err
+
+
+def test_more_cache_levels_than_a_chip_has_are_refused(tmp_path, capsys):
+    # 63 levels passed the file reader and only the C residency walk refused them (exit 4); the Python walk took them
+    text = (ROOT / "costmodel" / "chips" / "data" / "h100.toml").read_text()
+    start = text.index("[[caches]]")
+    end = text.index("\n\n", start)
+    path = tmp_path / "deep.toml"
+    path.write_text(text[:start] + "\n".join([text[start:end]] * 63) + text[end:])
+    assert main(["inspect", str(ROOT / "tests" / "data" / "hlo" / "diff_base.hlo"), "-q", "--hardware", str(path)]) == 2
+    assert "key 'caches': 63 cache levels" in capsys.readouterr().err
+
+
 def test_bad_hardware_file_on_the_command_line_exits_2(tmp_path, capsys):
     path = tmp_path / "typo.toml"
     path.write_text(hwfile.dumps(CATALOG["h100"]).replace("hbm_bytes_per_s =", "hbm_byte_per_s ="))
@@ -184,7 +220,10 @@ def test_bad_hardware_file_on_the_command_line_exits_2(tmp_path, capsys):
     # A rate of zero would divide every op's time by zero: refused, not an internal error.
     (["--set", "peak_flops.bf16=0"], ["number > 0 for a figure in FLOP/s"]),
     (["--set", "caches.L2.bytes_per_s=0"], ["number > 0 for a figure in B/s"]),
-    (["--set", "achievable.compute_units=0"], ["number > 0"]),
+    (["--set", "achievable.compute_units=0"], ["whole number from 1"]),
+    # Half a compute unit, or millions of devices per chip, priced waves of a fraction (exit 4) or nonsense
+    (["--set", "achievable.compute_units=0.5"], ["whole number from 1"]),
+    (["--set", "devices_per_chip=5000000"], ["whole number from 1 to 1,048,576"]),
 ])
 def test_bad_set_is_one_line_and_exit_2(capsys, args, words):
     assert main(["calc", "matmul", "--m", "8", "--k", "8", "--n", "8", "--hardware", "h100", *args]) == 2
@@ -203,7 +242,11 @@ def test_set_on_calc_plan_and_show(capsys):
                  "--hardware", "h100:8", "--set", "hbm_bytes=40e9", "--json", "-"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["hardware"]["hbm_bytes"]["value"] == 40e9 and plan["hardware"]["hbm_bytes"]["source"] == "user"
-    assert plan["min_chips_by_memory"] > 54  # half the memory per chip: more chips to hold the model
+    assert main(["plan", "train", "--model", "llama3-8b", "--tokens", "1e12", "--batch-tokens", "4e6",
+                 "--hardware", "h100:8", "--json", "-"]) == 0
+    catalog = json.loads(capsys.readouterr().out)
+    # half the memory per chip: about twice the chips to hold the model
+    assert plan["min_chips_by_memory"] >= 2 * catalog["min_chips_by_memory"] - 1
     out = _show(capsys, "h100", "--set", "node_gpus=4")
     assert "NVLink x4" in out and "from --set" in out
 

@@ -150,6 +150,22 @@ ENTRY %main (p: f32[8]) -> f32[8] {{
     # a called computation, each copy its own
     '  %r.1 = f32[] reduce(%p, %p), dimensions={0}, to_apply=%add.r\n'
     '  ROOT %n = f32[8]{0} broadcast(%r.1), dimensions={}',
+    # `, metadata={` inside a string: not the op's metadata (it was taken for it)
+    '  %c.1 = f32[8]{0} custom-call(%p), custom_call_target="x, metadata={op_name=\\"evil\\"}", '
+    'metadata={op_name="jit(f)/a"}\n'
+    '  ROOT %c.2 = f32[8]{0} custom-call(%c.1), custom_call_target="x, metadata={op_name=\\"evil\\"}", '
+    'metadata={op_name="jit(f)/b"}',
+    '  %c.1 = f32[8]{0} custom-call(%p), custom_call_target="x, metadata={op_name=1}"\n'
+    '  ROOT %c.2 = f32[8]{0} custom-call(%c.1), custom_call_target="x, metadata={op_name=1}"',
+    # the bytes that stand in for names, in the text itself: never taken for names (it crashed on them)
+    '  %c.1 = f32[8]{0} custom-call(%p), custom_call_target="a\x010\x02b"\n'
+    '  ROOT %c.2 = f32[8]{0} custom-call(%c.1), custom_call_target="a\x010\x02b"',
+    '  %c.1 = f32[8]{0} custom-call(%p), custom_call_target="x", backend_config="\x019\x02"\n'
+    '  ROOT %c.2 = f32[8]{0} custom-call(%c.1), custom_call_target="x", backend_config="\x01"',
+    '  %c.1 = f32[8]{0} custom-call(%p), custom_call_target="x", frontend_attributes={a="\x010\x02"}\n'
+    '  ROOT %c.2 = f32[8]{0} custom-call(%c.1), custom_call_target="x", frontend_attributes={a="\x010\x02"}',
+    '  %c.1 = f32[8]{0} custom-call(%p), custom_call_target="x", frontend_attributes={a="\x01x\x029"}\n'
+    '  ROOT %c.2 = f32[8]{0} custom-call(%c.1), custom_call_target="x", frontend_attributes={a="\x01x\x029"}',
 ])
 def test_lines_a_template_cannot_place_read_as_the_line_reader_reads_them(body: str) -> None:
     text = _MODULE.format(body=body)

@@ -14,7 +14,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from hostile_archives import craft_nsys, craft_sqlite, deflate_member, rewrite_zip, xz_bomb
+from hostile_archives import (DEVICES, TRACE, craft_nsys, craft_sqlite, deflate_member, patch_member, rewrite_zip,
+                              xz_bomb)
 from hostile_hlo import craft_hlo_proto
 
 from audit.cli import main
@@ -81,6 +82,26 @@ def test_a_zip_member_that_would_expand_past_the_limit_is_refused_before_reading
     code, err = _inspect(path, capsys)
     assert code == ExitCode.INPUT
     assert "nvtx_gpu_proj_trace/trace.parquet: " in err and "refused as a decompression bomb" in err
+
+
+@pytest.mark.parametrize("member", [TRACE, DEVICES])
+@pytest.mark.parametrize(("flags", "method", "words"), [
+    (1, None, "is encrypted"),  # RuntimeError from the zip reader: exit 4
+    (0, 99, "is compressed by method 99"),  # NotImplementedError: exit 4
+    (0, zipfile.ZIP_DEFLATED, "is not valid deflate data"),  # stored bytes read as deflate: zlib.error, exit 4
+    (0, zipfile.ZIP_BZIP2, "is not valid bzip2 data"),
+    (0, zipfile.ZIP_LZMA, "is not valid lzma data"),
+])
+def test_a_damaged_zip_member_exits_2_naming_it(tmp_path, capsys, member, flags, method, words):
+    # GIVEN the real archive with one member encrypted or stated under a compression method its bytes are not in
+    data = shared_fixture(ARCHIVE).read_bytes()
+    with zipfile.ZipFile(shared_fixture(ARCHIVE)) as z:
+        assert z.getinfo(member).compress_type == zipfile.ZIP_STORED  # as nsys-jax writes its tables
+    path = tmp_path / "damaged.zip"
+    path.write_bytes(patch_member(data, member, flags=flags, method=method))
+    # WHEN it is inspected THEN one line names the member
+    code, err = _inspect(path, capsys)
+    assert code == ExitCode.INPUT and member in err and words in err, err
 
 
 def test_repeated_ranges_in_the_trace_exit_2(tmp_path, capsys):

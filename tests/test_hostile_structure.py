@@ -126,6 +126,14 @@ def test_nested_trip_counts_multiply_up_to_the_limit_and_are_refused_past_it(cap
                         "number"),
     ("mesh-axis-zero", "line 37: mesh replica groups: a mesh of [4, 0]: a size of 0"),
     ("iota-groups-zero", "line 37: iota replica groups [0,4]<=[0]: a size of 0"),
+    ("dynamic-dim", "HLO instruction 'd' in computation 'main' has an unbounded dynamic dimension in f32[8,?]"),
+    ("dynamic-dim-parameter", "HLO instruction 'a' in computation 'main' has an unbounded dynamic dimension in "
+                              "f32[?,16]"),
+    ("groups-empty-group", "line 37: replica groups: group 0 holds no device"),
+    ("tile-zero", "HLO instruction 'd' in computation 'main' has a layout tile T(0, 128) in f32[8, 8]: a tile's side "
+                  "is 1 to 65,536 elements"),
+    ("tile-huge", "HLO instruction 'd' in computation 'main' has a layout tile T(9223372036854775807, "
+                  "9223372036854775807) in f32[8, 8]"),
     ("backend-config-deep", "HLO instruction 'loop' in computation 'main' has a backend_config nested more than 64 "
                             "deep"),
 ])

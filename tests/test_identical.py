@@ -243,3 +243,28 @@ def test_the_step_time_gap_names_the_interference(cpu_run: Path) -> None:
     line = next(r for r in table["rows"][0]["reasons"] if r.startswith("interference: "))
     per_step = sum(o.interference_s or 0.0 for o in report.ops) / report.summary.steps
     assert line.startswith(f"interference: {human(per_step, 's')} per step of that")
+
+
+def test_an_instance_measured_at_zero_is_left_out_of_its_identical_ops(tmp_path: Path) -> None:
+    # GIVEN the default run with every run of one instance of an identical op at zero duration (events
+    # shorter than the clock's resolution; real traces hold them): it was the "fastest", and a division by it
+    # ended in an internal error
+    from audit.parsers.xplane_schema import XSpace
+
+    space = XSpace.FromString((CPU_RUN / "vm.xplane.pb").read_bytes())
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    ordinal = next(k for k, m in plane.stat_metadata.items() if m.name == "device_ordinal")
+    zeroed = 0
+    for line in plane.lines:
+        for ev in line.events:
+            if plane.event_metadata[ev.metadata_id].name == "copy_bitcast_fusion.17" and \
+                    all(s.int64_value == 0 for s in ev.stats if s.metadata_id == ordinal):
+                ev.duration_ps, zeroed = 0, zeroed + 1  # every run on device 0: one instance
+    assert zeroed == 2
+    path = tmp_path / "vm.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    # WHEN it is inspected THEN the report is written, and no identical group takes a zero time as its kernel
+    report = _inspect(path, tmp_path, "--hardware", str(CPU_RUN / "cpu.toml"))
+    kernels = [o["identical"]["kernel_s"] for o in report["ops"] if o.get("identical")]
+    assert kernels and min(kernels) > 0
+    assert all(o["identical"]["ratio"] >= 0 for o in report["ops"] if o.get("identical"))

@@ -85,6 +85,32 @@ def test_load_refuses_what_is_not_a_report(tmp_path: Path) -> None:
         audit.load(tmp_path / "missing.json")
 
 
+def test_a_report_given_as_a_dict_is_checked_as_its_file_is(report: audit.Report, tmp_path: Path) -> None:
+    # GIVEN a real report as a dict, damaged as a hand edit or a hostile caller would damage it
+    doc = report.to_json()
+    text_measured = json.loads(json.dumps(doc))
+    text_measured["ops"][0]["measured_s"] = "x"
+    not_finite = json.loads(json.dumps(doc))
+    not_finite["ops"][0]["measured_s"] = float("nan")
+    cyclic = json.loads(json.dumps(doc))
+    cyclic["extra"] = cyclic
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(text_measured))
+    with pytest.raises(InputError) as from_file:
+        audit.load(path)
+    for bad in (text_measured, not_finite, cyclic, {"hello": 1}):
+        # WHEN it is loaded or compared as a dict THEN it is refused as its file would be, naming the JSON path
+        with pytest.raises(InputError) as loaded:
+            audit.load(bad)
+        with pytest.raises(InputError):
+            audit.diff(doc, bad)
+        if bad is text_measured:
+            assert from_file.value.message == loaded.value.message and "ops[0].measured_s" in loaded.value.message
+    # AND a sound dict still loads and diffs
+    assert audit.load(doc).summary.to_json() == report.summary.to_json()
+    assert audit.diff(doc, doc).verdict in ("no-change", "inconclusive", "unchanged")
+
+
 def test_diff_of_one_run_a_side_is_never_a_regression_on_timing_alone(report: audit.Report, tmp_path: Path) -> None:
     doc = report.to_json()
     slower = json.loads(json.dumps(doc))

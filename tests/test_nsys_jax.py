@@ -49,7 +49,7 @@ def test_steps_are_the_training_step_executions_without_the_first(one):
 
 def test_a100_detected_from_the_device_metadata(one):
     hw = one["hardware"]
-    assert hw["name"] == "a100" and hw["source"] == "trace"
+    assert hw["name"] == "a100-40gb" and hw["source"] == "trace"
     # The 40 GB A100 moves 1.555 TB/s, as Nsight's TARGET_INFO_GPU states; the catalog's is the 80 GB part's.
     assert hw["hbm_bytes_per_s"] == pytest.approx(1.5552e12)
 
@@ -107,7 +107,7 @@ def test_every_format_is_written(tmp_path, capsys):
     code = main(["inspect", str(archive(1)), "--quiet", "--json", str(paths["json"]), "--csv", str(paths["csv"]),
                  "--markdown", str(paths["md"]), "--html", str(paths["html"])])
     assert code == 0, capsys.readouterr().err
-    assert json.loads(paths["json"].read_text())["hardware"]["name"] == "a100"
+    assert json.loads(paths["json"].read_text())["hardware"]["name"] == "a100-40gb"
     assert read_report(paths["json"])["matching"]["matched_share"] > 0.9  # valid against the report schema
     assert "custom-call" in paths["csv"].read_text()
     assert "### Matching" in paths["md"].read_text()
@@ -123,7 +123,7 @@ def test_unpacked_and_combined_archives_read_like_the_zips(tmp_path, four):
     with zipfile.ZipFile(archive(2)) as z:
         z.extractall(unpacked)
     single = analyse_profile(unpacked, pod=QUIET).to_json()
-    assert single["summary"]["steps"] == 4 and single["hardware"]["name"] == "a100"
+    assert single["summary"]["steps"] == 4 and single["hardware"]["name"] == "a100-40gb"
     combined = _combine(tmp_path / "combined.zip", [archive(i) for i in range(4)])
     report = analyse_profile(combined, pod=QUIET).to_json()
     assert report["summary"]["hosts"] == 4

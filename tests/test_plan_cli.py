@@ -161,11 +161,11 @@ def test_serving_on_gpus_names_nvlink_and_says_when_the_group_leaves_the_node(ca
 
 
 def test_train_help_names_every_layout_key_the_readme_gives(capsys):
-    """The planning page's `--layout ...[,schedule=,v=]`: the help lists the same keys, and says what --mfu and
+    """The planning page's `--layout ...[,schedule=,v=,flushes=]`: the help lists the same keys, and says what --mfu and
     --checkpoints-per-layer are for."""
     assert main(["plan", "train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "schedule=,v=]" in text and "interleaved chunks per chip" in text
+    assert "schedule=,v=,flushes=]" in text and "interleaved chunks per chip" in text
     assert "MFU assumed for the total training time" in text and "recomputed" in text
 
 

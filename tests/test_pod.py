@@ -73,6 +73,9 @@ def test_pod_names_the_planted_straggler_first_with_its_ops(pod, capsys):
     assert len(times) == HOSTS
     copies = [t for h, t in times.items() if h != STRAGGLER and abs(t / times[STRAGGLER] - 1 / 1.5) < 0.05]
     assert copies and slowest["vs_median"] > 1.4
+    # A host faster than the median has no time beyond it: never a negative excess
+    assert all(h["excess_s"] >= 0 for h in analysis["slowest_hosts"])
+    assert any(h["excess_s"] == 0 and h["vs_median"] < 1 for h in analysis["slowest_hosts"])
     # Its ops are judged against the median host, and half the hosts copy the other real capture,
     # whose op times differ: an op the straggler's capture ran faster than the other one can sit
     # anywhere between 1x and 1.5x that median. Its worst op carries the planted 1.5x.

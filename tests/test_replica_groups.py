@@ -76,6 +76,8 @@ def test_source_target_pairs():
     "mesh['x'=2] {'z'}",     # axis not in the mesh
     "{{0,1},{2,3}",          # unbalanced
     "replicas",
+    "{{}}",                  # a group of no device (device_count crashed on it: exit 4)
+    "{{0,1},{}}",
 ])
 def test_bad_spellings_raise_input_error(text):
     with pytest.raises(InputError):
@@ -147,3 +149,20 @@ def _unravel(index: int, sizes: list[int]) -> list[int]:
         out.append(index % size)
         index //= size
     return out[::-1]
+
+
+def test_an_empty_group_in_a_real_module_is_one_line(tmp_path):
+    # GIVEN a real module whose all-reduce's groups are rewritten to `{{}}`
+    import re
+
+    from conftest import ROOT
+
+    from audit.cli import main
+
+    text = (ROOT / "tests" / "data" / "hlo" / "diff_base.hlo").read_text()
+    crafted = re.sub(r"replica_groups=\{\{[^}]*\}(,\{[^}]*\})*\}", "replica_groups={{}}", text, count=1)
+    assert crafted != text
+    path = tmp_path / "m.hlo"
+    path.write_text(crafted)
+    # WHEN it is inspected THEN it is bad input naming the group, not an internal error
+    assert main(["inspect", str(path), "-q", "--hardware", "h100:8"]) == 2

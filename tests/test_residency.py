@@ -284,3 +284,25 @@ def test_residency_does_not_depend_on_the_hash_seed():
                               check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
                for seed in (1, 2, 3)}
     assert len(digests) == 1
+
+
+@pytest.mark.slow
+def test_the_c_walk_refuses_more_ops_than_buffers():
+    # Op i writes buffer i, so a walk of more ops than buffers would index past the buffer arrays: the
+    # C build refuses it (it read and wrote past them, exit 139), in a child so a regression fails only this test.
+    import subprocess
+    import sys
+
+    code = """
+from array import array
+from audit.costmodel import _recency
+ints = lambda *v: array("i", v).tobytes()
+kinds, order, starts = bytes(2), ints(0, 1), ints(0, 0, 0)
+try:
+    _recency.walk(kinds, order, starts, ints(), ints(-1, -1), array("d", [1.0]).tobytes(), bytes(1), ints(0),
+                  ints(), ints(), 1, 0, array("d", [64.0]).tobytes(), ints(1, 1))
+except ValueError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "inconsistent arrays" in done.stdout, (done.returncode, done.stderr)

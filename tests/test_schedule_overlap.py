@@ -234,3 +234,13 @@ def test_a_loop_body_is_walked_once_per_trip():
     (window,) = walk.windows
     assert window.executions == 5 and window.exposed_s == pytest.approx(10e-6)
     assert walk.exposed_comm_s == pytest.approx(5 * 10e-6) and walk.hidden_s == pytest.approx(5 * 20e-6)
+
+
+@pytest.mark.parametrize(("duration", "exposed"), [(1e-3, 1e-3 + 1.7e-18), (1e-3, 2e-3), (0.0, 0.0)])
+def test_hidden_time_is_never_negative(duration, exposed):
+    # A window exposed a rounding beyond its duration gave hidden_s -1.7e-18 in the JSON: none is hidden
+    from audit.costmodel.schedule import Window
+
+    hidden = Window(start="ag-start", done="ag-done", kind="all-gather", computation="main", duration_s=duration,
+                    exposed_s=exposed).hidden_s
+    assert hidden == 0.0 and str(hidden) == "0.0"

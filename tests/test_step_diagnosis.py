@@ -24,13 +24,13 @@ LOOP = """
     import jax, jax.numpy as jnp
     import numpy as np
 
-    SLEEP, ANNOTATE = float(sys.argv[2]), sys.argv[3] == "1"
+    SLEEP, ANNOTATE, ON_DEVICE = float(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
     DATA = np.ones((384, 384), np.float32)
 
     def load_batch(i):
         if SLEEP:
             time.sleep(SLEEP)
-        return DATA * i
+        return jnp.asarray(DATA) * i if ON_DEVICE else DATA * i  # on the device: small programs of its own
 
     @jax.jit
     def step(w, x):
@@ -51,12 +51,13 @@ LOOP = """
 """
 
 
-def _profile(tmp_path: Path, name: str, sleep: float, annotate: bool = True) -> Path:
+def _profile(tmp_path: Path, name: str, sleep: float, annotate: bool = True, on_device: bool = False) -> Path:
     script = tmp_path / "train_loop.py"
     script.write_text(textwrap.dedent(LOOP))
     out = tmp_path / name
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, str(script), str(out), str(sleep), "1" if annotate else "0"],
+    done = subprocess.run([sys.executable, str(script), str(out), str(sleep), "1" if annotate else "0",
+                           "1" if on_device else "0"],
                           capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return out
@@ -66,7 +67,8 @@ def _profile(tmp_path: Path, name: str, sleep: float, annotate: bool = True) -> 
 def profiles(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("loops")
     return {"host": _profile(tmp, "host", 0.03), "device": _profile(tmp, "device", 0.0),
-            "host_unannotated": _profile(tmp, "host_unannotated", 0.03, annotate=False)}
+            "host_unannotated": _profile(tmp, "host_unannotated", 0.03, annotate=False),
+            "host_jnp_input": _profile(tmp, "host_jnp_input", 0.03, on_device=True)}
 
 
 DISPATCH = """
@@ -111,7 +113,7 @@ def _headline(capsys, path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["host", "host_unannotated"])
+@pytest.mark.parametrize("which", ["host", "host_unannotated", "host_jnp_input"])
 def test_a_loop_waiting_on_its_python_input_is_host_bound_with_the_function_and_its_share(capsys, profiles, which):
     head = _headline(capsys, profiles[which])
     # The verdict's first line is the largest finding; it names the function, its file and line,

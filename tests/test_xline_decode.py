@@ -107,14 +107,15 @@ def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
     line = XLine(timestamp_ns=1)
     line.events.add(metadata_id=1, offset_ps=2, duration_ps=3)
     data = line.SerializeToString()
-    mid, off, dur = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    mid, off, dur, occ = (np.zeros(1, np.int64) for _ in range(4))
     kind, value, length = np.zeros(2, np.uint8), np.zeros(2, np.int64), np.zeros(1, np.int32)  # length too short
     with pytest.raises(ValueError, match="disagree"):
-        _xline.decode(data, _slot_of(), mid, off, dur, kind, value, length)
+        _xline.decode(data, _slot_of(), mid, off, dur, occ, kind, value, length)
     with pytest.raises(TypeError, match="8-byte items"):
-        _xline.decode(data, _slot_of().astype(np.int32), mid, off, dur, kind, value, length)
+        _xline.decode(data, _slot_of().astype(np.int32), mid, off, dur, occ, kind, value, length)
     # Too few events in the arrays for the line: malformed for this call, never written past
-    assert _xline.decode(data, _slot_of(), mid[:0], off[:0], dur[:0], kind[:0], value[:0], length[:0]) == -1
+    assert _xline.decode(data, _slot_of(), mid[:0], off[:0], dur[:0], occ[:0], kind[:0], value[:0],
+                         length[:0]) is None
 
 
 @pytest.mark.slow
@@ -127,3 +128,62 @@ def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     assert build == repr(expected)
     # The C build costs no numba import (about half a second of start-up)
     assert numba_imported == str(expected == "numba")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 127) | (128 if n > 127 else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _line_with_string_length(length: int) -> bytes:
+    """A line of one event whose one stat claims a string of `length` bytes (with 3 bytes there)."""
+    stat = b"\x08\x01" + b"\x2a" + _varint(length) + b"abc"
+    event = b"\x08\x01" + b"\x22" + _varint(len(stat)) + stat
+    return b"\x18\x05" + b"\x22" + _varint(len(event)) + event
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("length", [(1 << 64) - 11, (1 << 64) - 1, (1 << 63), (1 << 63) - 1, 4, 1 << 40])
+def test_a_string_length_past_the_bytes_is_refused_at_once(build: str, length: int) -> None:
+    # GIVEN a stat whose string length is past its bytes, or past 2^63 so that 64 bits read it as
+    # negative (2^64-11 reads as -11 and would step the reader back eleven bytes, forever)
+    data = _line_with_string_length(length)
+    # WHEN either build decodes it THEN it is malformed, at once (a subprocess bounds a regression)
+    code = ("import sys, numpy as np; from audit.parsers import xline_decode as xd\n"
+            "slot_of = np.array([-1, 0], np.int64)\n"
+            "try:\n    xd.decode_line(bytes.fromhex(sys.argv[1]), slot_of, 1, sys.argv[2])\n"
+            "except ValueError:\n    print('refused')\n")
+    done = subprocess.run([sys.executable, "-c", code, data.hex(), build], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "refused", done.stderr
+
+
+def _decoded_or_refused(data: bytes, build: str) -> tuple | str:
+    try:
+        d = xd.decode_line(data, _slot_of(), _SLOTS, build)
+    except ValueError:
+        return "refused"
+    present = d.kind != xd.ABSENT
+    return (d.timestamp_ns, d.metadata_id.tolist(), d.offset_ps.tolist(), d.duration_ps.tolist(), d.kind.tolist(),
+            np.where(present, d.value, 0).tolist(), np.where(present, d.length, 0).tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(cut=st.integers(0, 400), at=st.integers(0, 400), byte=st.integers(0, 255), length=st.integers(0, (1 << 64) - 1))
+def test_the_c_and_numba_builds_agree_on_damaged_lines(cut: int, at: int, byte: int, length: int) -> None:
+    # GIVEN a real-shaped line cut short, with one byte changed, or with a string length set to any 64 bits
+    line = XLine(timestamp_ns=5)
+    for i in range(4):
+        ev = line.events.add(metadata_id=i, offset_ps=i * 10, duration_ps=3)
+        ev.stats.add(metadata_id=1, str_value="fusion.1")
+        ev.stats.add(metadata_id=2, int64_value=-i)
+    good = line.SerializeToString()
+    changed = good[:at % len(good)] + bytes([byte]) + good[at % len(good) + 1:]
+    for data in (good[:cut], changed, _line_with_string_length(length)):
+        # WHEN both builds decode them THEN they return the same events, or both refuse them
+        assert _decoded_or_refused(data, "c") == _decoded_or_refused(data, "numba")

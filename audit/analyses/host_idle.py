@@ -204,7 +204,13 @@ def _attribute(host_events: pd.DataFrame | None, gs: np.ndarray, ge: np.ndarray,
     kind = [""] * keep.size
     body = np.arange(keep.size)
     rank = {k: r for r, k in enumerate(KINDS)}
-    anchor = [(ks[i], ke[i]) in roots or spanned[i] >= 2 for i in range(keep.size)]
+    # A frame around the loop (not a call inside one step) spans idle gaps of two or more steps; a call that
+    # runs small programs of its own (jnp ops in an input function) spans several gaps of one step only.
+    gap_step = np.searchsorted(ws, gs, "right") - 1
+    last = np.clip(first + spanned - 1, 0, max(gs.size - 1, 0))
+    across = (spanned >= 2) & (gap_step[np.clip(first, 0, max(gs.size - 1, 0))] != gap_step[last]) if gs.size \
+        else np.zeros(keep.size, bool)
+    anchor = [(ks[i], ke[i]) in roots or bool(across[i]) for i in range(keep.size)]
     own_kind = [kind_of(c) for c in categories]  # once per distinct name
     code_list, parents = codes.tolist(), parent.tolist()
     for i in range(keep.size):

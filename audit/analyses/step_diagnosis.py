@@ -185,7 +185,7 @@ def _idle(host: Mapping[str, Any], step: float, pid: str | None, defaults: Defau
         top = mine[0] if mine else None
         where = (top["function"] + (f", inside {top['inside']}" if top["inside"] != top["function"] else "")
                  if top else "no single function")
-        share = (top["seconds"] if top else t) / step
+        share = t / step  # one number for one quantity: the title and the cost say the same share
         if kind == "dispatch" and many:
             where, share = f"{qty.count(executions)} program executions per step", t / step
         if t / step >= defaults.bound_share:

@@ -81,9 +81,10 @@ def _pairs(overrides: Mapping[str, object] | None) -> tuple[tuple[str, str], ...
 def load(source: str | Path | dict[str, Any]) -> Report:
     """A JSON report (schema audit.report/v1) read back: a file `audit --json` or `Report.save`
     wrote, or the parsed document. **Raises:** `InputError` when it is not such a report."""
+    from ..reports.model.read import check_report
     from ..reports.model.report import ReportModel
 
-    doc = source if isinstance(source, dict) else _read_report(Path(source))
+    doc = check_report(source) if isinstance(source, dict) else _read_report(Path(source))
     return Report(ReportModel.from_json(doc))
 
 
@@ -133,7 +134,9 @@ def side_reports(side: Side, hardware: str | None = None,
         if isinstance(item, Report):
             out.append(item.to_json())
         elif isinstance(item, dict):
-            out.append(item)
+            from ..reports.model.read import check_report
+
+            out.append(check_report(item))
         else:
             out += [_run_report(p, hardware, overrides) for p in side_paths(str(item))]
     if not out:

@@ -8,10 +8,6 @@ from typing import Any, Literal
 import click
 
 from ..commands import plan as plan_command
-from ..costmodel.planner.layout import parse_layout
-from ..costmodel.planner.serve import ServeSetup, plan_serve
-from ..costmodel.planner.train import TrainSetup, plan_train
-from ..costmodel.planner.transformer import model_summary
 from ..errors import UsageError
 
 JSON = dict[str, Any]
@@ -27,26 +23,20 @@ def command_defaults(kind: PlanKind) -> JSON:
 
 
 def plan_doc(kind: PlanKind, model: str | None, architecture: JSON, hardware: str | None, options: JSON) -> JSON:
-    """The plan of `kind` for a model (named and/or shaped by `architecture`) on `hardware`."""
-    given = {k: v for k, v in options.items() if v is not None}
-    o = {**command_defaults(kind), **given}
-    cfg = plan_command.build_model(model, **architecture)
+    """The plan of `kind` for a model (named and/or shaped by `architecture`) on `hardware`: the document
+    `audit plan KIND --json` writes, made by the same function, with the command's defaults."""
+    command: click.Command = getattr(plan_command, _COMMANDS[kind])
+    names = {p.name for p in command.params}
+    given = {k: v for k, v in {**options, **architecture}.items() if v is not None and k in names}
+    params = {**command_defaults(kind), **given, "model_name": model}
+    params.pop("json_path", None)
     if kind == "model":
-        return model_summary(cfg, o["seq"], o["dtype"], o["checkpoints_per_layer"])
+        return plan_command.model_doc(**params)
     if hardware is None:
         raise UsageError(f"audit plan {kind} needs --hardware NAME[:TOPOLOGY]")
-    hw, chips = plan_command._hardware(hardware, o.get("chips"))
-    layout = None if o.get("layout_text") is None else parse_layout(o["layout_text"], chips)
-    if kind == "train":
-        for needed in ("tokens", "batch_tokens"):
-            if needed not in o:
-                raise UsageError(f"audit plan train needs --{needed.replace('_', '-')}")
-        setup = TrainSetup(o["tokens"], o["batch_tokens"], chips, seq=o["seq"], mfu=o["mfu"],
-                           checkpoints_per_layer=o["checkpoints_per_layer"], capacity_factor=o["capacity_factor"])
-        return plan_train(cfg, setup, hw, layout=layout, top=o["top"])
-    for needed in ("batch", "context"):
-        if needed not in o:
-            raise UsageError(f"audit plan serve needs --{needed}")
-    serve = ServeSetup(o["batch"], o["context"], chips, o["param_dtype"], o["kv_dtype"], o["compute_dtype"],
-                       o["prefill_tokens"], o["mfu"])
-    return plan_serve(cfg, serve, hw, layout, o.get("requests_per_s"), o.get("output_tokens") or 0)
+    required = ("tokens", "batch_tokens") if kind == "train" else ("batch", "context")
+    for needed in required:
+        if needed not in params:
+            raise UsageError(f"audit plan {kind} needs --{needed.replace('_', '-')}")
+    document = plan_command.train_doc if kind == "train" else plan_command.serve_doc
+    return document(hardware=hardware, **params)

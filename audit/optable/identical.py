@@ -44,7 +44,9 @@ def judge_identical(records: Sequence[OpRecord], identities: Mapping[str, str], 
             groups.setdefault((identities[r.key], r.memory_level or ""), []).append(r)
     judged: dict[str, OpRecord] = {}
     for members in groups.values():
-        instances = [(r, d) for r in members for d in r.per_device or () if d.occurrences > 0]
+        # An instance measured at zero (events shorter than the clock's resolution) says nothing of
+        # the kernel's time: it is neither the fastest instance nor one that counts.
+        instances = [(r, d) for r in members for d in r.per_device or () if d.occurrences > 0 and d.measured_s > 0]
         if len(instances) < 2:
             continue
         kernel_op, kernel = min(instances, key=lambda rd: rd[1].measured_s / rd[1].occurrences)

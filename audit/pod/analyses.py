@@ -94,7 +94,7 @@ def _slowest_hosts(host_steps: dict[str, float], per_host: pd.DataFrame, names: 
     for host, t in ranked:
         mine = per_host[(per_host["host"] == host) & (per_host["excess_s"] > 0)].nlargest(3, "excess_s")
         out.append({"host": host, "step_time_s": t, "vs_median": t / median if median else None,
-                    "excess_s": t - median,
+                    "excess_s": max(t - median, 0.0),  # time beyond the median host's: none for a faster host
                     "ops": [{**_label(names, pid, op), "excess_s": float(excess),
                              "ratio": float(s / med) if med else None}
                             for pid, op, excess, s, med in zip(mine["program_id"], mine["op"],

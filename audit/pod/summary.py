@@ -29,7 +29,7 @@ from ..parsers.user_cache import summaries_dir
 from . import files
 from .trace_window import STEP, empty_trace, trace_window
 
-CACHE_VERSION = "7"
+CACHE_VERSION = "8"
 TIMELINE_EVENTS = 2000
 _TRACE_COLUMNS = ("trace_flops", "trace_model_flops", "trace_bytes", "trace_category")
 

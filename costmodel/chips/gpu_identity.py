@@ -18,13 +18,30 @@ from .hardware import Hardware, Quantity
 GPU_NAME_STATS = ("gpu_device_name", "device_name", "device_type_string", "device_model", "product_name")
 
 
+# What a real device can state, per stat: (least, most, whole). A figure outside (a denormal memory_size, a
+# fractional SM count, a clock of a femtohertz) is a damaged or crafted trace: left out, the chip named
+# from the rest, never priced.
+PLAUSIBLE: dict[str, tuple[float, float, bool]] = {
+    "memory_size": (1 << 20, 1 << 50, True),  # B
+    "memory_bandwidth": (1e9, 1e16, False),  # B/s
+    "clock_rate": (1e3, 1e8, False),  # kHz
+    "core_count": (1, 1 << 20, True),  # SMs, CUs
+    "peak_teraflops_per_second": (1e-3, 1e7, False),
+    "peak_hbm_bw_gigabytes_per_second": (1e-3, 1e7, False),
+}
+
+
 def num(stats: dict[str, Any], key: str) -> float | None:
-    """A stat as a positive finite number, or None when absent or unusable."""
+    """A stat as a positive finite number within what a device can state (`PLAUSIBLE`), or None when
+    absent or unusable."""
     try:
         value = float(stats[key])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    if not math.isfinite(value) or value <= 0:
+        return None
+    low, high, whole = PLAUSIBLE.get(key, (0.0, math.inf, False))
+    return value if low <= value <= high and (not whole or value.is_integer()) else None
 
 
 def provenance(plane: str, stats: dict[str, Any]) -> tuple[str, str]:
@@ -47,9 +64,10 @@ def capability(stats: dict[str, Any]) -> tuple[int, int] | None:
     if major is None:
         return None
     try:
-        return int(major), int(minor or 0)
+        cap = int(major), int(minor or 0)
     except (TypeError, ValueError, OverflowError):  # missing, malformed or infinite
         return None
+    return cap if all(0 <= c < 1000 for c in cap) else None  # no architecture numbers past a few dozen
 
 
 def gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:

@@ -143,6 +143,8 @@ def _build(tp: Any, raw: Any, key: str, ctx: _Context, provenance: str) -> Any:
         args = typing.get_args(tp)
         items = _expect(raw, list, key, ctx)
         if len(args) == 2 and args[1] is Ellipsis:
+            if key.rsplit(".", 1)[-1] == "caches" and len(items) > MAX_CACHE_LEVELS:
+                raise ctx.error(key, f"{len(items)} cache levels; a chip has a few (at most {MAX_CACHE_LEVELS} read)")
             return tuple(_build(args[0], item, f"{key}[{i}]", ctx, provenance)
                          for i, item in enumerate(items))
         if len(items) != len(args):
@@ -155,6 +157,9 @@ def _build(tp: Any, raw: Any, key: str, ctx: _Context, provenance: str) -> Any:
     if tp is int:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise ctx.error(key, f"expected an integer, got {_describe(raw)}")
+        low = 1 if key.rsplit(".", 1)[-1] in AT_LEAST_ONE else 0
+        if not low <= raw <= MAX_COUNT:
+            raise ctx.error(key, f"expected an integer from {low} to {MAX_COUNT:,}, got {raw}")
         return raw
     if tp is bool:
         return _expect(raw, bool, key, ctx)
@@ -204,8 +209,11 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
             raise ctx.error(key, f"a number needs {required!r}",
                             hint='write { value = 1.0, unit = "B/s", kind = "datasheet", source = "..." }')
     value = _build(float, table["value"], _join(key, "value"), ctx, provenance)
-    if math.isnan(value) or value < 0:
-        raise ctx.error(_join(key, "value"), f"expected a number >= 0, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ctx.error(_join(key, "value"), f"expected a finite number >= 0, got {value!r}")
+    if key.rsplit(".", 1)[-1] in WHOLE_FIGURES and (value != int(value) or not 1 <= value <= MAX_COUNT):
+        raise ctx.error(_join(key, "value"), f"expected a whole number from 1 to {MAX_COUNT:,} (it counts "
+                                             f"{_COUNTS[key.rsplit('.', 1)[-1]]}), got {value!r}")
     kind = _expect(table.get("kind", ""), str, _join(key, "kind"), ctx)
     if kind and kind not in KINDS:
         raise ctx.error(_join(key, "kind"), f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -220,6 +228,12 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
 
 _COUNTS = {"compute_units": "units", "gemm_tile_rows": "rows", "gemm_tile_columns": "columns",
            "attention_half_rate_keys": "keys"}
+# Figures that count whole things (SMs, tile rows): 0.5 compute units would price a fraction of a wave.
+WHOLE_FIGURES = ("compute_units", "gemm_tile_rows", "gemm_tile_columns")
+# Integer fields: counts of links, axes, devices, NICs; none of a real machine is near 2^20.
+MAX_COUNT = 1 << 20
+AT_LEAST_ONE = ("devices_per_chip", "domain_size")
+MAX_CACHE_LEVELS = 8  # real chips have one to three; the residency walk takes at most 62
 
 
 def _check_unit(key: str, unit: str, ctx: _Context) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import UsageError
 from .hardware import Hardware, Quantity
+from .hwfile import AT_LEAST_ONE, MAX_COUNT, WHOLE_FIGURES
 
 FRIENDLY: dict[str, tuple[str, str]] = {
     "scale_out_bytes_per_s": ("interconnect.dcn_bytes_per_s", "per-device bandwidth between nodes or slices"),
@@ -188,19 +189,22 @@ def _strip_optional(tp: Any) -> Any:
     return tp
 
 
-def _number(key: str, text: str, whole: bool) -> float:
+def _number(key: str, text: str, whole: bool, low: int = 1) -> float:
     try:
         value = float(text)
     except ValueError:
         raise UsageError(f"--set {key}={text}: not a number", hint=f"e.g. --set {key}=12.5e9") from None
-    if not math.isfinite(value) or value < 0 or (whole and (value != int(value) or value < 1)):
-        wanted = "a whole number of at least 1" if whole else "a finite number >= 0"
+    if not math.isfinite(value) or value < 0 or (whole and (value != int(value) or not low <= value <= MAX_COUNT)):
+        wanted = f"a whole number from {low} to {MAX_COUNT:,}" if whole else "a finite number >= 0"
         raise UsageError(f"--set {key}={text}: expected {wanted}")
     return value
 
 
 def _set(hw: Hardware, path: str, key: str, text: str, leaf: Any) -> tuple[Hardware, str]:
-    value = _number(key, text, whole=leaf is int)
+    # The ranges a hardware file holds these to (hwfile): counts are whole, and a few at least 1.
+    name = path.rsplit(".", 1)[-1]
+    value = _number(key, text, whole=leaf is int or name in WHOLE_FIGURES,
+                    low=1 if name in AT_LEAST_ONE or name in WHOLE_FIGURES else 0)
     parts = path.split(".")
     old = _get(hw, parts)
     if leaf is int:

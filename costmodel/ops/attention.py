@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ...parsers.hlo_model import Instruction, Shape
-from ..attention import describe, exponentials, flops
+from ..attention import describe, exponentials, flops, unreadable
 from ..costs import AttentionProblem, OpCost
 from .base import CostContext, backend_json, cost, nbytes
 from .te_config import te_problem
@@ -54,6 +54,8 @@ _QK_DIMS = ("bmm1_dot_dimension_numbers", "bmm2_grad_gemm2_dot_dimension_numbers
 
 def cudnn_attention_cost(instr: Instruction, ctx: CostContext, bound: Callable[[str], OpCost]) -> OpCost:
     problem = cudnn_attention(instr, ctx)
+    if not isinstance(problem, str):
+        problem = unreadable(problem) or problem
     if isinstance(problem, str):
         return bound(f"{instr.custom_call_target}: {problem}")
     return priced(problem, instr, ctx, ctx.operand_shapes(instr)[0].dtype, cudnn_notes(instr))
@@ -62,6 +64,8 @@ def cudnn_attention_cost(instr: Instruction, ctx: CostContext, bound: Callable[[
 def cudnn_attention(instr: Instruction, ctx: CostContext) -> AttentionProblem | str:
     """The problem of a __cudnn$fmha call, or why it cannot be read."""
     config = backend_json(instr).get("cudnn_fmha_backend_config", {})
+    if not isinstance(config, dict):
+        return "its cudnn_fmha_backend_config is not an object"
     dims = next((config[k] for k in _QK_DIMS if isinstance(config.get(k), dict)), None)
     shapes = ctx.operand_shapes(instr)
     if not isinstance(config, dict) or dims is None or len(shapes) < 3:
@@ -73,8 +77,9 @@ def cudnn_attention(instr: Instruction, ctx: CostContext) -> AttentionProblem | 
         return sizes
     batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim = sizes
     mask = str(config.get("mask_type", "NO_MASK")).upper()
-    window = int(config.get("sliding_window_length", 0) or 0)
-    segments = int(config.get("max_seg_per_batch", 1) or 1)
+    window, segments = _config_int(config, "sliding_window_length", 0), _config_int(config, "max_seg_per_batch", 1)
+    if window is None or segments is None:
+        return "a sliding_window_length or max_seg_per_batch that is not a whole number"
     said = [f"mask_type {mask}"] + ([f"sliding_window_length {window}"] if window > 0 else []) + (
         [f"max_seg_per_batch {segments}"] if segments > 1 else [])
     layouts = ", ".join(f"{n} {list(s.dims)}" for n, s in zip("QKV", shapes))
@@ -85,6 +90,14 @@ def cudnn_attention(instr: Instruction, ctx: CostContext) -> AttentionProblem | 
         window=(window - 1, 0) if window > 0 else (-1, -1), padded="PADDING" in mask or segments > 1,
         segments=segments,
         config=f"cudnn_fmha_backend_config ({', '.join(said)}) and its Q.K^T dimension numbers on {layouts}")
+
+
+def _config_int(config: dict[str, object], key: str, default: int) -> int | None:
+    """A whole number of the config (as a number or its text), `default` where unstated; None otherwise."""
+    value = config.get(key) or default
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).lstrip("-").isdigit():
+        return None
+    return int(value) if len(str(value)) < 20 else None
 
 
 def _product(shape: Shape, axes: object) -> int | None:
@@ -112,13 +125,17 @@ def _bmm_sizes(q: Shape, k: Shape, v: Shape, dims: dict[str, object]
 
 def cudnn_notes(instr: Instruction) -> tuple[str, ...]:
     config = backend_json(instr).get("cudnn_fmha_backend_config", {})
+    config = config if isinstance(config, dict) else {}
     target = instr.custom_call_target
     notes = []
     if "Bias" in target:
         notes.append("bias added to the scores: its operand bytes are read, its adds not counted in FLOPs")
-    if float(config.get("dropout_rate", 0) or 0) > 0:
-        notes.append(f"dropout {float(config['dropout_rate']):g}: its random mask is drawn in the kernel, not "
-                     "counted in FLOPs")
+    try:
+        dropout = float(config.get("dropout_rate", 0) or 0)
+    except (TypeError, ValueError):  # not a number: no dropout is read
+        dropout = 0.0
+    if 0 < dropout <= 1:
+        notes.append(f"dropout {dropout:g}: its random mask is drawn in the kernel, not counted in FLOPs")
     return tuple(notes)
 
 
@@ -127,6 +144,9 @@ def cudnn_notes(instr: Instruction) -> tuple[str, ...]:
 
 def te_attention_cost(instr: Instruction, ctx: CostContext, bound: Callable[[str], OpCost]) -> OpCost:
     found = te_problem(instr, ctx)
+    if not isinstance(found, str):
+        why = unreadable(found[0])
+        found = f"{instr.custom_call_target}: {why}" if why else found
     if isinstance(found, str):
         return bound(found)
     problem, notes = found
@@ -155,10 +175,11 @@ def pallas_attention(instr: Instruction, ctx: CostContext) -> AttentionProblem |
     if k.dims[0] != batch or v.dims[:3] != k.dims[:3] or k.dims[3] != qk_dim or heads % max(k.dims[1], 1):
         return None
     kernel = _pallas_kernel(instr, name.lower())
-    return AttentionProblem(batch, heads, k.dims[1], q_len, k.dims[2], qk_dim, v.dims[3], kernel=kernel,
+    problem = AttentionProblem(batch, heads, k.dims[1], q_len, k.dims[2], qk_dim, v.dims[3], kernel=kernel,
                             causal=True, config=f"the kernel name {instr.name} and its operands Q {list(q.dims)}, "
                             f"K {list(k.dims)}, V {list(v.dims)} ([batch, heads, sequence, head dim]); no mask is "
                             "stated, so it is counted as causal, the least work of a causal or unmasked kernel")
+    return None if unreadable(problem) else problem
 
 
 def pallas_attention_cost(problem: AttentionProblem, instr: Instruction, ctx: CostContext) -> OpCost:

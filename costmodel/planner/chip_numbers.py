@@ -70,7 +70,7 @@ def chip_numbers(hw: Hardware, compute_dtype: str = "bf16") -> ChipNumbers:
     return ChipNumbers(name=hw.name, flops_per_s=hw.peak(compute_dtype), hbm_bytes_per_s=hw.hbm_bytes_per_s,
                        hbm_bytes=hw.hbm_bytes, ici_axis_bytes_per_s=ici, dcn_bytes_per_s=ic.dcn_bytes_per_s,
                        topology=tuple(hw.topology), torus_axes=max(ic.torus_axes, 1),
-                       domain_chips=max(ic.domain_size, 1), kind=hw.kind, link_kind=ic.kind,
+                       domain_chips=_domain(hw), kind=hw.kind, link_kind=ic.kind,
                        max_torus=tuple(ic.max_torus))
 
 
@@ -101,3 +101,12 @@ def slice_shape(n_chips: int, axes: int) -> tuple[int, ...]:
 
 def format_shape(shape: tuple[int, ...]) -> str:
     return "x".join(str(n) for n in shape)
+
+
+def _domain(hw: Hardware) -> int:
+    """GPUs joined by NVLink/xGMI: the catalog's domain, or fewer where a NODESxGPUS topology names
+    smaller racks (gb200-nvl72:4x64, racks of 64)."""
+    size = max(hw.interconnect.domain_size, 1)
+    if hw.kind == "gpu" and len(hw.topology) == 2:
+        size = min(size, hw.topology[1])
+    return size

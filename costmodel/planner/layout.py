@@ -1,12 +1,15 @@
 """A parallel layout: how many ways each parallelism axis splits the work, and how it runs.
 
 `dp x tp x pp x cp` is the chip count; expert parallelism is carved out of the data-parallel
-ranks (`ep` divides `dp`, as Megatron-LM and DeepSeek-V3 do), so it adds no chips. `zero` is
+ranks (`ep` divides `dp`, as DeepSeek-V3 does), or spans every TP and CP rank and some DP ranks
+(`ep` = tp x cp x a divisor of dp: Megatron-Core's expert layout with expert-tensor parallelism 1,
+MaxText's EP over its other axes), so it adds no chips. `zero` is
 the ZeRO stage of the data-parallel ranks (1: optimizer state sharded, 2: and gradients, 3:
 and parameters, i.e. FSDP); with `replicas` R > 1 it shards over dp / R ranks and keeps R
 replicas whose gradients are all-reduced (hybrid sharding: FSDP within a pod or node, data
 parallelism across, as PaLM and HSDP do). A pipeline runs `microbatches` per step under
-`schedule`.
+`schedule`, in `flushes` pipeline flushes (gradient accumulation around the pipeline, as MaxText's
+gradient_accumulation_steps with pipeline stages: each flush fills and drains the pipe).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from ...errors import UsageError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero-bubble", "dualpipe")
-_INT_KEYS = ("dp", "tp", "pp", "ep", "cp", "zero", "microbatches", "virtual_stages", "replicas")
+_INT_KEYS = ("dp", "tp", "pp", "ep", "cp", "zero", "microbatches", "virtual_stages", "replicas", "flushes")
 _ALIASES = {"mbs": "microbatches", "m": "microbatches", "vpp": "virtual_stages", "v": "virtual_stages"}
 
 
@@ -35,10 +38,21 @@ class Layout:
     schedule: str = "1f1b"
     virtual_stages: int = 1
     replicas: int = 1
+    flushes: int = 1
 
     @property
     def chips(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def ep_over_tp(self) -> bool:
+        """EP spans the TP and CP ranks (and ep / (tp x cp) DP ranks) rather than DP ranks alone."""
+        return self.ep > 1 and self.dp % self.ep != 0 and self.ep % (self.tp * self.cp) == 0
+
+    @property
+    def ep_dp(self) -> int:
+        """DP ranks in one EP group."""
+        return self.ep // (self.tp * self.cp) if self.ep_over_tp else max(self.ep, 1)
 
     def with_microbatches(self, m: int) -> Layout:
         return replace(self, microbatches=m)
@@ -52,6 +66,8 @@ class Layout:
                 parts.append(f"m={self.microbatches}")
             parts.append(self.schedule if self.schedule != "interleaved"
                          else f"interleaved(v={self.virtual_stages})")
+            if self.flushes > 1:
+                parts.append(f"flushes={self.flushes}")
         elif self.microbatches and self.microbatches > 1:
             parts.append(f"accum={self.microbatches}")
         return ",".join(parts)
@@ -64,7 +80,8 @@ class Layout:
     def to_json(self) -> dict[str, Any]:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "ep": self.ep, "cp": self.cp,
                 "zero": self.zero, "microbatches": self.microbatches, "schedule": self.schedule,
-                "virtual_stages": self.virtual_stages, "replicas": self.replicas, "chips": self.chips,
+                "virtual_stages": self.virtual_stages, "replicas": self.replicas, "flushes": self.flushes,
+                "chips": self.chips,
                 "label": self.label()}
 
 
@@ -96,7 +113,7 @@ def parse_layout(text: str, chips: int | None = None) -> Layout:
             values[key] = int(raw)
         else:
             raise UsageError(f"unknown layout axis {key!r}",
-                             hint="dp, tp, pp, ep, cp, zero, replicas, microbatches, schedule, virtual_stages")
+                             hint="dp, tp, pp, ep, cp, zero, replicas, microbatches, schedule, virtual_stages, flushes")
     if fsdp:
         values.setdefault("zero", 3)
     if values.get("zero", 1) > 3:

@@ -6,7 +6,7 @@ are replicated when there are fewer KV heads than TP ranks. Routed experts split
 (experts / ep per chip) and are not split by TP. ZeRO shards over the data-parallel group:
 stage 1 the optimizer state (Adam's two moments plus an f32 master copy), stage 2 also the
 gradients, stage 3 also the weights (which it gathers two layers at a time). Saved activations
-follow the remat policy (D-sized checkpoints per layer per token), split over TP (sequence
+follow the remat policy (`remat`: the elements per layer per token it keeps), split over TP (sequence
 parallelism) and CP, times the microbatches the pipeline schedule keeps in flight.
 """
 
@@ -15,12 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...options import DEFAULTS
 from .layout import Layout
 from .pipeline import schedule_of
-from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig
+from .remat import RematPolicy, policy, saved_everything
+from .transformer import ModelConfig
 
-LOGIT_BYTES = 4.0  # logits and their softmax in f32 on the last stage
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,14 @@ class TrainBytes:
     optimizer: float = 8.0  # Adam's two f32 moments (book ch. 5.1.1)
     master: float = 4.0  # the f32 master weights of mixed-precision training
     activation: float = 2.0
-    checkpoints_per_layer: float | None = DEFAULTS.checkpoints_per_layer
+    checkpoints_per_layer: float | None = None  # the old single knob; None: `remat` says
+    remat: str = "auto"  # a policy of `remat.POLICIES`, or "checkpoints" for the old knob
+    offload_optimizer: bool = False  # optimizer state and master weights in host memory
+    offload_params: bool = False  # weights in host memory, brought in layer by layer
+
+    def policy(self, cfg: ModelConfig, name: str | None = None) -> RematPolicy:
+        legacy = self.checkpoints_per_layer is not None and self.remat == "auto"
+        return policy(name or ("checkpoints" if legacy else self.remat), cfg, self.checkpoints_per_layer)
 
 
 def dp_groups(layout: Layout) -> tuple[int, int]:
@@ -75,12 +81,26 @@ def dp_groups(layout: Layout) -> tuple[int, int]:
     routed experts over the DP ranks that are not their EP group; with hybrid sharding, only
     within one of the `replicas`."""
     dense = layout.dp * layout.cp // max(layout.replicas, 1)
-    return max(dense, 1), max(dense // max(layout.ep, 1), 1)
+    holders = dense * layout.tp if layout.ep_over_tp else dense  # chips holding each expert, per replica
+    return max(dense, 1), max(holders // max(layout.ep, 1), 1)
+
+
+def state_shards(cfg: ModelConfig, layout: Layout) -> tuple[float, float]:
+    """(parameters whose optimizer state one chip keeps, parameters whose weights it keeps) under its ZeRO stage."""
+    p = stage_params(cfg, layout)
+    g_dense, g_exp = dp_groups(layout)
+
+    def sharded(stage: int) -> float:
+        return (p.dense / (g_dense if layout.zero >= stage else 1)
+                + p.experts / (g_exp if layout.zero >= stage else 1))
+
+    return sharded(1), sharded(3)
 
 
 def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_per_microbatch: float,
-                    sizes: TrainBytes) -> dict[str, float]:
-    """Bytes per chip by part, and `total`, for `microbatches` of `tokens_per_microbatch` per replica."""
+                    sizes: TrainBytes, remat: RematPolicy | None = None) -> dict[str, float]:
+    """Bytes per chip by part, and `total`, for `microbatches` of `tokens_per_microbatch` per replica,
+    under `remat` (default: the run's policy)."""
     p = stage_params(cfg, layout)
     sched = schedule_of(layout, microbatches)
     g_dense, g_exp = dp_groups(layout)
@@ -93,15 +113,19 @@ def memory_per_chip(cfg: ModelConfig, layout: Layout, microbatches: int, tokens_
     params = sharded(3) * sizes.param * copies
     if layout.zero >= 3:  # two layers gathered at a time (one in use, one prefetched)
         params += 2 * p.dense_per_layer * sizes.param
+    if sizes.offload_params:  # in host memory; two layers on the chip at a time
+        params = 2 * p.dense_per_layer * sizes.param * copies
     grads = sharded(2) * sizes.param * copies
-    optimizer = sharded(1) * (sizes.optimizer + sizes.master)
+    optimizer = 0.0 if sizes.offload_optimizer else sharded(1) * (sizes.optimizer + sizes.master)
     tokens = tokens_per_microbatch / layout.cp
-    saved = SAVED_PER_LAYER_NO_REMAT if sizes.checkpoints_per_layer is None else sizes.checkpoints_per_layer
-    per_layer = saved * cfg.d_model * sizes.activation * tokens / layout.tp
+    kept = (remat or sizes.policy(cfg)).kept
+    per_layer = kept * sizes.activation * tokens / layout.tp
     activations = sched.in_flight * p.layers * per_layer
     # The layer being back-propagated holds all its intermediates, recomputed or not.
-    working = SAVED_PER_LAYER_NO_REMAT * cfg.d_model * sizes.activation * tokens / layout.tp
-    logits = tokens * cfg.vocab / layout.tp * LOGIT_BYTES
+    working = saved_everything(cfg) * sizes.activation * tokens / layout.tp
+    # the logits GEMM's output in the activation dtype; the loss's f32 softmax runs fused or in
+    # chunks (Megatron-LM's vocab-parallel cross-entropy, MaxText's vocabulary tiling), not whole
+    logits = tokens * cfg.vocab / layout.tp * sizes.activation
     out = {"params": params, "grads": grads, "optimizer": optimizer, "activations": activations,
            "working": working + logits}
     out["total"] = sum(out.values())

@@ -7,7 +7,8 @@ sequence (tried only for long ones); DP takes the remaining chips and must split
 Each candidate runs each pipeline schedule and ZeRO stage (ZeRO 3 also sharded within each
 fast domain and replicated across them); gradient accumulation and
 microbatching are chosen per layout before it is called too big. The fastest layout that
-fits wins; among layouts within 1% of it, the simplest (fewest axes, lowest ZeRO stage).
+fits wins, by its step at achievable rates (the bound where the chip states none); among layouts
+within 1% of it, the simplest (fewest axes, lowest ZeRO stage).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def candidate_layouts(cfg: ModelConfig, run: RunSpec, hw: Hardware) -> list[Layo
                 if run.per_replica(dp) is None:
                     continue
                 eps = [e for e in divisors(dp) if cfg.experts and cfg.experts % e == 0] or [1]
+                if cfg.experts and tp * cp > 1:  # EP over the TP and CP ranks and some DP ranks
+                    eps += [e * tp * cp for e in divisors(dp) if cfg.experts % (e * tp * cp) == 0
+                            and dp % (e * tp * cp) and e * tp * cp not in eps]
                 for ep in eps:
                     for schedule, v in _schedules(pp, cfg.layers):
                         for zero in (1, 2, 3):
@@ -67,6 +71,13 @@ def _replicas(dp: int, domains: int, zero: int) -> list[int]:
     return [1]
 
 
+def ranked_step(result: dict[str, Any]) -> float:
+    """What layouts are ranked by: the step at achievable rates (each op priced, the overlap the
+    schedule really gets), else the bound where the chip states no achievable figures."""
+    est = result.get("step_time_achievable_s")
+    return float(est["total"]) if est else float(result["step_time_s"]["total"])
+
+
 def _simplicity(result: dict[str, Any]) -> tuple[int, int, int]:
     lay = result["layout"]
     axes = sum(1 for k in ("tp", "pp", "ep", "cp") if lay[k] > 1)
@@ -77,10 +88,10 @@ def search(cfg: ModelConfig, run: RunSpec, hw: Hardware, top: int = DEFAULTS.pla
     """The `top` fastest fitting layouts, the best that does not fit, and why the winner wins."""
     results = [evaluate_layout(cfg, run, hw, lay) for lay in candidate_layouts(cfg, run, hw)]
     valid = [r for r in results if r["valid"]]
-    fitting = sorted((r for r in valid if r["fits"]), key=lambda r: r["step_time_s"]["total"])
+    fitting = sorted((r for r in valid if r["fits"]), key=ranked_step)
     if fitting:
-        best_time = fitting[0]["step_time_s"]["total"]
-        near = [r for r in fitting if r["step_time_s"]["total"] <= best_time * (1 + TIE)]
+        best_time = ranked_step(fitting[0])
+        near = [r for r in fitting if ranked_step(r) <= best_time * (1 + TIE)]
         winner = min(near, key=_simplicity)
         ranked = [winner] + [r for r in fitting if r is not winner]
     else:
@@ -93,6 +104,12 @@ def search(cfg: ModelConfig, run: RunSpec, hw: Hardware, top: int = DEFAULTS.pla
 
 
 def _parts(r: dict[str, Any]) -> dict[str, float]:
+    """The parts of the step the ranking used: the estimate's by network level, else the bound's by axis."""
+    est = r.get("step_time_achievable_s")
+    if est:
+        parts = {"compute": est["compute"], "bubble": est["bubble"]}
+        parts.update({f"{k} communication": v for k, v in est["exposed_comm_by_level"].items()})
+        return parts
     s = r["step_time_s"]
     parts = {"compute": s["compute"], "bubble": s["bubble"]}
     parts.update({f"{k} communication": v for k, v in s["exposed_comm_by_axis"].items()})
@@ -105,7 +122,7 @@ def compare(best: dict[str, Any], other: dict[str, Any]) -> str:
     diffs = sorted(((theirs.get(k, 0.0) - mine.get(k, 0.0), k) for k in set(mine) | set(theirs)), reverse=True)
     gains = [f"{k} {seconds(theirs.get(k, 0.0))} -> {seconds(mine.get(k, 0.0))}" for d, k in diffs if d > 0][:2]
     losses = [f"{k} {seconds(theirs.get(k, 0.0))} -> {seconds(mine.get(k, 0.0))}" for d, k in reversed(diffs) if d < 0][:1]
-    delta = other["step_time_s"]["total"] - best["step_time_s"]["total"]
+    delta = ranked_step(other) - ranked_step(best)
     return (f"{best['layout']['label']} is {seconds(abs(delta))} per step {'faster' if delta >= 0 else 'slower'} "
             f"than {other['layout']['label']}: " + (", ".join(gains) or "less of everything")
             + (f"; but {losses[0]}" if losses else ""))
@@ -117,8 +134,8 @@ def explain(ranked: list[dict[str, Any]]) -> str:
     if len(ranked) == 1:
         return f"{best['layout']['label']} is the only layout that fits"
     other = ranked[1]
-    total = best["step_time_s"]["total"]
-    if other["step_time_s"]["total"] - total <= total * TIE and _simplicity(best) < _simplicity(other):
+    total = ranked_step(best)
+    if ranked_step(other) - total <= total * TIE and _simplicity(best) < _simplicity(other):
         return (f"{best['layout']['label']} ties {other['layout']['label']} within {TIE:.0%} of the step time "
                 f"and is simpler (fewer parallel axes, lower ZeRO stage or a plainer schedule)")
     return compare(best, other)
@@ -133,4 +150,4 @@ def _nothing_fits(smallest: dict[str, Any] | None, run: RunSpec) -> str:
     more = math.ceil(run.chips * need / have) if have else run.chips
     return (f"nothing fits, even with the most microbatches: the smallest footprint, "
             f"{smallest['layout']['label']}, needs {nbytes(need)} per chip of {nbytes(have)}; "
-            f"about {more} chips, fewer checkpoints per layer, or a smaller batch per step")
+            f"about {more} chips, more remat (--remat full or offload), or a smaller batch per step")

@@ -20,6 +20,7 @@ from dataclasses import asdict
 
 from ...errors import InputError
 from ..chips.hardware import LINK_NAMES, Hardware
+from .calibrate import Calibration
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
 from .degrees import tp_degrees
 from .layout import Layout
@@ -142,8 +143,23 @@ def max_batch(cfg: ModelConfig, s: ServeSetup, chips: ChipNumbers) -> int:
     return max(0, int(free // per_seq))
 
 
+def calibrated(decode: dict[str, Any], prefill_: dict[str, Any] | None, cal: Calibration, s: ServeSetup,
+               chips: ChipNumbers) -> dict[str, Any]:
+    """The decode step (and prefill) at the user's measured factors: the KV and weight loads at the
+    memory-bound ops', the FLOPs at the compute-bound ops' (each the roofline where the report
+    times none of that class)."""
+    mem, comp = cal.factor("memory") or 1.0, cal.factor("compute") or 1.0
+    step = decode["kv_load_s"] * mem + max(decode["weight_load_s"] * mem, decode["flops_s"] * comp)
+    out: dict[str, Any] = {"decode_step_s": step, "tokens_per_s": s.batch / step, **cal.to_json()}
+    if prefill_:  # its FLOPs at the peak, times the measured compute factor (no MFU assumed)
+        peak = s.chips * chips.flops_per_s.value
+        out["prefill_s"] = (prefill_["matmul_flops"] + prefill_["attention_flops"]) / peak * comp
+    return out
+
+
 def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout | None = None,
-               requests_per_s: float | None = None, output_tokens: int = 0) -> dict[str, Any]:
+               requests_per_s: float | None = None, output_tokens: int = 0,
+               calibration: Calibration | None = None) -> dict[str, Any]:
     """Everything `audit plan serve` reports, in SI units (seconds, bytes, tokens).
 
     `layout`: also evaluate this TP/PP/DP/EP layout; `requests_per_s`: also size prefill and
@@ -163,6 +179,8 @@ def plan_serve(cfg: ModelConfig, s: ServeSetup, hw: Hardware, layout: Layout | N
             raise InputError("sizing prefill and decode servers needs --prefill-tokens and --output-tokens")
         extra["disaggregated"] = disaggregated(cfg, s, hw, _sizing_decode(decode, extra.get("layout")),
                                                requests_per_s, output_tokens)
+    if calibration is not None:
+        extra["calibrated"] = calibrated(decode, prefill(cfg, s, chips), calibration, s, chips)
     return {**extra,
         "model": cfg.to_json(), "setup": asdict(s), "hardware": chips.to_json(),
         "memory_bytes": mem, "hbm_bytes": hbm * s.chips, "fits": mem["total"] <= hbm * s.chips,

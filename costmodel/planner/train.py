@@ -16,6 +16,9 @@ from .layout import Layout
 from .layout_memory import TrainBytes
 from .layout_step import RunSpec, evaluate_layout
 from .search import compare, search
+from .calibrate import Calibration
+from .remat import POLICIES, policy
+from .step_ops import MATMUL_FORMATS
 from .parallel import STRATEGIES, Parallel, StrategyVerdict, all_strategies
 from .transformer import (ModelConfig, activation_bytes_per_token, dtype_bytes, param_breakdown,
                           training_flops_per_token)
@@ -35,27 +38,61 @@ class TrainSetup:
     chips: int
     seq: int = 4096
     mfu: float = 0.4
-    checkpoints_per_layer: float = DEFAULTS.checkpoints_per_layer
+    checkpoints_per_layer: float | None = None  # the old single knob; None: `remat` says
+    remat: str = "auto"  # a policy of `remat.POLICIES`
     param_dtype: str = "bf16"
     compute_dtype: str = "bf16"
     optimizer_bytes_per_param: float = ADAM_BYTES_PER_PARAM
     master_bytes_per_param: float = 4.0  # f32 master weights beside bf16 ones (layouts only)
     capacity_factor: float = 1.0  # MoE expert capacity over an even split of the tokens
+    matmul_format: str = "bf16"  # bf16, fp8, mxfp8 or nvfp4 (step_ops.MATMUL_FORMATS)
+    window: int = 0  # sliding-window attention: keys per query (0: full causal attention)
+    window_share: float = 1.0  # share of the layers with the sliding window (GPT-OSS: every other, 0.5)
+    calibration: Calibration | None = None  # measured factors from the user's inspect report
+    expert_imbalance: float = 1.0  # MoE: tokens of the busiest expert over the mean
+    moe_dispatch: str = "all-to-all"  # MoE: how tokens reach their experts (or "all-gather")
+    chunked: bool = False  # the window is chunked attention (causal within blocks of `window`)
+    offload_optimizer: bool = False  # optimizer state and master weights in host memory
+    offload_params: bool = False  # weights in host memory, streamed in per layer
 
     def __post_init__(self) -> None:
         if self.tokens <= 0 or self.batch_tokens <= 0 or self.chips <= 0 or self.seq <= 0:
             raise InputError("tokens, batch tokens, chips and sequence length must be positive")
         if not 0 < self.mfu <= 1:
             raise InputError(f"MFU must be in (0, 1], got {self.mfu}")
+        if self.matmul_format not in MATMUL_FORMATS:
+            raise InputError(f"unknown matmul format {self.matmul_format!r}", hint=", ".join(MATMUL_FORMATS))
+        if self.window < 0 or not 0 <= self.window_share <= 1:
+            raise InputError("a sliding window is a positive key count, its share of the layers in [0, 1]")
+        if self.remat not in POLICIES:
+            raise InputError(f"unknown remat policy {self.remat!r}", hint=", ".join(POLICIES))
+        if self.moe_dispatch not in ("all-to-all", "all-gather"):
+            raise InputError(f"unknown MoE dispatch {self.moe_dispatch!r}", hint="all-to-all or all-gather")
+        if self.expert_imbalance < 1:
+            raise InputError(f"expert imbalance is the busiest expert's tokens over the mean, at least 1, "
+                             f"got {self.expert_imbalance}")
         if self.capacity_factor < 1:
             raise InputError(f"capacity factor must be at least 1, got {self.capacity_factor}")
+
+    def closed_form_checkpoints(self, cfg: ModelConfig) -> float:
+        """D-sized activations per layer per token for the book's closed forms: the old knob, the
+        stated policy's on-chip share, or (unstated) the shared default, block remat."""
+        if self.checkpoints_per_layer is not None:
+            return self.checkpoints_per_layer
+        if self.remat == "auto":
+            return DEFAULTS.plan_checkpoints_per_layer
+        return policy(self.remat, cfg).kept / cfg.d_model
 
     def run_spec(self) -> RunSpec:
         """The facts a parallel layout is evaluated against."""
         sizes = TrainBytes(param=dtype_bytes(self.param_dtype), optimizer=self.optimizer_bytes_per_param,
                            master=self.master_bytes_per_param, activation=dtype_bytes(self.param_dtype),
-                           checkpoints_per_layer=self.checkpoints_per_layer)
-        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, self.compute_dtype, self.capacity_factor)
+                           checkpoints_per_layer=self.checkpoints_per_layer, remat=self.remat,
+                           offload_optimizer=self.offload_optimizer, offload_params=self.offload_params)
+        return RunSpec(self.batch_tokens, self.seq, self.chips, sizes, compute_dtype=self.compute_dtype,
+                       capacity_factor=self.capacity_factor, window=self.window, matmul_format=self.matmul_format,
+                       window_share=self.window_share, chunked=self.chunked, calibration=self.calibration,
+                       expert_imbalance=self.expert_imbalance, moe_dispatch=self.moe_dispatch)
 
 
 def total_flops(cfg: ModelConfig, setup: TrainSetup) -> float:
@@ -71,7 +108,7 @@ def time_at_mfu(flops: float, chips: int, flops_per_s: float, mfu: float) -> flo
 def memory_totals(cfg: ModelConfig, setup: TrainSetup) -> dict[str, float]:
     """Bytes across all chips: parameters, optimizer state and saved activations of one batch."""
     n = param_breakdown(cfg)["total"]
-    act = setup.batch_tokens * activation_bytes_per_token(cfg, setup.checkpoints_per_layer, setup.param_dtype)
+    act = setup.batch_tokens * activation_bytes_per_token(cfg, setup.closed_form_checkpoints(cfg), setup.param_dtype)
     out = {"params": n * dtype_bytes(setup.param_dtype), "optimizer": n * setup.optimizer_bytes_per_param,
            "activations": act}
     out["total"] = sum(out.values())
@@ -145,8 +182,8 @@ def recommend(rows: list[dict[str, Any]], min_chips: int) -> dict[str, Any]:
                           + (notes[0] if notes else "degrees not allowed")}
     if not fitting:
         return {"strategy": None, "degrees": None,
-                "reason": f"nothing fits in memory: needs at least {min_chips} chips, or fewer "
-                          f"--checkpoints-per-layer or a smaller batch per step (gradient accumulation)"}
+                "reason": f"nothing fits in memory: needs at least {min_chips} chips, more "
+                          f"remat (--remat full or offload) or a smaller batch per step (gradient accumulation)"}
     good = [r for r in fitting if r["bound"] == "compute"]
     if good:
         r = good[0]

@@ -52,6 +52,8 @@ class ModelConfig:
     moe_d_ff: int | None = None
     first_dense_layers: int = 0
     name: str = "custom"
+    sliding_window: int = 0  # keys a windowed layer's queries see (0: none)
+    sliding_window_share: float = 1.0  # share of the layers with the window
 
     def __post_init__(self) -> None:
         for f in ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab"):
@@ -62,6 +64,8 @@ class ModelConfig:
                              f"kv_heads ({self.kv_heads})")
         if self.experts and not 0 < self.experts_per_token <= self.experts:
             raise InputError(f"model {self.name}: experts_per_token must be in 1..{self.experts}")
+        if self.sliding_window < 0 or not 0 <= self.sliding_window_share <= 1:
+            raise InputError(f"model {self.name}: a sliding window is a key count >= 0 on a share of the layers in [0, 1]")
         if self.first_dense_layers > self.layers:
             raise InputError(f"model {self.name}: first_dense_layers exceeds layers")
 
@@ -189,7 +193,7 @@ def activation_bytes_per_token(cfg: ModelConfig, checkpoints_per_layer: float | 
 
 
 def model_summary(cfg: ModelConfig, seq: int, dtype: str = "bf16",
-                  checkpoints_per_layer: float = DEFAULTS.checkpoints_per_layer) -> dict[str, Any]:
+                  checkpoints_per_layer: float = DEFAULTS.plan_checkpoints_per_layer) -> dict[str, Any]:
     """Everything `audit plan model` prints, in SI units (FLOPs, bytes, tokens)."""
     return {
         "config": cfg.to_json(),
@@ -235,6 +239,21 @@ MODELS: dict[str, ModelConfig] = {m.name: m for m in (
     # PaLM 540B (Chowdhery et al. 2022, table 1): SwiGLU with d_ff = 4D, multi-query attention
     # (one KV head), shared input/output embeddings, 256k vocabulary.
     ModelConfig(118, 18432, 73728, 48, 1, 256, 256000, tied_embeddings=True, name="palm-540b"),
+    # MaxText's synthetic benchmark models (MaxText/configs/base.yml: emb 2048, 16 heads of 128,
+    # MLP 7168 SwiGLU, 16 layers, 32k vocabulary; `global_parameter_scale` S doubles heads and MLP,
+    # then the embedding, then the layers in turn, pyconfig.get_individual_scales)
+    ModelConfig(32, 4096, 28672, 64, 64, 128, 32000, name="maxtext-16b"),
+    ModelConfig(32, 8192, 28672, 64, 64, 128, 32000, name="maxtext-32b"),
+    ModelConfig(64, 8192, 28672, 64, 64, 128, 32000, name="maxtext-64b"),
+    ModelConfig(64, 8192, 57344, 128, 128, 128, 32000, name="maxtext-128b"),
+    # GPT-OSS-120B (openai/gpt-oss-120b config.json): 36 layers, all MoE with 128 experts of width
+    # 2880, 4 per token; 64 query and 8 KV heads of 64; a 128-token sliding window on every other layer
+    ModelConfig(36, 2880, 2880, 64, 8, 64, 201088, experts=128, experts_per_token=4, moe_d_ff=2880,
+                sliding_window=128, sliding_window_share=0.5, name="gpt-oss-120b"),
+    # Qwen3-235B-A22B (Qwen/Qwen3-235B-A22B config.json): 94 layers, all MoE with 128 experts of
+    # width 1536, 8 per token, no shared expert; 64 query and 4 KV heads of 128
+    ModelConfig(94, 4096, 12288, 64, 4, 128, 151936, experts=128, experts_per_token=8, moe_d_ff=1536,
+                name="qwen3-235b-a22b"),
 )}
 
 

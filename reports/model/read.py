@@ -63,6 +63,17 @@ def parse_report(data: bytes, origin: str | Path = "") -> dict[str, Any]:
     return doc
 
 
+def check_report(doc: Any, origin: str = "a report given as a dict") -> dict[str, Any]:
+    """A report handed over already parsed (`audit.load(dict)`, `audit.diff(dict, dict)`), held to the
+    checks a file gets: written out as JSON and read back through `parse_report`, so NaN, nesting,
+    the schema and its ranges are judged the same way. **Raises:** `InputError` naming the JSON path."""
+    try:
+        data = json.dumps(doc, allow_nan=True).encode()
+    except (TypeError, ValueError, RecursionError) as exc:  # a value JSON has no form for, a cycle
+        raise InputError(f"not a JSON report: {_first_line(str(exc))}", path=origin) from None
+    return parse_report(data, origin)
+
+
 def nesting_depth(data: bytes) -> int:
     """The deepest nesting of arrays and objects in JSON bytes (strings left out), without parsing."""
     if not (b"[" in data or b"{" in data):
