@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = ROOT / "workloads" / "matmul.py"
@@ -51,16 +51,16 @@ def test_structured_workload_is_captured_in_tensorboard_layout_with_only_the_pro
     [xplane] = run_dir.glob("*.xplane.pb")
     assert xplane.name.endswith(".xplane.pb") and xplane.parent.parent.name == "profile"
 
-    profile = load_profile(run_dir)
-    events, steps = profile.events(), profile.steps()
-    module_of = profile.module_names()
+    (host,) = read_hosts(run_dir)
+    events, steps = host.events, host.steps
+    module_of = host.module_names
     sweep = events[events["program_id"].map(module_of) == "jit_sweep"]
     assert not sweep.empty, sorted(set(module_of.values()))
     # Every op of the step ran once per profiled step: the two warmup steps are not in the profile.
     per_op = sweep.groupby("op")["occurrences"].sum()
     assert (per_op == 3).all(), per_op
     assert sorted(steps["step"].unique()) == [0, 1, 2]
-    assert profile.hosts[0].step_source == "StepTraceAnnotation"
+    assert host.step_source == "StepTraceAnnotation"
 
     record = sidecar(run_dir)
     assert record["workload"] == "matmul_sweep" and record["status"] == "ok"
@@ -101,7 +101,7 @@ def test_a_raising_workload_exits_3_with_its_own_traceback_and_keeps_the_partial
     record = sidecar(run_dir)
     assert record["status"] == "raised" and "loss diverged" in record["error"]
     assert len(record["step_times_s"]) == 2  # step 1 ran; the update after it raised
-    steps = load_profile(run_dir).steps()
+    steps = read_hosts(run_dir)[0].steps
     assert set(steps["step"].unique()) <= {0, 1} and 0 in set(steps["step"])
 
 
@@ -136,9 +136,9 @@ def test_a_plain_script_is_profiled_as_a_whole_with_its_argv(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "args ['--alpha', '3'] name __main__" in done.stdout
     [run_dir] = run_dirs(tmp_path)
-    profile = load_profile(run_dir)
-    assert "jit_gram" in set(profile.module_names().values())
-    assert not profile.events().empty
+    (host,) = read_hosts(run_dir)
+    assert "jit_gram" in set(host.module_names.values())
+    assert not host.events.empty
     record = sidecar(run_dir)
     assert record["kind"] == "script" and record["workload"] == "plain" and record["wall_s"] > 0
 
@@ -207,4 +207,4 @@ def test_ctrl_c_stops_the_workload_and_keeps_what_was_captured(tmp_path):
     [run_dir] = run_dirs(tmp_path / "out")
     record = sidecar(run_dir)
     assert record["status"] == "interrupted" and 2 <= len(record["step_times_s"]) < 10_000
-    assert not load_profile(run_dir).events().empty
+    assert not read_hosts(run_dir)[0].events.empty
