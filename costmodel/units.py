@@ -148,6 +148,12 @@ def ratio(value: object) -> str:
     return f"{float(value):.2f}x" if known(value) else UNKNOWN
 
 
+def stated(value: object) -> str:
+    """A figure as stated (a user's --set, a hardware file's), to four significant digits, in the unit it
+    came in: 12500000000.0 -> "1.25e+10"."""
+    return f"{float(value):.4g}" if known(value) else UNKNOWN
+
+
 def factor(value: object) -> str:
     """A factor in prose, to one decimal: 2.3 -> "2.3x" (`ratio` writes two, for tables)."""
     return f"{float(value):.1f}x" if known(value) else UNKNOWN

@@ -242,9 +242,11 @@ def _text_modules() -> list[Path]:
     for name in _PROSE:
         (module,) = [p for top in ("audit", "costmodel") for p in (ROOT / top).rglob(name)]
         found.append(module)
-    # The op table writes each op's verdict, reasons and suggestion; the attention model its notes.
+    # The op table writes each op's verdict, reasons and suggestion; the cost model its notes on shapes and
+    # attention, what --set changed, and the limits its errors name.
     found += [p for p in sorted((ROOT / "audit" / "optable").rglob("*.py")) if p not in found]
-    found += [ROOT / "costmodel" / "attention.py"]
+    found += [ROOT / "costmodel" / name for name in ("attention.py", "shape_effects.py", "chips/overrides.py",
+                                                     "chips/derived.py", "ops/loops.py", "ops/module.py")]
     return found
 
 
@@ -405,11 +407,15 @@ def test_the_time_base_is_written_once():
 
 @given(st.floats(0, 1e7, allow_nan=False), st.integers(0, 10**12))
 def test_the_prose_formats_read_as_the_text_they_replaced(value, n):
-    # The op table's verdicts and the attention notes printed these by hand; units.py writes them now.
+    # The op table's verdicts, the cost model's notes and --set's messages printed these by hand; units.py
+    # writes them now.
     from audit.costmodel.units import count, factor, whole, whole_percent
 
     assert factor(value) == f"{value:.1f}x" and whole_percent(value) == f"{value:.0%}"
     assert whole(value) == f"{value:,.0f}" and count(n) == f"{n:,}"
+    from audit.costmodel.units import stated
+
+    assert stated(value) == f"{value:.4g}"
 
 
 def verdicts_written(source: str) -> list[int]:

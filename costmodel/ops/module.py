@@ -30,6 +30,7 @@ from . import collective, compute, control, custom, fusion, memory  # noqa: F401
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
 from .loops import trip_count, while_parts
 from ..costs import OpCost
+from ..units import count
 
 __all__ = ["HANDLERS", "UNMODELED", "cost_module", "module_totals", "unmodeled_ops", "device_count",
            "unknown_trip_loops"]
@@ -96,7 +97,7 @@ def check_executions(module: Module) -> None:
                 total = runs.get(callee.name, 0) + (n if n is not None else runs.get(name, 0))
                 if total > MAX_EXECUTIONS:
                     raise InputError(f"HLO instruction {instr.name!r} in computation {name!r} runs {callee.name!r} "
-                                     f"more than {MAX_EXECUTIONS:,} times per run of the program (the trip counts "
+                                     f"more than {count(MAX_EXECUTIONS)} times per run of the program (the trip counts "
                                      "of the loops around it multiplied, over every call that leads there): no "
                                      "program runs so long")
                 runs[callee.name] = total
