@@ -41,12 +41,13 @@ check: $(STAMP)
 	ln -s $(CURDIR)/workloads $(TYPECHECK)/workloads
 	$(BIN)/mypy
 
+# --durations: the slowest tests, printed after the summary, so a test that grew slow is seen.
 test: $(STAMP) browser check
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 # Every marker registered in pyproject.toml is deselected here (a test checks it).
 test-quick: $(STAMP)
-	$(BIN)/pytest -q -m "not slow and not browser"
+	$(BIN)/pytest -q --durations=10 -m "not slow and not browser"
 
 # The speed benchmarks from a fresh clone (their inputs made first where missing), written into
 # bench/RESULTS.md between its speed markers with the machine's load (bench/record_speed.py):

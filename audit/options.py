@@ -53,6 +53,25 @@ class Defaults:
     # D-sized activations per layer per token that `plan model` and the training closed forms keep
     # when no remat is stated: block remat, each layer's input (the least any policy keeps on chip)
     plan_checkpoints_per_layer: float = 1.0
+    # Rows of the lists the formats show; the JSON holds every row unless said otherwise.
+    markdown_flagged: int = 15  # flagged ops in markdown (the HTML lists all)
+    html_flagged_open: int = 10  # flagged ops shown at once in HTML; the rest sit in a list that printing opens
+    markdown_ops: int = 10  # ops in markdown's table of the largest
+    markdown_programs: int = 15  # programs in markdown
+    markdown_target: int = 15  # matched ops of a --target comparison in markdown
+    markdown_warnings: int = 10  # warnings in markdown; the other formats list every one
+    markdown_collectives: int = 10  # collectives in markdown
+    terminal_collectives: int = 5  # the largest collectives: the terminal is read, the other formats searched
+    html_collectives: int = 500  # collectives in the HTML table; the JSON has all
+    markdown_beside: int = 10  # ops with what ran beside them, in markdown (the CSV and HTML have all)
+    terminal_beside: int = 5  # the same in the terminal
+    beside_ops: int = 5  # ops named as running beside one op
+    unmatched_kept: int = 10  # the largest ops the trace-to-HLO matching could not explain, kept in the JSON
+    unmatched_shown: int = 5  # of those, shown in the terminal and markdown
+    host_functions: int = 8  # host functions kept per host, by their time while the devices idle
+    pod_ranked: int = 10  # stragglers and slowest hosts a pod report keeps
+    pod_rows: int = 5  # rows per pod list in the terminal and markdown
+    markdown_cell: int = 90  # characters of text in a markdown table cell before it is shortened
 
 
 DEFAULTS = Defaults()

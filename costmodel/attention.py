@@ -20,7 +20,7 @@ import math
 
 from .chips.hardware import Achievable, Hardware, Quantity
 from .costs import AttentionProblem, OpCost
-from .units import human
+from .units import count, human, percent, whole, whole_percent
 
 # The matmuls of each kernel, as (over D, over Dv): forward Q.K^T and P.V; backward recomputes Q.K^T,
 # then dP = dO.V^T, dV = P^T.dO, dK = dS^T.Q, dQ = dS.K.
@@ -43,11 +43,11 @@ def unreadable(p: AttentionProblem) -> str | None:
                "window right": p.window[1]}
     for name, value in sizes.items():
         if not isinstance(value, int) or not 1 <= value <= MAX_EXTENT:
-            return f"its {name} {value} is out of range (1 to {MAX_EXTENT:,})"
+            return f"its {name} {value} is out of range (1 to {count(MAX_EXTENT)})"
     for name, value in lengths.items():
         low = -1 if name.startswith("window") else 0
         if not isinstance(value, int) or not low <= value <= MAX_EXTENT:
-            return f"its {name} {value} is out of range ({low} to {MAX_EXTENT:,})"
+            return f"its {name} {value} is out of range ({low} to {count(MAX_EXTENT)})"
     return None
 
 
@@ -118,7 +118,7 @@ def describe(p: AttentionProblem) -> tuple[str, ...]:
     dims = f"D={p.qk_dim}" + (f", Dv={p.v_dim}" if p.v_dim != p.qk_dim else "")
     share = pairs(p) / (p.q_len * p.kv_len) if p.q_len and p.kv_len else 0.0
     notes = [f"attention {p.kernel}: B={p.batch}, {heads}, S_q={p.q_len}, "
-             f"S_kv={p.kv_len}, {dims}, {mask_name(p)} ({share:.1%} of the score matrix); read from {p.config}",
+             f"S_kv={p.kv_len}, {dims}, {mask_name(p)} ({percent(share)} of the score matrix); read from {p.config}",
              _formula(p.kernel)]
     if p.padded:
         notes.append("the valid lengths are runtime operands (sequence lengths or offsets), so every position "
@@ -164,12 +164,12 @@ def achievable_compute(cost: OpCost, compute_s: float, hw: Hardware, ach: Achiev
                      f"on H100, scaled to this chip's matmul rate): no {hw.vendor or hw.name} attention kernel has "
                      "been measured for it yet")
     if length > 1.005 and half is not None:
-        notes.append(f"{keys:,.0f} keys per query on average: flash kernels reach {1 / length:.0%} of their "
-                     f"long-sequence rate (half of it at {half.value:,.0f} keys, {_cite(half)})")
+        notes.append(f"{whole(keys)} keys per query on average: flash kernels reach {whole_percent(1 / length)} of "
+                     f"their long-sequence rate (half of it at {whole(half.value)} keys, {_cite(half)})")
     if waves > 1.005:
         blocks, units = _blocks(p), _units(ach)
-        notes.append(f"{blocks:,} blocks of {BLOCK_ROWS} {'keys' if _by_keys(p) else 'queries'} take "
-                     f"{math.ceil(blocks / units)} waves over {units} compute units: {1 / waves:.0%} of their slots "
+        notes.append(f"{whole(blocks)} blocks of {BLOCK_ROWS} {'keys' if _by_keys(p) else 'queries'} take "
+                     f"{math.ceil(blocks / units)} waves over {units} compute units: {whole_percent(1 / waves)} of their slots "
                      "do work")
     return max(compute_s, cost.flops * length * waves / rate)
 

@@ -29,6 +29,7 @@ from operator import attrgetter
 from typing import Any, Callable, Mapping
 
 from ..parsers.hlo_model import Computation, Module
+from ..parsers.hlo_opcodes import CONTROL_FLOW
 from . import residency_walk
 from .chips.hardware import Hardware, MemoryLevel
 from .ops.base import nbytes
@@ -36,9 +37,9 @@ from .costs import OpCost
 
 # Ops that name other buffers without making one: their readers read what they name.
 _ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple", "opt-barrier", "add-dependency"})
-# Ops that run other computations: they touch the buffers the ops they run make.
-_RUNS_OTHERS = frozenset({"while", "call", "conditional"})
-_KIND = {**{op: residency_walk.ALIAS for op in _ALIASES}, **{op: residency_walk.RUNS for op in _RUNS_OTHERS},
+# Ops that run other computations touch the buffers the ops they run make. An async start is not one
+# here: the ops it wraps cost nothing themselves, it carries their bytes as an op of its own.
+_KIND = {**{op: residency_walk.ALIAS for op in _ALIASES}, **{op: residency_walk.RUNS for op in CONTROL_FLOW},
          "parameter": residency_walk.FIRST, "constant": residency_walk.FIRST}
 _FIELD_VALUES = attrgetter(*(f.name for f in fields(OpCost)))
 _RESIDENT = [f.name for f in fields(OpCost)].index("resident")
@@ -102,11 +103,9 @@ def _footprint(module: Module) -> dict[str, float]:
     out: dict[str, float] = {}
     for comp in module.computations.values():
         for instr in comp.instructions:
-            if instr.opcode not in _RUNS_OTHERS:
+            if instr.opcode not in CONTROL_FLOW:
                 continue
-            names = [c.lstrip("%") for c in instr.called] + [instr.attr(k).lstrip("%") for k in
-                                                              ("body", "condition", "to_apply")]
-            runs = frozenset().union(*(_reach(module, n, reach, own) for n in names))
+            runs = frozenset().union(*(_reach(module, c.name, reach, own) for c in module.run_by(instr)))
             out[instr.name] = sum(own[n] for n in runs)
     return out
 

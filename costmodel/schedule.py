@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..parsers.hlo_model import Instruction, Module
+from ..parsers.hlo_opcodes import CONTROL_FLOW
 from .ops.loops import trip_count, while_parts
 from .costs import Expectation, OpCost
 
@@ -112,9 +113,11 @@ class _Run:
 def _plain(instr: Instruction) -> bool:
     """Whether the walk just runs an op with this one's opcode on the compute stream: it neither
     launches, waits, nor runs other computations."""
-    return not (launches(instr) or waits(instr)) and instr.opcode not in ("async-update", "while", "call",
-                                                                           "conditional")
+    return not (launches(instr) or waits(instr)) and instr.opcode not in _NOT_PLAIN
 
+
+# An async update only passes its start on to its done; control flow runs its computations in place.
+_NOT_PLAIN = frozenset(CONTROL_FLOW + ("async-update",))
 
 # Streams of their own on GPU: host/device copies and point-to-point transfers.
 _OWN_GPU_STREAM = {"copy", "send-recv", "async"}
@@ -229,11 +232,10 @@ class _Walker:
             n = trip_count(self.module, instr)[0]
             return self._nested(body.name if body else None, 1 if n is None else n, out) + \
                 self._nested(cond.name if cond else None, 1 if n is None else n + 1, out)
-        if instr.opcode in ("call", "conditional"):
+        if instr.opcode in CONTROL_FLOW:
             total = 0.0
-            for name in instr.called:
-                comp = self.module.computations.get(name.lstrip("%"))
-                if comp is not None and not comp.is_fusion:
+            for comp in self.module.run_by(instr):
+                if not comp.is_fusion:
                     total += self._nested(comp.name, 1, out)
             return total
         seconds = self.seconds(instr.name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .chips.hardware import Achievable, Hardware, Quantity
-from .units import human
+from .units import count, human, ratio, whole_percent
 
 # The K depth of one main-loop iteration of a GPU matmul kernel, the smallest piece of work a
 # compute unit takes (estimate: hipBLASLt's MT256x256x64 and CUTLASS's 128x256x64 tiles).
@@ -71,7 +71,7 @@ def k_loop_seconds(gemm: tuple[int, int, int, int] | None, ach: Achievable) -> t
              f"{human(step.value, 's')} ({cite(step)})"]
     if fill is not None:
         parts.append(f"{human(around, 's')} to start and end it ({cite(fill)})")
-    return seconds, f"K loop: K={gemm[3]:,} is " + ", plus ".join(parts) + f": {human(seconds, 's')}"
+    return seconds, f"K loop: K={count(gemm[3])} is " + ", plus ".join(parts) + f": {human(seconds, 's')}"
 
 
 def pipeline_fill(compute_s: float, memory_s: float, hw: Hardware, ach: Achievable) -> tuple[float, str]:
@@ -102,7 +102,7 @@ def _mxu_factor(gemm: tuple[int, int, int, int], tile: tuple[int, int]) -> tuple
     if factor < _WORTH_SAYING:
         return factor, ""
     return factor, (f"MXU padding: M={m}, N={n}, K={k} pads to {_up(m, _TPU_ROWS)}x{_up(n, tile[1])}x"
-                    f"{_up(k, tile[0])} on the {tile[0]}x{tile[1]} MXU ({factor:.2f}x the work)")
+                    f"{_up(k, tile[0])} on the {tile[0]}x{tile[1]} MXU ({ratio(factor)} the work)")
 
 
 def _wave_factor(gemm: tuple[int, int, int, int], rows: int, cols: int, units: int) -> tuple[float, str]:
@@ -130,4 +130,4 @@ def _wave_factor(gemm: tuple[int, int, int, int], rows: int, cols: int, units: i
         return factor, ""
     return factor, (f"tile and wave quantization: M={m}, N={n}, K={k}" + (f", batch {batch}" if batch > 1 else "")
                     + f" as {tiles} tiles of {tm}x{tn}, {steps} K steps of {K_STEP} each, over {units} compute "
-                    f"units: {1 / factor:.0%} of the work done is useful")
+                    f"units: {whole_percent(1 / factor)} of the work done is useful")

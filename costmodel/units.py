@@ -4,7 +4,8 @@ Every number `audit` prints (report tables, the terminal, the reasons the cost m
 writes, `calc`, `plan`, `diff`) goes through here. Each formatter takes SI base units
 (seconds, bytes, FLOPs, FLOP/s, bytes/s) and returns three significant digits with a
 decimal prefix (GB = 1e9 bytes); an unknown value (`None`, NaN, inf) becomes `UNKNOWN`,
-never a zero. The HTML page's script formats table cells the same way.
+never a zero. The HTML page shows the strings formatted here (reports/payload.py): its script
+formats no number.
 """
 
 from __future__ import annotations
@@ -147,9 +148,30 @@ def ratio(value: object) -> str:
     return f"{float(value):.2f}x" if known(value) else UNKNOWN
 
 
+def stated(value: object) -> str:
+    """A figure as stated (a user's --set, a hardware file's), to four significant digits, in the unit it
+    came in: 12500000000.0 -> "1.25e+10"."""
+    return f"{float(value):.4g}" if known(value) else UNKNOWN
+
+
+def factor(value: object) -> str:
+    """A factor in prose, to one decimal: 2.3 -> "2.3x" (`ratio` writes two, for tables)."""
+    return f"{float(value):.1f}x" if known(value) else UNKNOWN
+
+
+def whole_percent(value: object) -> str:
+    """A fraction in prose, to a whole percent: 0.372 -> "37%"."""
+    return f"{100.0 * float(value):.0f}%" if known(value) else UNKNOWN
+
+
+def whole(value: object) -> str:
+    """A count or a length rounded to a whole number, with thousands separators: 12345.6 -> "12,346"."""
+    return f"{float(value):,.0f}" if known(value) else UNKNOWN
+
+
 def count(value: object) -> str:
     """A count with thousands separators, as it is: a mean over devices (4.875 runs) keeps its
-    fraction, to three decimals as the HTML page's script writes it."""
+    fraction, to three decimals."""
     if not known(value):
         return UNKNOWN
     text = f"{float(value):,.3f}".rstrip("0").rstrip(".")

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Iterator
 
 from .dtypes import DTYPE_BITS
+from .hlo_opcodes import RUNS_OTHERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,30 +254,35 @@ class Module:
         pending = [self.entry]
         while pending:
             for instr in found[pending.pop()].instructions:
-                for comp in self._run_by(instr):
+                for comp in self.run_by(instr):
                     if comp.name not in found and not comp.is_fusion:
                         found[comp.name] = comp
                         pending.append(comp.name)
         return list(found.values())
 
-    def _run_by(self, instr: Instruction) -> list[Computation]:
+    def run_by(self, instr: Instruction) -> list[Computation]:
         """The computations `instr` runs as ops of their own: a while's body and condition, a
-        conditional's branches, what a call or an async start calls."""
-        def named(name: str) -> Computation | None:
-            return self.computations.get(name.lstrip("%")) if name else None
-
-        called = instr.called
+        conditional's branches, what a call or an async start calls. The one walker over called
+        computations: the cost model's execution counts and schedule follow it too."""
         if instr.opcode == "while":
-            names = [(instr.attr("body"), called[0] if called else ""),
-                     (instr.attr("condition"), called[1] if len(called) > 1 else "")]
-            parts = [named(stated) or named(listed) for stated, listed in names]
+            parts = list(self.while_parts(instr))
         elif instr.opcode == "conditional":
-            parts = [named(name) for name in called]
-        elif instr.opcode in ("call", "async-start"):
-            parts = [named(name) for name in called or (instr.attr("to_apply"), instr.attr("calls"))]
+            parts = [self._named(name) for name in instr.called]
+        elif instr.opcode in RUNS_OTHERS:
+            parts = [self._named(name) for name in instr.called or (instr.attr("to_apply"), instr.attr("calls"))]
         else:
             return []
         return [comp for comp in parts if comp is not None]
+
+    def while_parts(self, loop: Instruction) -> tuple[Computation | None, Computation | None]:
+        """A while loop's body and condition, by their attributes or else their place in its called list."""
+        called = loop.called
+        body = self._named(loop.attr("body")) or (self._named(called[0]) if called else None)
+        cond = self._named(loop.attr("condition")) or (self._named(called[1]) if len(called) > 1 else None)
+        return body, cond
+
+    def _named(self, name: str) -> Computation | None:
+        return self.computations.get(name.lstrip("%")) if name else None
 
     def instructions(self) -> Iterator[tuple[Computation, Instruction]]:
         for comp in self.computations.values():

@@ -30,3 +30,14 @@ COLLECTIVES: tuple[str, ...] = (
     "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute",
     "collective-broadcast", "ragged-all-to-all",
 )
+
+# Opcodes that run other computations as ops of their own (not fused into them, not applied per element):
+# a loop's body and condition, a conditional's branches, what a call calls.
+CONTROL_FLOW: tuple[str, ...] = ("while", "conditional", "call")
+# What a walk over the program's ops follows (`Module.running`, `Module.run_by`): control flow, and the
+# async start whose wrapped computation's ops run as ops of their own on another stream.
+RUNS_OTHERS: tuple[str, ...] = CONTROL_FLOW + ("async-start",)
+# Ops whose time is their children's, not their own: control flow, and the async update and done that
+# only wait for a start. An async-start is not one: it carries the cost of the ops it wraps, which cost
+# nothing themselves, so it counts once in every total like any other op.
+CONTAINERS: frozenset[str] = frozenset(CONTROL_FLOW + ("async-update", "async-done"))

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..timebase import PS_PER_NS
 from . import xline_decode
 from .protowire import varint
 from .ranges import check_columns
@@ -112,7 +113,7 @@ def _decoded(plane: Any, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarr
                       f"plane {plane.name!r} (a host thread line)")
     except InputError as exc:
         raise InputError(exc.message, path=plane.lines.origin) from None
-    return d.metadata_id, d.timestamp_ns * 1000 + d.offset_ps, d.duration_ps
+    return d.metadata_id, d.timestamp_ns * PS_PER_NS + d.offset_ps, d.duration_ps
 
 
 def _parsed(line: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -120,4 +121,4 @@ def _parsed(line: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     mid, off, dur = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     for i, ev in enumerate(line.events):
         mid[i], off[i], dur[i] = ev.metadata_id, ev.offset_ps, max(ev.duration_ps, 0)
-    return mid, line.timestamp_ns * 1000 + off, dur
+    return mid, line.timestamp_ns * PS_PER_NS + off, dur

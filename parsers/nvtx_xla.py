@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..timebase import PS_PER_NS
 from .events import events_frame, steps_frame
 
 # One row per NVTX push/pop range, times on the GPU timeline in ns.
@@ -41,7 +42,6 @@ RANGE_COLUMNS: dict[str, str] = {
 MODULE = re.compile(r"^(?:TSL:)?XlaModule:#(?:prefix=.*?,)?hlo_module=([^,#]+)(?:,program_id=(\d+))?#$")
 THUNK = re.compile(r"^(?:TSL:)?Thunk:#.*?hlo_op=([^,#]+)#$")
 XLA_RANGE = re.compile(r"^(?:TSL:)?(?:XlaModule|Thunk):#")
-NS_TO_PS = 1000
 STEP_SOURCE = "XLA module ranges (Nsight Systems)"
 
 
@@ -154,7 +154,7 @@ def _steps(executions: pd.DataFrame, host: str) -> tuple[list[tuple[str, int, in
                 dev_runs = dev_runs.iloc[:-1]
         kept_parts.append(dev_runs)
     kept = pd.concat(kept_parts, ignore_index=True)
-    rows = [(host, int(d), int(s), int(a) * NS_TO_PS, int(a + b) * NS_TO_PS)
+    rows = [(host, int(d), int(s), int(a) * PS_PER_NS, int(a + b) * PS_PER_NS)
             for d, s, a, b in zip(kept["device"], kept["step"], kept["start"], kept["dur"])]
     return rows, kept, warnings
 
@@ -180,8 +180,8 @@ def _op_events(frame: pd.DataFrame, owner: np.ndarray, kept: pd.DataFrame,
     ) & (frame["start"].to_numpy() >= 0)
     rows = frame[chosen]
     program_of = pd.Series(executions["program"].to_numpy(), index=executions["range_id"].to_numpy())
-    start_ps = rows["start"].to_numpy(np.int64) * NS_TO_PS
-    dur_ps = rows["dur"].to_numpy(np.int64) * NS_TO_PS
+    start_ps = rows["start"].to_numpy(np.int64) * PS_PER_NS
+    dur_ps = rows["dur"].to_numpy(np.int64) * PS_PER_NS
     step = _step_of(rows["device"].to_numpy(np.int64), start_ps, step_rows)
     return events_frame({
         "host": [host] * len(rows), "device": rows["device"].to_numpy(),

@@ -1,4 +1,5 @@
-"""Read a profile (file, run dir or logdir) into a `Profile`: op events, steps, modules, device facts."""
+"""The XPlane reader: one host's `.xplane.pb` into a `HostProfile` (op events, steps, modules, device
+facts), registered in `parsers.readers` as `READER`; the pod layer lists a profile's hosts and reads each."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 
 from ..errors import InputError
 from .events import HostExtraction, PlaneStats, to_u64
@@ -15,47 +15,13 @@ from .events_gpu import GPU_PLANE, extract_gpu
 from .events_tpu import TPU_PLANE, core_label, extract_tpu
 from .hlo_files import decode_programs
 from .host_python import python_events
-from .profile_model import HostProfile, HostRead, Profile, ProfileReader
+from .profile_model import HostProfile, HostRead, ProfileReader
 from .ranges import ordinal
-from .profile_files import SUFFIX, find_profile_files
+from .profile_files import SUFFIX
 from .xplane import claims, decode_xspace, list_hosts, read_xspace
 
 _HLO_STATS = ("Hlo Proto", "HLO Proto")
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((\d+)\)$")
-
-
-def load_profile(path: str | Path, run: str | None = None) -> Profile:
-    """Read every host's `.xplane.pb` of one profile run.
-
-    **Arguments:** `path` is a `.xplane.pb`, a run directory, or a TensorBoard logdir
-    (its latest run, or the one named by `run`). Hosts are read one after another in this
-    process; the pod layer (`audit.pod`) reads many hosts on a Dask cluster instead.
-    """
-    files = find_profile_files(path, run)
-    if not files.paths:
-        raise InputError(f"no {SUFFIX} files in this run", path=path)
-    hosts = [load_host(p) for p in files.paths]
-    _distinct_host_names(hosts)
-    if hosts:
-        hosts[0].warnings[:0] = files.warnings
-    return Profile(paths=[str(p) for p in files.paths], hosts=hosts, run=files.run)
-
-
-def _distinct_host_names(hosts: list[HostProfile]) -> None:
-    """Rows are keyed by (host, device): files naming the same host are told apart by file name."""
-    names = [h.host for h in hosts]
-    for host in hosts:
-        if names.count(host.host) > 1:
-            label = f"{host.host}:{Path(host.path).name.removesuffix(SUFFIX)}"
-            host.warnings.append(f"several files name host {host.host!r}; this one is called {label!r}")
-            host.host = label
-            for frame in (host.events, host.steps):
-                frame["host"] = pd.Categorical([label] * len(frame))
-
-
-def load_host(path: str | Path) -> HostProfile:
-    """Read one host's `.xplane.pb` into a HostProfile."""
-    return read_host(path)[0]
 
 
 def read_host(path: str | Path, data: bytes | None = None,

@@ -71,45 +71,6 @@ class HostProfile:
     host_events: pd.DataFrame | None = None
 
 
-@dataclass
-class Profile:
-    """One profile: one or more hosts captured together."""
-
-    paths: list[str]
-    hosts: list[HostProfile]
-    run: str = ""
-
-    @property
-    def platform(self) -> str:
-        return self.hosts[0].platform if self.hosts else ""
-
-    @property
-    def warnings(self) -> list[str]:
-        return [w for h in self.hosts for w in h.warnings]
-
-    def events(self) -> pd.DataFrame:
-        if len(self.hosts) == 1:
-            return self.hosts[0].events
-        return pd.concat([h.events for h in self.hosts], ignore_index=True)
-
-    def steps(self) -> pd.DataFrame:
-        if len(self.hosts) == 1:
-            return self.hosts[0].steps
-        return pd.concat([h.steps for h in self.hosts], ignore_index=True)
-
-    def modules(self) -> dict[int, Module]:
-        merged: dict[int, Module] = {}
-        for h in self.hosts:
-            merged.update(h.modules)
-        return merged
-
-    def module_names(self) -> dict[int, str]:
-        merged: dict[int, str] = {}
-        for h in self.hosts:
-            merged.update(h.module_names)
-        return merged
-
-
 HostRead = tuple[HostProfile, dict[int, bytes]]  # the host, and each program's HloProto bytes
 
 

@@ -2,7 +2,9 @@
 
 Ops are columnar rows; every string goes into one interned table (module
 names, opcodes and source files repeat across thousands of ops), and numbers
-keep four significant digits, which is more than the page shows. The JSON is
+keep four significant digits, which is more than the page shows: they sort the
+table. What a cell shows is formatted here, by costmodel/units.py, as every other
+format prints it (`shown`): the page's script formats no number itself. The JSON is
 escaped for a `<script type="application/json">` element, so no trace string
 can close the element or start markup.
 """
@@ -21,9 +23,10 @@ from .model.report import ReportModel
 # line separators that older JavaScript parsers reject inside strings.
 _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _TIP_FIELDS = ("category", "dtype", "devices", "measured_s_max", "comm_bytes")
-# The page's number formats (reports/assets/report.js), by the unit a column declares.
-_FMT = {"text": "text", "bool": "bool", "s": "time", "fraction": "pct", "FLOP": "flop", "FLOP/s": "flops",
-        "B": "bytes", "B/s": "bps", "FLOP/B": "fpb", "count": "int"}
+# How the page's script treats a column (reports/assets/report.js), by the unit it declares: text is
+# sorted as text, a number by its value and shown as units.py wrote it.
+_FMT = {"text": "text", "bool": "bool", "s": "num", "fraction": "num", "FLOP": "num", "FLOP/s": "num",
+        "B": "num", "B/s": "num", "FLOP/B": "num", "count": "num"}
 
 
 class _Strings:
@@ -57,12 +60,18 @@ def _cell(op: OpRecord, col: Column, strings: _Strings) -> object:
     return _number(value)
 
 
+def _shown(op: OpRecord, col: Column, strings: _Strings) -> int | None:
+    """The text a number's cell shows, as units.py formats the column's unit."""
+    return None if col.unit in ("text", "bool") else strings(qty.format_as(col.value(op), col.unit))
+
+
 def _details(op: OpRecord, strings: _Strings) -> list[Any]:
     """What the hover card shows beyond the table columns."""
     prov = op.provenance.to_json()
     prov_text = ", ".join(f"{k}: {v}" for k, v in sorted(prov.items()) if v)
     return [strings("; ".join(op.reasons)), strings(op.suggestion), strings(prov_text)] + \
-        [strings(getattr(op, f)) if f in ("category", "dtype") else _number(getattr(op, f)) for f in _TIP_FIELDS]
+        [strings(getattr(op, f)) if f in ("category", "dtype") else _number(getattr(op, f)) for f in _TIP_FIELDS] + \
+        [strings(qty.seconds(op.measured_s_max))]
 
 
 def build_payload(report: ReportModel) -> dict[str, Any]:
@@ -71,13 +80,15 @@ def build_payload(report: ReportModel) -> dict[str, Any]:
     columns = for_report(TABLE_COLUMNS, predicted)
     strings = _Strings()
     rows = [[_cell(op, c, strings) for c in columns] for op in report.ops]
+    shown = [[_shown(op, c, strings) for c in columns] for op in report.ops]
     details = [_details(op, strings) for op in report.ops]
     return {
         "predicted": predicted,
         "columns": [{"key": c.key, "label": c.label, "fmt": _FMT[c.unit], "title": c.title} for c in columns],
-        "detail_fields": ["reasons", "suggestion", "provenance", *_TIP_FIELDS],
+        "detail_fields": ["reasons", "suggestion", "provenance", *_TIP_FIELDS, "slowest"],
         "strings": strings.table,
         "rows": rows,
+        "shown": shown,
         "details": details,
     }
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-MAX_TEXT = 90
+from ..options import DEFAULTS
+
+MAX_TEXT = DEFAULTS.markdown_cell
 _SPECIAL = "\\`*_[]<>|#~&!"
 
 

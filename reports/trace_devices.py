@@ -15,8 +15,8 @@ from typing import Any, cast
 import pandas as pd
 
 from .model.report import DeviceSteps, ReportModel
+from ..timebase import PS
 
-PS = 1e-12
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,22 @@ def fixture_path():
     return shared_fixture
 
 
+def read_hosts(path: str | Path, run: str | None = None) -> list:
+    """Each host of a profile as `audit inspect` reads it (audit.pod): the reader of its format lists
+    the host files of the run, the reader of each host file reads it, and each program's HLO is decoded
+    from the bytes the reader returns. In this process, one host after another."""
+    from audit.parsers.hlo_files import decode_programs
+    from audit.parsers.readers import reader_of_host
+    from audit.pod.files import list_host_files
+
+    hosts = []
+    for host_path in list_host_files(path, run).paths:
+        host, protos = reader_of_host(host_path).read_host(host_path, None, None)
+        host.modules = decode_programs(protos, host_path, host.warnings)
+        hosts.append(host)
+    return hosts
+
+
 def render(report: dict, fmt: str) -> str:
     """A JSON report read back and rendered in one format, as a report written earlier would be."""
     from audit.reports.model.report import ReportModel

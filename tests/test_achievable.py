@@ -236,7 +236,7 @@ def test_the_achievable_reason_says_its_times_are_one_run():
     """The flagged line's wasted and achievable times are summed over the analysed steps; the reason
     beside them is one run's, and says so (304 µs measured against a 1.10 ms waste read as a contradiction)."""
     from audit.costmodel.achievable import AchievableTime
-    from audit.optable.judge import achievable_reasons
+    from audit.optable.verdict import achievable_reasons
 
     reach = AchievableTime(seconds=1e-4, compute_s=1e-4, memory_s=None, comm_s=None, launch_s=0.0,
                            source="f32 matmul 202 GFLOP/s (calibrated, measured)")

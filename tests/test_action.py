@@ -101,6 +101,7 @@ def _fake_gh(folder: Path, existing_id: str) -> tuple[str, Path]:
     return str(gh.parent), log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("existing", "call"), [("", "api repos/o/r/issues/7/comments -f body="),
                                                 ("42", "api -X PATCH repos/o/r/issues/comments/42 -f body=")])
 def test_the_comment_step_updates_the_earlier_comment_or_posts_one(tmp_path, existing, call):

@@ -171,6 +171,7 @@ def test_a_failed_measurement_is_one_clear_error(tmp_path, monkeypatch):
     assert not (tmp_path / calibration.CACHE_FILE).exists()
 
 
+@pytest.mark.slow
 def test_a_probe_started_ahead_compiles_then_times_only_when_asked(tmp_path, monkeypatch):
     # GIVEN nothing cached: an analysis starts the probes ahead of needing them
     import subprocess
@@ -224,6 +225,7 @@ def test_only_an_input_judged_on_this_cpu_starts_the_probe_ahead(tmp_path, monke
     assert len(started) == 3
 
 
+@pytest.mark.slow
 def test_deciding_to_start_ahead_loads_no_heavy_library(fixture_path):
     # The probe is started before the analysis loads pandas, numpy and protobuf (half a second on a
     # bare install): the glance at the input must not load them itself.

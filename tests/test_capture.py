@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = ROOT / "workloads" / "matmul.py"
@@ -43,6 +43,7 @@ def write(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_structured_workload_is_captured_in_tensorboard_layout_with_only_the_profiled_steps(tmp_path):
     done = capture(MATMUL, tmp_path, *TINY_MATMUL, steps=3, warmup=2)
     assert done.returncode == 0, done.stderr
@@ -50,16 +51,16 @@ def test_structured_workload_is_captured_in_tensorboard_layout_with_only_the_pro
     [xplane] = run_dir.glob("*.xplane.pb")
     assert xplane.name.endswith(".xplane.pb") and xplane.parent.parent.name == "profile"
 
-    profile = load_profile(run_dir)
-    events, steps = profile.events(), profile.steps()
-    module_of = profile.module_names()
+    (host,) = read_hosts(run_dir)
+    events, steps = host.events, host.steps
+    module_of = host.module_names
     sweep = events[events["program_id"].map(module_of) == "jit_sweep"]
     assert not sweep.empty, sorted(set(module_of.values()))
     # Every op of the step ran once per profiled step: the two warmup steps are not in the profile.
     per_op = sweep.groupby("op")["occurrences"].sum()
     assert (per_op == 3).all(), per_op
     assert sorted(steps["step"].unique()) == [0, 1, 2]
-    assert profile.hosts[0].step_source == "StepTraceAnnotation"
+    assert host.step_source == "StepTraceAnnotation"
 
     record = sidecar(run_dir)
     assert record["workload"] == "matmul_sweep" and record["status"] == "ok"
@@ -88,6 +89,7 @@ RAISES = """
     """
 
 
+@pytest.mark.slow
 def test_a_raising_workload_exits_3_with_its_own_traceback_and_keeps_the_partial_profile(tmp_path):
     script = write(tmp_path, "diverges.py", RAISES)
     done = capture(script, tmp_path / "out", steps=4, warmup=1)
@@ -99,10 +101,11 @@ def test_a_raising_workload_exits_3_with_its_own_traceback_and_keeps_the_partial
     record = sidecar(run_dir)
     assert record["status"] == "raised" and "loss diverged" in record["error"]
     assert len(record["step_times_s"]) == 2  # step 1 ran; the update after it raised
-    steps = load_profile(run_dir).steps()
+    steps = read_hosts(run_dir)[0].steps
     assert set(steps["step"].unique()) <= {0, 1} and 0 in set(steps["step"])
 
 
+@pytest.mark.slow
 def test_a_workload_failing_before_any_step_exits_3_without_a_profile(tmp_path):
     script = write(tmp_path, "broken.py", """
         from audit import workload
@@ -117,6 +120,7 @@ def test_a_workload_failing_before_any_step_exits_3_without_a_profile(tmp_path):
     assert record["status"] == "raised" and record["phase"] == "build" and "run_dir" not in record
 
 
+@pytest.mark.slow
 def test_a_plain_script_is_profiled_as_a_whole_with_its_argv(tmp_path):
     script = write(tmp_path, "plain.py", """
         import sys
@@ -132,19 +136,21 @@ def test_a_plain_script_is_profiled_as_a_whole_with_its_argv(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "args ['--alpha', '3'] name __main__" in done.stdout
     [run_dir] = run_dirs(tmp_path)
-    profile = load_profile(run_dir)
-    assert "jit_gram" in set(profile.module_names().values())
-    assert not profile.events().empty
+    (host,) = read_hosts(run_dir)
+    assert "jit_gram" in set(host.module_names.values())
+    assert not host.events.empty
     record = sidecar(run_dir)
     assert record["kind"] == "script" and record["workload"] == "plain" and record["wall_s"] > 0
 
 
+@pytest.mark.slow
 def test_a_plain_script_exiting_non_zero_counts_as_a_failure(tmp_path):
     script = write(tmp_path, "quits.py", "import sys\nsys.exit(4)\n")
     done = capture(script, tmp_path)
     assert done.returncode == 3 and "quits.py exited with status 4" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body, message", [("def f(:\n    pass\n", "syntax error at line 1"), (None, "not found")])
 def test_bad_workload_files_exit_2_before_jax_is_imported(tmp_path, body, message):
     script = tmp_path / "bad.py"
@@ -201,4 +207,4 @@ def test_ctrl_c_stops_the_workload_and_keeps_what_was_captured(tmp_path):
     [run_dir] = run_dirs(tmp_path / "out")
     record = sidecar(run_dir)
     assert record["status"] == "interrupted" and 2 <= len(record["step_times_s"]) < 10_000
-    assert not load_profile(run_dir).events().empty
+    assert not read_hosts(run_dir)[0].events.empty

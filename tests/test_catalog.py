@@ -177,6 +177,7 @@ def test_topology_round_trips(dims):
     assert parse_topology("x".join(map(str, dims))) == tuple(dims)
 
 
+@pytest.mark.slow
 def test_a_cpu_analysis_reads_no_catalog_file() -> None:
     # The catalog's 20 TOML files cost a third of a second of start-up that a CPU profile or a CPU
     # HLO dump never uses: they are read when a chip is first looked up, not on import.

@@ -18,7 +18,7 @@ from audit.optable.command_buffers import RECAPTURE, contents
 from audit.orchestration.analysis import cost_modules
 from audit.orchestration.runner import Capture, RunRequest, run_source
 from audit.parsers.hlo_text import parse_hlo_text
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 from conftest import H100_CAPTURES, render
 
 CAPTURES = H100_CAPTURES
@@ -27,7 +27,7 @@ FLAG = "--xla_gpu_enable_command_buffer="
 
 @pytest.fixture(scope="module")
 def step_program():
-    module = load_profile(CAPTURES / "train-step-cmdbuf.xplane.pb").hosts[0].modules[0]
+    module = read_hosts(CAPTURES / "train-step-cmdbuf.xplane.pb")[0].modules[0]
     return module, cost_modules({0: module}, None)[0]
 
 
@@ -135,6 +135,7 @@ def test_a_gpu_run_turns_command_buffers_off_unless_the_user_chose(platform, use
     assert set(user.split()) <= set(flags.split())
 
 
+@pytest.mark.slow
 def test_the_run_records_the_flag_and_the_report_source_says_so(tmp_path):
     script = tmp_path / "step.py"
     script.write_text("print('one step')\n")

@@ -14,7 +14,7 @@ from audit.orchestration import calibrate
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.detect import hardware_from_trace
 from audit.parsers.events import PlaneStats
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 from audit.parsers.xplane import read_xspace
 
 MI300X_CAPTURES = ("gemm", "attention", "elementwise", "conv3d-8gpu")
@@ -22,8 +22,8 @@ MI300X_CAPTURES = ("gemm", "attention", "elementwise", "conv3d-8gpu")
 
 @pytest.mark.parametrize("capture", MI300X_CAPTURES)
 def test_mi300x_captures_are_detected_with_trace_provenance(capture):
-    profile = load_profile(shared_fixture(f"gpu-mi300x/{capture}.xplane.pb"))
-    hw = hardware_from_trace(profile.platform, profile.hosts[0].device_stats)
+    (host,) = read_hosts(shared_fixture(f"gpu-mi300x/{capture}.xplane.pb"))
+    hw = hardware_from_trace(host.platform, host.device_stats)
     assert (hw.name, hw.vendor, hw.kind, hw.source) == ("mi300x", "AMD", "gpu", "trace")
     # The planes state memory_size 206141652992 B, which wins over the catalog, and
     # memory_bandwidth 2662400000000 B/s, half the datasheet's 5.3e12, which real kernels in
@@ -42,7 +42,7 @@ def test_mi300x_captures_are_detected_with_trace_provenance(capture):
 
 def test_unlisted_gpu_peak_is_derived_from_clock_and_cores():
     # A TensorFlow profile from V100-class GPUs: 80 SMs at 1.53 GHz, capability 7.0. It is no
-    # JAX profile (load_profile refuses it), so its device plane stats are read directly.
+    # JAX profile (the reader refuses it), so its device plane stats are read directly.
     space = read_xspace(shared_fixture("not-jax/tensorflow-gpu-multiworker.xplane.pb"))
     device_stats = {}
     for plane in space.planes:

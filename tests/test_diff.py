@@ -57,6 +57,7 @@ def runs(tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 def test_same_program_twice_has_no_compile_time_change_and_no_regression(runs):
     diff = diff_reports(runs["base"], runs["base2"], Gates(fail_on_slowdown=0.05)).to_json()
     ct = diff["compile_time"]
@@ -66,6 +67,7 @@ def test_same_program_twice_has_no_compile_time_change_and_no_regression(runs):
     assert not diff["regression"]
 
 
+@pytest.mark.slow
 def test_doubling_the_mlp_width_names_the_dots_and_the_exact_flops(runs):
     diff = diff_reports(runs["base"], runs["wide"]).to_json()
     ct = diff["compile_time"]
@@ -88,6 +90,7 @@ def test_doubling_the_mlp_width_names_the_dots_and_the_exact_flops(runs):
     assert ct["totals_per_step"]["flops"]["delta"] >= per_device_dot_flops
 
 
+@pytest.mark.slow
 def test_a_new_all_gather_is_reported_with_bytes_and_expected_time(runs):
     diff = diff_reports(runs["base"], runs["gathered"]).to_json()
     added = [r for r in diff["compile_time"]["added_ops"] if r["opcode"].startswith("all-gather")]
@@ -98,6 +101,7 @@ def test_a_new_all_gather_is_reported_with_bytes_and_expected_time(runs):
     assert diff["compile_time"]["totals_per_step"]["comm_bytes"]["delta"] > 0
 
 
+@pytest.mark.slow
 def test_cli_gates_a_real_slowdown_and_writes_all_outputs(runs, tmp_path, capsys):
     base, slow = tmp_path / "base.json", tmp_path / "slow.json"
     base.write_text(json.dumps(runs["base"]))
@@ -114,6 +118,7 @@ def test_cli_gates_a_real_slowdown_and_writes_all_outputs(runs, tmp_path, capsys
     assert "<section" in (tmp_path / "d.html").read_text()
 
 
+@pytest.mark.slow
 def test_cli_same_program_exits_0_and_flops_gate_trips_on_wider_mlp(runs, tmp_path, capsys):
     paths = {}
     for key in ("base", "base2", "wide"):
@@ -135,6 +140,7 @@ def test_bad_sides_exit_2(tmp_path, capsys):
     assert "--fail-on-slowdown expects a percentage" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_old_spelling_of_the_step_time_threshold_still_gates_and_says_its_new_name(runs, tmp_path, capsys):
     base, slow = tmp_path / "base.json", tmp_path / "slow.json"
     base.write_text(json.dumps(runs["base"]))
@@ -217,6 +223,7 @@ def test_hierarchical_interval_covers_run_to_run_variance_not_just_steps():
     assert whi - wlo < hi - lo
 
 
+@pytest.mark.slow
 def test_identical_runs_with_one_slowed_head_run_are_inconclusive_and_name_the_run(runs, tmp_path, capsys):
     base_dir, head_dir = tmp_path / "base", tmp_path / "head"
     base_dir.mkdir()
@@ -241,6 +248,7 @@ def test_identical_runs_with_one_slowed_head_run_are_inconclusive_and_name_the_r
     assert main(["diff", str(base_dir), str(head_dir), "--strict", "--quiet"]) == 1
 
 
+@pytest.mark.slow
 def test_a_busy_neighbour_beside_two_of_three_head_runs_is_inconclusive_not_a_regression(runs):
     # Identical code; a CPU hog beside head runs 1 and 3 slowed them 1.7x: on average the head
     # reads 46% slower, but its runs disagree, which is the machine speaking, not the code.
@@ -253,6 +261,7 @@ def test_a_busy_neighbour_beside_two_of_three_head_runs_is_inconclusive_not_a_re
     assert odd["side"] == "head" and odd["source"] == "h1" and odd["off_by"] < -0.2
 
 
+@pytest.mark.slow
 def test_ordinary_run_to_run_variation_does_not_hide_a_real_slowdown(runs):
     # Runs of one side differ by up to 15% on a shared machine; a 30% slowdown still reads as one.
     base = [_steady(runs["base"], f, f"b{i}") for i, f in enumerate((1.0, 1.12, 0.96))]
@@ -261,6 +270,7 @@ def test_ordinary_run_to_run_variation_does_not_hide_a_real_slowdown(runs):
     assert diff["measured"]["unstable"] == [] and diff["verdict"] == "regression" and diff["regression"]
 
 
+@pytest.mark.slow
 def test_repeated_runs_of_a_real_slowdown_are_a_regression_without_fail_on(runs, tmp_path, capsys):
     for i in range(2):
         (tmp_path / f"b{i}.json").write_text(json.dumps(_steady(runs["base"], 1.0 + 0.01 * i, f"b{i}")))
@@ -273,6 +283,7 @@ def test_repeated_runs_of_a_real_slowdown_are_a_regression_without_fail_on(runs,
     assert "REGRESSION" in text and "default" in text and "step time: regression" in text
 
 
+@pytest.mark.slow
 def test_one_run_a_side_is_labelled_weak_and_identical_code_never_fails(runs, tmp_path):
     base, head = tmp_path / "b.json", tmp_path / "h.json"
     base.write_text(json.dumps(runs["base"]))
@@ -282,6 +293,7 @@ def test_one_run_a_side_is_labelled_weak_and_identical_code_never_fails(runs, tm
     assert me["weak"] and me["verdict"] == "inconclusive" and "floor" in me["method"]
 
 
+@pytest.mark.slow
 def test_one_run_a_side_of_an_unchanged_program_never_fails_on_timing_alone(runs, tmp_path):
     """A CPU hog beside one run slows it severalfold; with one run a side that is no evidence of a regression."""
     base, head = tmp_path / "b.json", tmp_path / "h.json"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 from audit.parsers.profile_model import EVENT_COLUMNS, STEP_COLUMNS
 
 STEPS = 3
@@ -81,11 +81,12 @@ def _busy_ps(frame: pd.DataFrame) -> int:
     return total + (0 if cur_end is None else cur_end - cur_start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["steps", "launches"])
 def test_one_row_per_executed_op_per_device(traces: dict[str, Path], kind: str) -> None:
-    profile = load_profile(traces[kind])
-    events = profile.events()
-    assert profile.platform == "cpu"
+    (host,) = read_hosts(traces[kind])
+    events = host.events
+    assert host.platform == "cpu"
     assert list(events.columns)[: len(EVENT_COLUMNS)] == list(EVENT_COLUMNS)
     ours = Counter(zip(events["device"].astype(int), events["op"].astype(str)))
     assert ours == _thunks_by_jax_reader(traces[kind])
@@ -104,8 +105,9 @@ def _inside_loops(events: pd.DataFrame) -> set[str]:
     return inside
 
 
+@pytest.mark.slow
 def test_occurrences_are_steps_times_executions(traces: dict[str, Path]) -> None:
-    events = load_profile(traces["steps"]).events()
+    events = read_hosts(traces["steps"])[0].events
     per_step = events.groupby(["device", "op", "step"], observed=True)["occurrences"].sum()
     total = events.groupby(["device", "op"], observed=True)["occurrences"].sum()
     looped = _inside_loops(events)
@@ -119,15 +121,17 @@ def test_occurrences_are_steps_times_executions(traces: dict[str, Path]) -> None
         assert n == STEPS * executions
 
 
+@pytest.mark.slow
 def test_self_time_sum_matches_busy_time_per_device(traces: dict[str, Path]) -> None:
-    events = load_profile(traces["steps"]).events()
+    events = read_hosts(traces["steps"])[0].events
     for device, frame in events.groupby("device"):
         busy = _busy_ps(frame)
         assert abs(frame["self_ps"].sum() - busy) <= 0.05 * busy, device
 
 
+@pytest.mark.slow
 def test_while_loop_self_time_excludes_its_body(traces: dict[str, Path]) -> None:
-    events = load_profile(traces["steps"]).events()
+    events = read_hosts(traces["steps"])[0].events
     loops = events[events["op"].astype(str).str.startswith("while")]
     assert len(loops) == 8 * STEPS
     for _, loop in loops.iterrows():
@@ -141,8 +145,9 @@ def test_while_loop_self_time_excludes_its_body(traces: dict[str, Path]) -> None
         assert loop["self_ps"] == loop["dur_ps"] - inside["dur_ps"].sum()
 
 
+@pytest.mark.slow
 def test_steps_from_step_trace_annotation(traces: dict[str, Path]) -> None:
-    host = load_profile(traces["steps"]).hosts[0]
+    host = read_hosts(traces["steps"])[0]
     assert host.step_source == "StepTraceAnnotation"
     assert list(host.steps.columns) == list(STEP_COLUMNS)
     assert sorted(host.steps["step"].unique()) == list(range(STEPS))
@@ -157,8 +162,9 @@ def test_steps_from_step_trace_annotation(traces: dict[str, Path]) -> None:
         assert (ops["start_ps"] >= row.start_ps).all()
 
 
+@pytest.mark.slow
 def test_steps_from_module_launches_without_annotation(traces: dict[str, Path]) -> None:
-    host = load_profile(traces["launches"]).hosts[0]
+    host = read_hosts(traces["launches"])[0]
     assert host.step_source == "module launches"
     assert sorted(host.steps["step"].unique()) == list(range(STEPS))
     assert host.events["run_id"].nunique() == STEPS
@@ -168,9 +174,9 @@ def test_steps_from_module_launches_without_annotation(traces: dict[str, Path]) 
     assert list(first.index) == sorted(first.index, key=lambda s: first[s])
 
 
+@pytest.mark.slow
 def test_host_facts(traces: dict[str, Path]) -> None:
-    profile = load_profile(traces["steps"])
-    host = profile.hosts[0]
+    (host,) = read_hosts(traces["steps"])
     events = host.events
     assert host.versions["jax_version"] == jax.__version__
     assert events["program_id"].dtype == np.uint64
@@ -182,8 +188,9 @@ def test_host_facts(traces: dict[str, Path]) -> None:
     assert (events["trace_flops"].isna()).all() and (events["kernels"] == 0).all()
 
 
+@pytest.mark.slow
 def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) -> None:
-    host = load_profile(traces["steps"]).hosts[0]
+    host = read_hosts(traces["steps"])[0]
     assert not host.warnings
     for program, op in set(zip(host.events["program_id"].astype(int), host.events["op"].astype(str))):
         module = host.modules[program]
@@ -191,6 +198,7 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
         assert module.find(op) is not None, op
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", ["c", "numba"])
 @pytest.mark.parametrize("kind", ["steps", "launches"])
 def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str, build: str,
@@ -199,12 +207,12 @@ def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Pa
     from audit.parsers import events_cpu, xline_decode
 
     monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 1 << 62)
-    reference = load_profile(traces[kind]).hosts[0]
+    reference = read_hosts(traces[kind])[0]
     # WHEN its lines are decoded by one compiled pass over their bytes instead, by each build
     assert xline_decode._load(build), f"the {build} build of the decoder does not load"
     monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 0)
     monkeypatch.setattr(xline_decode, "build", lambda: build)
-    compiled = load_profile(traces[kind]).hosts[0]
+    compiled = read_hosts(traces[kind])[0]
     # THEN the op table (ops, devices, programs, runs, times, self times) and the steps are identical
 
     def plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -268,7 +276,7 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
     path = tmp_path / "old.xplane.pb"
     path.write_bytes(space.SerializeToString())
     # THEN the ops are read, on device 0, with the metadata's program id as unsigned 64-bit, and a warning
-    host = load_profile(path).hosts[0]
+    host = read_hosts(path)[0]
     events = host.events
     assert list(events["op"].astype(str)) == ["fusion.1"] * 3
     assert (events["program_id"] == np.uint64((1 << 64) - 5)).all()
@@ -277,6 +285,7 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
     assert any("device_ordinal" in w for w in host.warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", ["c", "numba"])
 def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path], build: str) -> None:
     # GIVEN a real trace whose busiest /host:CPU line lost its last bytes

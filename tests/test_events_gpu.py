@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import shared_fixture
 
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 
 CAPTURES = ["gemm", "attention", "elementwise", "conv3d-8gpu"]
 
@@ -47,7 +47,7 @@ def test_every_kernel_with_hlo_op_is_attributed(name: str) -> None:
             device = int(plane.name.rsplit(":", 1)[1])
             expected[device] += sum("hlo_op" in dict(e.stats) for line in plane.lines for e in line.events)
     # THEN every such kernel is in exactly one occurrence row of its device
-    events = load_profile(_fixture(name)).events()
+    events = read_hosts(_fixture(name))[0].events
     got = events.groupby("device")["kernels"].sum()
     assert {d: int(n) for d, n in got.items()} == {d: n for d, n in expected.items() if n}
 
@@ -55,7 +55,7 @@ def test_every_kernel_with_hlo_op_is_attributed(name: str) -> None:
 @pytest.mark.parametrize("name", CAPTURES)
 def test_op_times_agree_with_xprof_hlo_stats(name: str, tmp_path: Path) -> None:
     xprof = _xprof_hlo_stats(_fixture(name), tmp_path)
-    events = load_profile(_fixture(name)).events()
+    events = read_hosts(_fixture(name))[0].events
     # XProf sums all GPUs into one row per (program id, op); so do we, for the comparison.
     ours = events.groupby(["program_id", "op"], observed=True).agg(
         time_us=("dur_ps", lambda s: s.sum() / 1e6), kernels=("kernels", "sum"))
@@ -70,7 +70,7 @@ def test_op_times_agree_with_xprof_hlo_stats(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["gemm", "attention", "elementwise"])
 def test_occurrences_equal_hlo_executions(name: str) -> None:
     # GIVEN the host-side thunk events, one per HLO op execution, named after the op
-    events = load_profile(_fixture(name)).events()
+    events = read_hosts(_fixture(name))[0].events
     ops = set(events["op"].astype(str))
     executed: Counter[str] = Counter()
     for plane in _jax_view(_fixture(name)).planes:
@@ -83,7 +83,7 @@ def test_occurrences_equal_hlo_executions(name: str) -> None:
 
 
 def test_conv_capture_has_per_device_rows() -> None:
-    host = load_profile(_fixture("conv3d-8gpu")).hosts[0]
+    host = read_hosts(_fixture("conv3d-8gpu"))[0]
     events = host.events
     assert host.platform == "gpu"
     assert sorted(events["device"].unique()) == list(range(8))
@@ -103,7 +103,7 @@ def test_conv_capture_has_per_device_rows() -> None:
 
 
 def test_gpu_hardware_facts_from_plane_stats() -> None:
-    host = load_profile(_fixture("conv3d-8gpu")).hosts[0]
+    host = read_hosts(_fixture("conv3d-8gpu"))[0]
     assert set(host.device_stats) == {f"/device:GPU:{i}" for i in range(8)}
     stats = host.device_stats["/device:GPU:3"]
     assert stats["device_vendor"] == "AMD"
@@ -115,7 +115,7 @@ def test_gpu_hardware_facts_from_plane_stats() -> None:
 
 
 def test_gpu_program_ids_and_module_names() -> None:
-    host = load_profile(_fixture("gemm")).hosts[0]
+    host = read_hosts(_fixture("gemm"))[0]
     assert set(int(p) for p in host.events["program_id"].unique()) <= set(host.module_names)
     assert host.module_names[49] == "jit_dot"
     assert host.profile_start_ns == 1771595650217823548
@@ -123,7 +123,7 @@ def test_gpu_program_ids_and_module_names() -> None:
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_every_gpu_op_is_found_in_its_hlo_module(name: str) -> None:
-    host = load_profile(_fixture(name)).hosts[0]
+    host = read_hosts(_fixture(name))[0]
     pairs = set(zip(host.events["program_id"].astype(int), host.events["op"].astype(str)))
     assert pairs
     assert all(host.modules[program].find(op) is not None for program, op in pairs)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 from audit.parsers.xplane_schema import CoreDetails, XSpace
 
 PROGRAM = 12190760917235803885  # a 64-bit fingerprint, above 2**63
@@ -129,7 +129,7 @@ def _space(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def tpu_host(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return load_profile(_space(tmp_path_factory.mktemp("tpu"))).hosts[0]
+    return read_hosts(_space(tmp_path_factory.mktemp("tpu")))[0]
 
 
 def test_platform_devices_and_names(tpu_host: Any) -> None:
@@ -199,7 +199,7 @@ def test_aggregated_events_count_num_occurrences(tmp_path: Path) -> None:
     plane.add_stat(ev.stats, "self_duration_ps", 3_000_000)
     path = tmp_path / "agg.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    row = load_profile(path).events().iloc[0]
+    row = read_hosts(path)[0].events.iloc[0]
     assert (row["occurrences"], row["dur_ps"], row["self_ps"], row["start_ps"]) == (40, 4_000_000, 3_000_000, -1)
 
 
@@ -217,7 +217,7 @@ def test_undecodable_hlo_keeps_events_and_warns(tmp_path: Path) -> None:
     entry.stats[0].bytes_value = b"\x0a\xff\xff\xff"  # a length prefix running past the end
     path = tmp_path / "bad_hlo.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    host = load_profile(path).hosts[0]
+    host = read_hosts(path)[0]
     assert host.modules == {}
     assert host.module_names == {PROGRAM: "jit_f"}
     assert len(host.events) > 0
@@ -235,4 +235,4 @@ def test_an_aggregated_self_time_lies_within_its_duration(tmp_path: Path, stated
     plane.add_stat(ev.stats, "self_duration_ps", stated)
     path = tmp_path / "agg.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    assert load_profile(path).events().iloc[0]["self_ps"] == self_ps
+    assert read_hosts(path)[0].events.iloc[0]["self_ps"] == self_ps

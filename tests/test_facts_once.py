@@ -166,6 +166,36 @@ def test_threshold_and_display_defaults_are_written_only_in_the_options_object()
     assert option_literals(options.read_text())  # the one place they are written
 
 
+# Module constants that bound the rows of a list people read: `TOP`, `MARKDOWN_TOP`, `TERMINAL_ROWS`,
+# `MAX_FLAGGED`, `FLAGGED_OPEN`... The report model's bounds on what it reads (reports/model) and the
+# readers' bounds on their input (parsers/, costmodel/) are not display choices.
+_ROW_LIMIT = re.compile(r"(^|_)(TOP|ROWS|OPEN)(_|$)|^MAX_")
+
+
+def row_limits(source: str) -> list[str]:
+    """Where `source` writes a number for a module constant named as a row limit."""
+    found = []
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        found += [f"line {node.lineno}: {t.id} =" for t in targets if isinstance(t, ast.Name)
+                  and _ROW_LIMIT.search(t.id) and _number(node.value)]
+    return found
+
+
+def test_the_rows_each_list_shows_are_written_only_in_the_options_object():
+    # 17 limits in 14 modules (markdown's 15 flagged ops, the terminal's 5 collectives, the HTML's 500...)
+    # were module constants the option check spared; they are fields of Defaults now.
+    modules = [p for top in ("audit", "reports") for p in sorted((ROOT / top).rglob("*.py"))
+               if p.parent.name != "model" and p.name != "options.py"]
+    found = [f"{p.relative_to(ROOT)} {where}" for p in modules for where in row_limits(p.read_text())]
+    assert not found, found
+
+
+def test_the_row_limit_check_finds_a_limit_and_spares_a_reference():
+    source = "MAX_FLAGGED = 15\nTERMINAL_ROWS = 5\nTOP = DEFAULTS.top\nLEFT, TOP = 8, 18\nBEAT_S = 2.0\n"
+    assert row_limits(source) == ["line 1: MAX_FLAGGED =", "line 2: TERMINAL_ROWS ="]
+
+
 def test_the_option_literal_check_finds_each_kind_of_copy():
     source = """
 import click
@@ -198,7 +228,7 @@ def test_the_cli_and_the_library_default_to_the_options_object():
 # chip and about an op's verdict. Found by name, so a module that moves stays checked.
 _DRAWING = {"svg.py": "coordinates of the drawing", "timeline_svg.py": "coordinates of the drawing",
             "diff_svg.py": "coordinates of the drawing",
-            "payload.py": "numbers for the page's script, which formats them",
+            "payload.py": "numbers the page's script sorts by; what it shows is formatted by units.py",
             "trace_events.py": "microsecond timestamps for the trace viewer"}
 _PROSE = ("detect.py", "waits.py", "command_buffers.py")
 _SPEC = re.compile(r"[.,_]|[bdeEfFgGn%]$")  # a precision, a separator or a number type
@@ -212,6 +242,11 @@ def _text_modules() -> list[Path]:
     for name in _PROSE:
         (module,) = [p for top in ("audit", "costmodel") for p in (ROOT / top).rglob(name)]
         found.append(module)
+    # The op table writes each op's verdict, reasons and suggestion; the cost model its notes on shapes and
+    # attention, what --set changed, and the limits its errors name.
+    found += [p for p in sorted((ROOT / "audit" / "optable").rglob("*.py")) if p not in found]
+    found += [ROOT / "costmodel" / name for name in ("attention.py", "shape_effects.py", "chips/overrides.py",
+                                                     "chips/derived.py", "ops/loops.py", "ops/module.py")]
     return found
 
 
@@ -284,3 +319,122 @@ def test_a_number_rounds_to_three_digits_before_its_prefix_is_chosen(value, text
     from audit.costmodel.units import seconds, si
 
     assert (si(value, "B") if text.endswith("B") else seconds(value)) == text
+
+
+def control_flow_lists(source: str) -> list[int]:
+    """Lines where `source` writes its own list of opcodes that run other computations: a tuple, list or
+    set literal naming two of `while`, `conditional`, `call`, `async-start`, `async-update`, `async-done`
+    (a mapping from such opcodes to what is said or read of each is not a list of them)."""
+    named = {"while", "conditional", "call", "async-start", "async-update", "async-done"}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            strings = {n.value for n in node.elts if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            if len(strings & named) >= 2:
+                found.append(node.lineno)
+    return found
+
+
+def test_which_opcodes_run_other_computations_is_written_once():
+    # judge, the command buffers, the schedule walk, the residency walk and the execution counts each
+    # had their own list, with different members; they read parsers/hlo_opcodes.py now.
+    from audit.parsers.hlo_opcodes import CONTAINERS, CONTROL_FLOW, RUNS_OTHERS
+
+    lists = ROOT / "parsers" / "hlo_opcodes.py"
+    modules = [p for top in ("audit", "costmodel", "parsers", "reports") for p in sorted((ROOT / top).rglob("*.py"))]
+    copies = [f"{p.relative_to(ROOT)}:{line}" for p in modules if p != lists for line in control_flow_lists(p.read_text())]
+    assert not copies, copies
+    from audit.analyses import matching
+
+    assert set(matching._CONTAINERS) <= set(CONTROL_FLOW)  # what the report says each one runs
+    assert set(CONTROL_FLOW) < set(RUNS_OTHERS) and set(CONTROL_FLOW) < CONTAINERS
+    assert "async-start" not in CONTAINERS  # it carries the cost of what it wraps: its time is its own
+    assert all(_xla_knows_opcode(op) for op in set(RUNS_OTHERS) | CONTAINERS)
+
+
+def test_the_control_flow_check_finds_a_copy():
+    assert sorted(control_flow_lists('_RUNS = frozenset({"while", "call"})\nx = ("add", "while")\n'
+                                     'y = ["conditional", "async-done"]\nd = {"call": 1, "while": 2}')) == [1, 3]
+
+
+def test_one_walker_finds_the_computations_a_loop_a_branch_and_a_call_run():
+    module = parse_hlo_text("""HloModule m
+body {
+  p = s32[] parameter(0)
+  ROOT n = s32[] negate(p)
+}
+cond {
+  p = s32[] parameter(0)
+  ROOT c = pred[] constant(true)
+}
+left {
+  p = f32[] parameter(0)
+  ROOT n = f32[] negate(p)
+}
+right {
+  p = f32[] parameter(0)
+  ROOT a = f32[] abs(p)
+}
+ENTRY e {
+  i = s32[] parameter(0)
+  w = s32[] while(i), condition=cond, body=body
+  b = s32[] parameter(1)
+  x = f32[] parameter(2)
+  k = f32[] conditional(b, x, x), branch_computations={left, right}
+  ROOT c = f32[] call(x), to_apply=left
+}""")
+    entry = module.entry_computation
+    runs = {i.name: [c.name for c in module.run_by(i)] for i in entry.instructions}
+    assert runs["w"] == ["body", "cond"] and runs["k"] == ["left", "right"] and runs["c"] == ["left"]
+    assert runs["x"] == []
+    assert {c.name for c in module.running()} == {"e", "body", "cond", "left", "right"}
+
+
+def test_the_time_base_is_written_once():
+    # Seconds per picosecond and picoseconds per nanosecond live in audit/timebase.py; a module writing
+    # its own `PS = 1e-12` or `timestamp_ns * 1000` is a second copy.
+    base = ROOT / "audit" / "timebase.py"
+    pattern = re.compile(r"\b1e-12\b|_ns \* 1000\b|\b(?:PS|NS_TO_PS|PS_PER_NS) = ")
+    # units.py's table of time units and two near-zero guards are not the time base; the XPlane event
+    # decoders (events*.py) still write the conversion in their inner loops.
+    spared = {"units.py", "summary.py", "waterfall_svg.py"}
+    found = [f"{p.relative_to(ROOT)}:{n}" for top in ("audit", "costmodel", "parsers", "reports")
+             for p in sorted((ROOT / top).rglob("*.py")) if p != base and p.name not in spared
+             and not p.name.startswith("events")
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found
+
+
+@given(st.floats(0, 1e7, allow_nan=False), st.integers(0, 10**12))
+def test_the_prose_formats_read_as_the_text_they_replaced(value, n):
+    # The op table's verdicts, the cost model's notes and --set's messages printed these by hand; units.py
+    # writes them now.
+    from audit.costmodel.units import count, factor, whole, whole_percent
+
+    assert factor(value) == f"{value:.1f}x" and whole_percent(value) == f"{value:.0%}"
+    assert whole(value) == f"{value:,.0f}" and count(n) == f"{n:,}"
+    from audit.costmodel.units import stated
+
+    assert stated(value) == f"{value:.4g}"
+
+
+def verdicts_written(source: str) -> list[int]:
+    """Lines where `source` sets an op's verdict to a literal: `verdict="..."` or `verdict = "..."`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.keyword) and node.arg == "verdict" and isinstance(node.value, ast.Constant):
+            found.append(node.value.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str) \
+                and any(isinstance(t, ast.Name) and t.id == "verdict" for t in node.targets):
+            found.append(node.lineno)
+    return found
+
+
+def test_an_ops_verdict_is_decided_only_in_verdict_py():
+    # judge._record decided verdicts beside building the record, and identical.py wrote its own; the rules
+    # are verdict.decide's now, and identical.py turns a judged op into verdict.INTERFERENCE.
+    rules = ROOT / "audit" / "optable" / "verdict.py"
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in sorted((ROOT / "audit" / "optable").rglob("*.py")) if p != rules
+             for line in verdicts_written(p.read_text())]
+    assert not found, found
+    assert sorted(verdicts_written('replace(r, verdict="interference")\nverdict = "bound only"\nverdict = decided')) == [1, 2]

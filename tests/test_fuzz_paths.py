@@ -33,7 +33,7 @@ from audit.errors import InputError
 from audit.parsers import events_cpu, hlo_proto, xline_decode
 from audit.parsers.hlo_text import parse_hlo_text
 from audit.parsers.hlo_text_templates import read_hlo_text
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 
 FUZZ = os.environ.get("AUDIT_FUZZ") == "1"
 CPU_RUN = ROOT / "tests" / "data" / "captures" / "cpu-default-run" / "vm.xplane.pb"
@@ -47,7 +47,7 @@ def _read(path: Path, way: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object
     monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 1 << 62 if way == "python" else 0)
     monkeypatch.setattr(xline_decode, "build", lambda: "" if way == "python" else way)
     try:
-        host = load_profile(path).hosts[0]
+        host = read_hosts(path)[0]
     except InputError:
         return ("refused",)
     events = host.events.astype({c: str for c in ("host", "op", "trace_category")})

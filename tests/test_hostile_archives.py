@@ -21,7 +21,7 @@ from hostile_hlo import craft_hlo_proto
 from audit.cli import main
 from audit.errors import ExitCode, InputError
 from audit.parsers.compressed import MAX_RATIO, RATIO_FLOOR_BYTES, expansion_limit, xz_bytes
-from audit.parsers.profile import load_profile
+from conftest import read_hosts
 from audit.parsers.xplane_schema import XSpace
 from conftest import shared_fixture
 
@@ -189,6 +189,7 @@ def _set_stat(space: XSpace, stat_name: str, value: int) -> int:
     return changed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stat", "code"), [("device_ordinal", ExitCode.INPUT), ("run_id", ExitCode.OK)])
 def test_a_u64_max_stat_of_a_cpu_thunk(tmp_path, capsys, stat, code):
     """A device ordinal beyond any host is refused naming the plane; a run id is an id, kept by its bits."""
@@ -203,7 +204,7 @@ def test_a_u64_max_stat_of_a_cpu_thunk(tmp_path, capsys, stat, code):
         assert err == (f"audit: error: {path}: plane '/host:CPU': stat device_ordinal 18446744073709551615 of a "
                        "thunk event is out of range (0 to 1,048,576)")
     else:
-        assert len(load_profile(path).hosts[0].events) > 0
+        assert len(read_hosts(path)[0].events) > 0
 
 
 def test_embedded_hlo_with_a_deep_backend_config_loses_its_program_only(tmp_path):

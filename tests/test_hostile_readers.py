@@ -12,10 +12,9 @@ from hostile_inputs import craft_hlo
 from audit.cli import main
 from audit.errors import ExitCode, InputError
 from audit.parsers.hlo_text import parse_hlo_text
-from audit.parsers.profile import load_profile
 from audit.parsers.replica_groups import iota_groups, parse_replica_groups
 from audit.parsers.xplane_schema import XSpace
-from conftest import shared_fixture
+from conftest import read_hosts, shared_fixture
 
 GEMM = "gpu-mi300x/gemm.xplane.pb"
 
@@ -35,7 +34,7 @@ def _error(tmp_path: Path, space) -> str:
     path = tmp_path / "p.xplane.pb"
     path.write_bytes(space.SerializeToString())
     with pytest.raises(InputError) as caught:
-        load_profile(path)
+        read_hosts(path)
     text = str(caught.value)
     assert text.startswith(f"{path}: ") and "\n" not in text
     return text
@@ -82,7 +81,7 @@ def test_kernel_stats_of_the_wrong_type_do_not_crash_the_reader(tmp_path, kind, 
                 setattr(stat, kind, value)
     path = tmp_path / "p.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    assert len(load_profile(path).hosts[0].events) > 0
+    assert len(read_hosts(path)[0].events) > 0
 
 
 def _module(craft: str) -> str:

@@ -61,9 +61,9 @@ def test_hardware_detected_from_trace_with_provenance(gemm_report):
 
 
 def test_per_op_times_sum_to_attributed_kernel_time(gemm_report):
-    from audit.parsers.profile import load_profile
+    from conftest import read_hosts
 
-    events = load_profile(shared_fixture("gpu-mi300x/gemm.xplane.pb")).events()
+    events = read_hosts(shared_fixture("gpu-mi300x/gemm.xplane.pb"))[0].events
     total_s = events["dur_ps"].sum() * 1e-12
     assert math.isclose(sum(o["measured_s"] for o in gemm_report["ops"]), total_s, rel_tol=1e-9)
 

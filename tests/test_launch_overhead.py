@@ -61,6 +61,7 @@ def test_overhead_figures_have_a_source_not_an_estimate():
             assert "estimate" not in q.note and q.note
 
 
+@pytest.mark.slow
 def test_gpu_overhead_is_below_every_real_mi300x_kernel():
     # The overhead is added to every kernel's expected time, so a real kernel shorter than it
     # would beat its own lower bound. The shortest kernel in the MI300X captures: 1.9 us.

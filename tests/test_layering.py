@@ -1,6 +1,7 @@
 """The layers of docs/architecture.md, as imports: each layer imports only the layers below it.
 
     errors, options        below everything: exit codes and error types; thresholds and display defaults
+    timebase               below everything: the trace's time units (picoseconds, nanoseconds, seconds)
     parsers                other tools' formats read into facts: imports nothing of ours
     costmodel              HLO and hardware in, expectations out: reads no trace, judges nothing
     reports/model          the report format: Report, OpRecord, its columns, its schema and reader
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOP_PACKAGE = {"parsers": "audit.parsers", "costmodel": "audit.costmodel", "reports": "audit.reports",
                "workloads": "audit.workloads", "audit": "audit"}
 # Module name prefix -> its layer; the longest prefix decides.
-LAYERS = {"audit.errors": "errors", "audit.options": "options", "audit.parsers": "parsers",
+LAYERS = {"audit.errors": "errors", "audit.options": "options", "audit.timebase": "timebase", "audit.parsers": "parsers",
           "audit.costmodel": "costmodel", "audit.reports.model": "report model", "audit.optable": "op table",
           "audit.reports": "reports", "audit.workloads": "workloads", "audit": "audit"}
 # Layer -> the other layers it may import. The renderers read the cost model for the values they show
@@ -34,6 +35,9 @@ ALLOWED = {
     "reports": {"report model", "costmodel", "errors", "options"},
     "audit": {"op table", "reports", "report model", "costmodel", "parsers", "errors", "options", "workloads"},
 }
+for _layer in set(ALLOWED) - {"errors", "options"}:  # the layers may read the time base, which imports nothing
+    ALLOWED[_layer].add("timebase")
+ALLOWED["timebase"] = set()
 
 
 def _absolute(path: Path, level: int, module: str | None) -> str:

@@ -157,6 +157,7 @@ def _notebook_example() -> str:
     return re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_the_notebook_example_runs_as_written(tmp_path: Path) -> None:
     """The notebook page's example, unchanged, on a real capture laid out as `make demo` writes it."""
     run = tmp_path / "out" / "demo" / "plugins" / "profile" / "2026_01_01_00_00_00"
@@ -171,6 +172,7 @@ def test_the_notebook_example_runs_as_written(tmp_path: Path) -> None:
     assert proc.stdout.strip().splitlines()[-1] in ("inconclusive", "no change")
 
 
+@pytest.mark.slow
 def test_import_audit_stays_light() -> None:
     code = "import sys, audit; print(sorted(m for m in ('pandas', 'jax', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

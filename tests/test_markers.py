@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
 import tomllib
+
+import pytest
 
 from conftest import ROOT
 
@@ -27,8 +30,83 @@ def test_the_quick_target_deselects_every_marker_and_the_full_one_none():
     assert " -m " not in _recipe("test")
 
 
+@pytest.mark.slow
 def test_deselecting_the_markers_leaves_out_the_browser_tests():
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "-m", "not slow and not browser", "tests/test_report_browser.py"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert re.search(r"0 selected|no tests collected \(\d+ deselected\)", proc.stdout), proc.stdout[-2000:]
+
+
+# What a test does that takes seconds: spawn a process (a workload, the CLI, pytest, a build) or profile JAX.
+_SPAWNS = {("subprocess", "run"), ("subprocess", "Popen"), ("subprocess", "check_output"), ("subprocess", "check_call"),
+           ("os", "fork"), ("multiprocessing", "Process")}
+_RUNS_WORKLOADS = {"run_workload", "capture", "analyse_capture", "Popen", "check_output"}
+
+
+def _spawns(fn: ast.FunctionDef) -> bool:
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (f.value.id, f.attr) in _SPAWNS:
+            return True
+        if isinstance(f, ast.Attribute) and f.attr == "trace" and isinstance(f.value, ast.Attribute) \
+                and f.value.attr == "profiler":
+            return True
+        if isinstance(f, ast.Name) and f.id in _RUNS_WORKLOADS:
+            return True
+        if isinstance(f, ast.Attribute) and f.attr == "invoke" and len(node.args) > 1:  # CliRunner: `audit run`
+            argv = node.args[1]
+            if isinstance(argv, (ast.List, ast.Tuple)) and argv.elts and isinstance(argv.elts[0], ast.Constant) \
+                    and argv.elts[0].value == "run":
+                return True
+    return False
+
+
+def _marks(decorators: list[ast.expr]) -> set[str]:
+    return {n.attr for d in decorators for n in ast.walk(d)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+
+
+def unmarked_spawning_tests(source: str) -> list[str]:
+    """Tests that spawn a process or profile a workload, themselves or through a function or fixture of
+    their module, and carry neither `slow` nor `browser`."""
+    tree = ast.parse(source)
+    module = set().union(*(_marks([node.value]) for node in tree.body if isinstance(node, ast.Assign)
+                           and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)))
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    slow = {name for name, fn in functions.items() if _spawns(fn)}
+    grew = True
+    while grew:  # a test that takes a spawning fixture, or calls a spawning function, spawns too
+        used = {name: {a.arg for a in fn.args.args} | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+                for name, fn in functions.items() if name not in slow}
+        more = {name for name, names in used.items() if names & slow}
+        grew, slow = bool(more), slow | more
+    return [name for name, fn in functions.items() if name.startswith("test_") and name in slow
+            and not {"slow", "browser"} & (module | _marks(fn.decorator_list))]
+
+
+def test_every_test_that_spawns_a_process_or_runs_a_workload_is_marked():
+    # 73 were not, and `make test-quick` ran them all.
+    found = [f"{p.name}::{name}" for p in sorted((ROOT / "tests").glob("test_*.py"))
+             for name in unmarked_spawning_tests(p.read_text())]
+    assert not found, found
+
+
+def test_the_marker_check_finds_a_spawning_test_and_spares_a_marked_one():
+    source = '''
+import subprocess, pytest
+@pytest.fixture
+def report(tmp_path):
+    subprocess.run(["audit", "inspect"])
+def test_reads(report): ...
+@pytest.mark.slow
+def test_marked(report): ...
+def test_profiles():
+    with jax.profiler.trace("out"): ...
+def test_runs(runner):
+    runner.invoke(cli, ["run", "w.py"])
+def test_pure(): assert 1
+'''
+    assert unmarked_spawning_tests(source) == ["test_reads", "test_profiles", "test_runs"]

@@ -87,6 +87,7 @@ def test_the_tools_are_listed_with_typed_inputs_and_outputs():
     assert {"verdict", "regression", "tripped", "diff"} <= set(tools["diff"].output_schema["properties"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capture", ["gpu-mi300x/gemm.xplane.pb", "h100-train-step", "h100-dump"])
 def test_inspect_answers_the_facts_the_cli_json_writes(capture):
     path = {"h100-train-step": H100 / "train-step.xplane.pb", "h100-dump": H100 / "dump"}.get(capture) \
@@ -122,6 +123,7 @@ def test_inspect_answers_the_facts_the_cli_json_writes(capture):
     assert [v for v, _ in progress] == sorted(v for v, _ in progress)
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_tool_error_with_the_cli_line_and_the_server_keeps_serving(tmp_path):
     gemm = shared_fixture("gpu-mi300x/gemm.xplane.pb")
     truncated = tmp_path / "truncated.xplane.pb"
@@ -152,6 +154,7 @@ def test_bad_input_is_a_tool_error_with_the_cli_line_and_the_server_keeps_servin
     assert data(got["again"])["chip"] == "mi300x"
 
 
+@pytest.mark.slow
 def test_diff_answers_the_verdict_the_changes_and_the_gate_as_the_cli_does():
     base, head = ROOT / "tests/data/hlo/diff_base.hlo", ROOT / "tests/data/hlo/diff_head.hlo"
     step, graphs = H100 / "train-step.xplane.pb", H100 / "train-step-cmdbuf.xplane.pb"
@@ -175,6 +178,7 @@ def test_diff_answers_the_verdict_the_changes_and_the_gate_as_the_cli_does():
     assert profiles["lists"]["added_ops"]["total"] > 2  # the cuBLAS calls one compile ran as Triton fusions
 
 
+@pytest.mark.slow
 def test_plan_calc_and_hardware_answer_what_their_commands_write():
     plan_args = {"kind": "train", "model": "llama3-8b", "hardware": "tpu-v5e:16x16", "tokens": 1e12,
                  "batch_tokens": 4e6, "layout": "dp=64,tp=4"}
@@ -210,6 +214,7 @@ def test_plan_calc_and_hardware_answer_what_their_commands_write():
     assert h100["figures"]["peak_flops_per_s.bf16"]["value"] == matmul["result"]["peak_flops_per_s"]
 
 
+@pytest.mark.slow
 def test_explain_gives_every_figure_with_its_source_and_the_suggestion(tmp_path):
     report = tmp_path / "step.json"
     subprocess.run([str(AUDIT), "inspect", str(H100 / "train-step.xplane.pb"), "--json", str(report), "--quiet"],
@@ -232,6 +237,7 @@ def test_explain_gives_every_figure_with_its_source_and_the_suggestion(tmp_path)
     assert all(f["text"] and f["meaning"] for f in got["figures"])
 
 
+@pytest.mark.slow
 def test_nothing_is_written_that_the_call_did_not_ask_for(tmp_path):
     """The CLI keeps a multi-host profile's per-host summaries in the user cache; the server does not,
     unless a call names a folder."""
@@ -262,6 +268,7 @@ def test_nothing_is_written_that_the_call_did_not_ask_for(tmp_path):
     assert len(beats) >= 2
 
 
+@pytest.mark.slow
 def test_without_the_sdk_audit_mcp_says_how_to_install_it_in_one_line():
     hide = "import sys; sys.modules['mcp'] = None; from audit.cli import main; sys.exit(main(['mcp']))"
     proc = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120)

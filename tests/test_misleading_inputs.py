@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
 from audit.parsers.xplane_schema import XSpace
 from conftest import shared_fixture
@@ -60,6 +62,7 @@ def _as_mi355x(source: Path, target: Path) -> None:
     target.write_bytes(space.SerializeToString())
 
 
+@pytest.mark.slow
 def test_a_folder_of_profiles_from_different_chips_is_refused(tmp_path):
     run = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)

@@ -53,6 +53,7 @@ def run_dir(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_four_hosts_are_one_profile_with_per_host_columns(run_dir, capsys):
     assert main(["inspect", str(run_dir), "--json", "-", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -72,12 +73,14 @@ def test_four_hosts_are_one_profile_with_per_host_columns(run_dir, capsys):
         assert op["straggler_ratio"] >= 1.9
 
 
+@pytest.mark.slow
 def test_logdir_resolves_to_its_run(run_dir, capsys):
     logdir = run_dir.parents[2]
     assert main(["inspect", str(logdir), "--json", "-", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["hosts"] == 4
 
 
+@pytest.mark.slow
 def test_several_runs_pick_the_latest_and_say_so(run_dir, tmp_path, capsys):
     logdir = tmp_path / "logdir"
     older = logdir / "plugins" / "profile" / "2025_01_01_00_00_00"

@@ -130,6 +130,7 @@ def test_a_fifo_nobody_writes_reads_as_empty_at_once(tmp_path, capsys, name):
     assert "empty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_fifo_nobody_writes_inside_a_run_dir_reads_as_empty_at_once(tmp_path, capsys):
     # What a CPU run would calibrate ahead is decided by a glance at the run's first file: a FIFO
     # there is not opened for it (the open would wait for a writer that never comes).

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from packaging.licenses import canonicalize_license_expression
 from packaging.requirements import Requirement
 
@@ -31,6 +32,7 @@ def _copy_sources(tmp_path):
                         dirs_exist_ok=True)
 
 
+@pytest.mark.slow
 def test_building_the_metadata_warns_of_nothing(tmp_path):
     """What pip runs first on `pip install .`, in a copy of the sources, with every warning shown."""
     _copy_sources(tmp_path)
@@ -46,6 +48,7 @@ def test_building_the_metadata_warns_of_nothing(tmp_path):
     assert "License-Expression: Apache-2.0" in metadata
 
 
+@pytest.mark.slow
 def test_building_the_wheel_warns_of_nothing_and_ships_the_data(tmp_path):
     """`pip install .` builds a wheel: every folder it ships is a declared package (setuptools warns of
     each one it would only guess at), and the report's assets and the chip files are in it."""

@@ -13,6 +13,7 @@ import pytest
 from conftest import shared_fixture
 
 
+@pytest.mark.slow
 def test_two_hosts_with_port_8787_taken_print_nothing_but_progress(tmp_path):
     run = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)

@@ -22,6 +22,7 @@ _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_by
            "memory_bytes": 8e9, "last_level_cache_bytes": None, "cache_levels": []}
 
 
+@pytest.mark.slow
 def test_prepare_has_nothing_to_compile_where_pip_built_the_c_decoder(tmp_path: Path) -> None:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     env.pop("AUDIT_DECODER", None)

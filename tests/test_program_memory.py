@@ -130,6 +130,7 @@ def test_the_peak_is_the_largest_sum_of_live_buffers(sizes: list[int], data: st.
     assert sum(b.size for b, _ in usage.live_at_peak) == best
 
 
+@pytest.mark.slow
 def test_inspect_puts_memory_in_the_headline_json_and_every_format(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     done = subprocess.run([sys.executable, "-m", "audit", "inspect", str(H200), "--json", str(out)],
@@ -192,6 +193,7 @@ def _module_files(folder: Path) -> tuple[Path, Path, Path]:
         text.with_name(text.name.replace(".txt", "-buffer-assignment.txt"))
 
 
+@pytest.mark.slow
 def test_dump_text_agrees_with_its_proto_and_bounds_its_peak(cpu_dump: Path) -> None:
     _, proto, text = _module_files(cpu_dump)
     traced = memory_usage(read_buffer_assignment(proto.read_bytes()))  # type: ignore[arg-type]
@@ -201,6 +203,7 @@ def test_dump_text_agrees_with_its_proto_and_bounds_its_peak(cpu_dump: Path) -> 
     assert traced.peak_bytes <= untraced.peak_bytes  # reserved temporaries bound the traced heap's peak
 
 
+@pytest.mark.slow
 def test_inspect_of_a_dump_reads_the_proto_beside_it_else_the_text_else_says_so(cpu_dump: Path,
                                                                               tmp_path: Path) -> None:
     from audit import inspect

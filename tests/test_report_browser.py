@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from audit.costmodel import units as qty
 from audit.orchestration.pipeline import analyse_profile
+from audit.reports.model.columns import TABLE_COLUMNS, for_report
+from audit.reports.model.report import ReportModel
 from conftest import ROOT, shared_fixture
 from test_report_html import HOSTILE, plot_point, render_html, sample_report
 
@@ -97,6 +100,12 @@ def assert_faithful(opened: Opened, report: dict) -> None:
     assert page.locator("#ops-table tbody tr").count() == min(len(report["ops"]), 300)
     keys = page.eval_on_selector_all(".flag-item", "items => items.map(i => i.dataset.key)")
     assert keys == [f["key"] for f in report["flagged"]]
+    # Each number's cell reads as the terminal, markdown and CSV print it (costmodel/units.py).
+    model = ReportModel.from_json(report)
+    for column in for_report(TABLE_COLUMNS, model.predicted):
+        if column.unit in ("s", "B", "FLOP", "fraction"):
+            cells = opened.column(column.label)
+            assert cells and set(cells) <= {qty.format_as(column.value(o), column.unit) for o in model.ops}, column.key
 
 
 @pytest.mark.parametrize("capture", GPU_CAPTURES)

@@ -287,3 +287,36 @@ def test_every_table_class_the_sections_emit_is_styled():
     assert {"pod", "plan", "mini", "data"} <= emitted
     unstyled = sorted(c for c in emitted if not re.search(rf"table\.{c}\b|\.{c}\s", css))
     assert unstyled == []
+
+
+@pytest.mark.parametrize("seconds", [999.95e-6, 0.99995, 999.7, 1234.5])
+def test_the_page_shows_each_number_as_every_other_format_prints_it(seconds):
+    # The page's script once formatted numbers with its own copy of units.py and printed 1000 µs,
+    # 1000 ms and 1000 s where the terminal, markdown and CSV print 1.00 ms, 1.00 s and 1,000 s.
+    report = sample_report(12, seed=3)
+    report["ops"][0].update(measured_s=seconds, self_s=seconds, bytes=999.96e9)
+    model = ReportModel.from_json(report)
+    data = build_payload(model)
+    columns = _columns(model)
+    keys = [c["key"] for c in data["columns"]]
+    assert keys == [c.key for c in columns]
+    for op, row in zip(model.ops, data["shown"]):
+        for column, cell in zip(columns, row):
+            assert (cell is None) == (column.unit in ("text", "bool")), column.key
+            if cell is not None:
+                assert data["strings"][cell] == qty.format_as(column.value(op), column.unit), column.key
+    shown = {key: data["strings"][cell] for key, cell in zip(keys, data["shown"][0]) if cell is not None}
+    assert shown["measured_s"] == qty.seconds(seconds) and shown["bytes"] == "1.00 TB"
+    assert not shown["measured_s"].startswith("1000")
+
+
+def _columns(model: ReportModel):
+    from audit.reports.model.columns import TABLE_COLUMNS, for_report
+
+    return for_report(TABLE_COLUMNS, model.predicted)
+
+
+def test_the_page_script_formats_no_number_itself():
+    script = (Path(html.__file__).parent / "assets" / "report.js").read_text()
+    found = [f for f in ("toFixed", "toPrecision", "toLocaleString", "Math.round", "1e-3", "\\u00b5s") if f in script]
+    assert not found, found

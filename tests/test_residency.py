@@ -270,6 +270,7 @@ print(hashlib.sha256(repr(sorted((k, c.resident) for k, c in costs.items())).enc
 """
 
 
+@pytest.mark.slow
 def test_residency_does_not_depend_on_the_hash_seed():
     """The same program gives the same cache residency in every process: the walk touched an op's
     operand buffers in set order, so string hashing decided which stayed in L2 (on the A100 archive,
@@ -285,6 +286,7 @@ def test_residency_does_not_depend_on_the_hash_seed():
     assert len(digests) == 1
 
 
+@pytest.mark.slow
 def test_the_c_walk_refuses_more_ops_than_buffers():
     # Op i writes buffer i, so a walk of more ops than buffers would index past the buffer arrays: the
     # C build refuses it (it read and wrote past them, exit 139), in a child so a regression fails only this test.

@@ -227,6 +227,7 @@ def mi300x_ops():
     return ops
 
 
+@pytest.mark.slow
 def test_real_mi300x_ops_do_not_beat_their_roofs(mi300x_ops):
     # 57 timed kernels over the four captures. Judged against the trace's memory_bandwidth (half
     # the datasheet) and HBM only, 26 of them ran over 1.25x faster than the roofline; against the
@@ -326,6 +327,7 @@ ENTRY %main {{
 }}""")["c"]
 
 
+@pytest.mark.slow
 def test_reports_state_each_cache_roof_with_its_source(tmp_path):
     import subprocess
     import sys

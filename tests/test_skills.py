@@ -39,6 +39,7 @@ def test_the_skill_names_every_tool_the_server_serves():
     assert named == {tool.__name__ for tool in TOOLS}
 
 
+@pytest.mark.slow
 def test_install_writes_the_skill_and_never_replaces_another_unasked(tmp_path):
     done = _audit("skills", "install", "--dir", "skills", cwd=tmp_path)
     target = tmp_path / "skills" / "audit" / "SKILL.md"

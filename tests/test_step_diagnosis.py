@@ -91,6 +91,7 @@ DISPATCH = """
 """
 
 
+@pytest.mark.slow
 def test_a_step_of_a_hundred_tiny_launches_is_dispatch_bound_and_not_host_bound(capsys, tmp_path):
     script = tmp_path / "tiny_steps.py"
     script.write_text(textwrap.dedent(DISPATCH))
@@ -111,6 +112,7 @@ def _headline(capsys, path: Path) -> list[str]:
     return out.out.splitlines()[:20]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["host", "host_unannotated", "host_jnp_input"])
 def test_a_loop_waiting_on_its_python_input_is_host_bound_with_the_function_and_its_share(capsys, profiles, which):
     head = _headline(capsys, profiles[which])
@@ -123,12 +125,14 @@ def test_a_loop_waiting_on_its_python_input_is_host_bound_with_the_function_and_
     assert 40.0 <= share <= 99.0  # the step is a few ms, longer on a loaded machine
 
 
+@pytest.mark.slow
 def test_the_same_loop_fed_from_memory_is_never_called_host_bound(capsys, profiles):
     head = _headline(capsys, profiles["device"])
     assert not any("host-bound" in x for x in head), "\n".join(head)
     assert any(x.startswith("largest cost to the step:") for x in head)
 
 
+@pytest.mark.slow
 def test_idle_is_split_between_and_inside_executions_and_adds_up_to_the_step(profiles):
     report = analyse_profile(profiles["host"])
     diagnosis = report.part("step_diagnosis")
@@ -144,6 +148,7 @@ def test_idle_is_split_between_and_inside_executions_and_adds_up_to_the_step(pro
     assert all(s["inside_s"] < 0.5 * s["between_s"] for s in steps)
 
 
+@pytest.mark.slow
 def test_waste_findings_are_ranked_in_the_same_list_and_can_lead_the_headline(profiles):
     report = analyse_profile(profiles["device"])
     step = report.summary.step_time_s.median
@@ -158,6 +163,7 @@ def test_waste_findings_are_ranked_in_the_same_list_and_can_lead_the_headline(pr
     assert headline(merged).startswith("largest cost to the step: the loop copies its carry")
 
 
+@pytest.mark.slow
 def test_findings_are_in_the_json_report_and_read_back_through_the_schema(tmp_path, profiles):
     from audit.reports.model.read import read_report
     from audit.reports.model.report import ReportModel
@@ -169,6 +175,7 @@ def test_findings_are_in_the_json_report_and_read_back_through_the_schema(tmp_pa
     assert causes[0] == "host-bound" and back.part("step_diagnosis") is not None
 
 
+@pytest.mark.slow
 def test_diff_names_the_cause_that_appears_and_the_one_that_goes(profiles):
     from audit.analyses.diff_verdict import diff_reports
     from audit.reports.diff_model import DiffModel
@@ -186,6 +193,7 @@ def test_diff_names_the_cause_that_appears_and_the_one_that_goes(profiles):
     assert "gone from head: host-bound" in render_diff_terminal(back)
 
 
+@pytest.mark.slow
 def test_the_host_thread_is_read_alone_and_the_same_without_the_compiled_decoder(profiles, monkeypatch):
     from audit.parsers import xline_decode
     from audit.parsers.profile import load_host

@@ -81,6 +81,7 @@ def profile(tmp_path: Path, fn, x, steps: int = 3) -> Path:
 # -- a loop carry copied every iteration ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_loop_carry_copy_measured_in_a_profile(tmp_path):
     report = audit.inspect(profile(tmp_path / "copy", loop(read_old_carry=True), jnp.zeros((CARRY,))), CPU)
     found = one(report, "waste:loop-carry-copy")
@@ -103,6 +104,7 @@ def test_loop_carry_copy_measured_in_a_profile(tmp_path):
     assert "in place" in found.action
 
 
+@pytest.mark.slow
 def test_in_place_loop_is_not_a_carry_copy(tmp_path):
     report = audit.inspect(profile(tmp_path / "inplace", loop(read_old_carry=False), jnp.zeros((CARRY,))), CPU)
     assert report.model.summary.steps == 3

@@ -118,6 +118,7 @@ def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
                          length[:0]) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("chosen", "expected"), [("", "c"), ("c", "c"), ("numba", "numba"), ("python", "")])
 def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     env = {**os.environ, "AUDIT_DECODER": chosen}
@@ -145,6 +146,7 @@ def _line_with_string_length(length: int) -> bytes:
     return b"\x18\x05" + b"\x22" + _varint(len(event)) + event
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("length", [(1 << 64) - 11, (1 << 64) - 1, (1 << 63), (1 << 63) - 1, 4, 1 << 40])
 def test_a_string_length_past_the_bytes_is_refused_at_once(build: str, length: int) -> None:

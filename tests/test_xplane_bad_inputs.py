@@ -9,10 +9,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import shared_fixture
+from conftest import read_hosts, shared_fixture
 
 from audit.errors import InputError
-from audit.parsers.profile import load_profile
 from audit.parsers.xplane_schema import CoreDetails, XStatMetadata
 
 GEMM = "gpu-mi300x/gemm.xplane.pb"
@@ -27,7 +26,7 @@ def _png() -> bytes:
 
 def _error_for(path: Path) -> InputError:
     with pytest.raises(InputError) as info:
-        load_profile(path)
+        read_hosts(path)
     message = str(info.value)
     assert "\n" not in message
     assert str(path) in message
@@ -101,5 +100,5 @@ def test_unknown_run_lists_the_runs(tmp_path: Path) -> None:
     run.mkdir(parents=True)
     (run / "vm.xplane.pb").write_bytes(shared_fixture(GEMM).read_bytes())
     with pytest.raises(InputError) as info:
-        load_profile(tmp_path, run="nope")
+        read_hosts(tmp_path, run="nope")
     assert "2026_01_01_00_00_00" in str(info.value)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
-from conftest import shared_fixture
+from conftest import read_hosts, shared_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.parsers.events import self_times, to_u64
-from audit.parsers.profile import load_profile
 from audit.parsers.profile_files import find_profile_files
+from audit.pod.files import list_host_files
 from audit.parsers.xplane_schema import XSpace
 
 GEMM = "gpu-mi300x/gemm.xplane.pb"
@@ -34,24 +35,24 @@ def _logdir(root: Path, runs: dict[str, list[str]]) -> Path:
 
 
 def test_single_file(tmp_path: Path) -> None:
-    profile = load_profile(shared_fixture(GEMM))
-    assert len(profile.hosts) == 1 and profile.hosts[0].host == "tw003"
-    assert profile.paths == [str(shared_fixture(GEMM))]
+    hosts = read_hosts(shared_fixture(GEMM))
+    assert len(hosts) == 1 and hosts[0].host == "tw003"
+    assert [h.path for h in hosts] == [str(shared_fixture(GEMM))]
 
 
 def test_logdir_with_several_runs_reads_the_latest_and_warns(tmp_path: Path) -> None:
     root = _logdir(tmp_path, {"2026_01_01_10_00_00": ["a"], "2026_01_02_09_00_00": ["b"]})
-    profile = load_profile(root)
-    assert profile.run == "2026_01_02_09_00_00"
-    assert [h.host for h in profile.hosts] == ["b"]
-    assert any("2 runs" in w and "2026_01_01_10_00_00" in w for w in profile.warnings)
+    found = list_host_files(root)
+    assert found.run == "2026_01_02_09_00_00"
+    assert [h.host for h in read_hosts(root)] == ["b"]
+    assert any("2 runs" in w and "2026_01_01_10_00_00" in w for w in found.warnings)
 
 
 def test_run_name_picks_a_run(tmp_path: Path) -> None:
     root = _logdir(tmp_path, {"2026_01_01_10_00_00": ["a"], "2026_01_02_09_00_00": ["b"]})
-    profile = load_profile(root, run="2026_01_01_10_00_00")
-    assert [h.host for h in profile.hosts] == ["a"]
-    assert not profile.warnings or all("runs" not in w for w in profile.warnings)
+    found = list_host_files(root, run="2026_01_01_10_00_00")
+    assert [h.host for h in read_hosts(root, run="2026_01_01_10_00_00")] == ["a"]
+    assert all("runs" not in w for w in found.warnings)
 
 
 def test_plugins_profile_dir_and_run_dir_resolve_alike(tmp_path: Path) -> None:
@@ -66,16 +67,16 @@ def test_plugins_profile_dir_and_run_dir_resolve_alike(tmp_path: Path) -> None:
 def test_run_dir_with_several_hosts_reads_each(tmp_path: Path) -> None:
     # GIVEN a run directory with one file per host (read in parallel processes)
     root = _logdir(tmp_path, {"2026_01_01_10_00_00": ["host-a", "host-b", "host-c"]})
-    profile = load_profile(root / "plugins" / "profile" / "2026_01_01_10_00_00")
+    hosts = read_hosts(root / "plugins" / "profile" / "2026_01_01_10_00_00")
     # THEN every host is there, keyed by its own hostname, with identical per-host tables
-    assert [h.host for h in profile.hosts] == ["host-a", "host-b", "host-c"]
-    single = load_profile(shared_fixture(GEMM)).events()
-    events = profile.events()
+    assert [h.host for h in hosts] == ["host-a", "host-b", "host-c"]
+    single = read_hosts(shared_fixture(GEMM))[0].events
+    events = pd.concat([h.events for h in hosts], ignore_index=True)
     assert len(events) == 3 * len(single)
     assert sorted(events["host"].astype(str).unique()) == ["host-a", "host-b", "host-c"]
-    for host in profile.hosts:
+    for host in hosts:
         assert host.events["dur_ps"].sum() == single["dur_ps"].sum()
-    assert profile.module_names() == profile.hosts[0].module_names
+    assert all(h.module_names == hosts[0].module_names for h in hosts)
 
 
 @st.composite
@@ -140,14 +141,18 @@ def test_program_ids_normalize_to_unsigned_64_bit(value: int) -> None:
     assert to_u64(unsigned) == unsigned
 
 
+@pytest.mark.slow
 def test_files_naming_the_same_host_stay_apart(tmp_path: Path) -> None:
     run = tmp_path / "run"
     _host_copy(run / "worker0.xplane.pb", "vm")
     _host_copy(run / "worker1.xplane.pb", "vm")
-    profile = load_profile(run)
-    assert [h.host for h in profile.hosts] == ["vm:worker0", "vm:worker1"]
-    assert set(profile.events()["host"].astype(str)) == {"vm:worker0", "vm:worker1"}
-    assert any("several files name host 'vm'" in w for w in profile.warnings)
+    # As audit inspect reads them: the pod layer reduces the hosts, on a local Dask cluster.
+    from audit.pod.reduce import PodSettings, reduce_profile
+
+    pod = reduce_profile(run, settings=PodSettings(cache="", progress=False, workers=1))
+    assert [h.host for h in pod.hosts] == ["vm:worker0", "vm:worker1"]
+    assert set(pod.ops["host"].astype(str)) == {"vm:worker0", "vm:worker1"}
+    assert any("several files name host 'vm'" in w for h in pod.hosts for w in h.warnings)
 
 
 @pytest.mark.parametrize("capture", ["gpu-mi300x/gemm.xplane.pb", "gpu-mi300x/conv3d-legacy.xplane.pb",

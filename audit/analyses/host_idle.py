@@ -29,12 +29,13 @@ import numpy as np
 import pandas as pd
 
 from .steps import _busy_in_windows, _merged
+from ..options import DEFAULTS
+from ..timebase import PS
 
-PS = 1e-12
 NO_RUN = -1  # the run_id of an op whose launch the trace does not name (profile_model.EVENT_COLUMNS)
 LAUNCHES = "module launches"  # the step source of steps that are the program's launches
-TOP_FUNCTIONS = 8  # host functions kept per host, by their time during device idle
-TOP_STEPS = 64  # steps whose host activity is read and kept per step, spread over the capture
+TOP_FUNCTIONS = DEFAULTS.host_functions
+SAMPLED_STEPS = 64  # steps whose host activity is read and kept per step, spread over the capture
 
 # What a host event is, by its name (lower case); the first kind that matches, in this order of
 # strength: an event inherits its caller's kind unless its own is stronger (a compile under JAX's
@@ -77,7 +78,7 @@ def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.
     Seconds are per step (means over steps; per device where a device is meant); empty without ops.
     Where the steps are the program's launches (no step annotation), a step is one cycle: from one
     launch's first op to the next one's, so the time the host took between launches is in it. At most
-    TOP_STEPS steps spread over the capture are read: the figures are means, and their cost stays
+    SAMPLED_STEPS steps spread over the capture are read: the figures are means, and their cost stays
     bounded however long the capture."""
     starts = events["start_ps"].to_numpy(np.int64)
     timed = starts >= 0  # arrays, not a filtered copy of the frame: the frame holds every op event
@@ -92,7 +93,7 @@ def host_idle(host_events: pd.DataFrame | None, events: pd.DataFrame, steps: pd.
             ws, we, labels = ws[order], we[order], labels[order]
             # Each cycle ends where the next launch starts; the last has no next launch, so it is left out.
             ws, we, labels = ws[:-1], ws[1:], labels[:-1]
-        pick = np.unique(np.linspace(0, ws.size - 1, min(ws.size, TOP_STEPS)).round().astype(np.int64))
+        pick = np.unique(np.linspace(0, ws.size - 1, min(ws.size, SAMPLED_STEPS)).round().astype(np.int64))
         ws, we, labels = ws[pick], we[pick], labels[pick]
         step = events["step"].to_numpy(np.int64)
         if labels.min() >= 0:  # the picked steps' ops only

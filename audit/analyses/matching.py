@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..reports.model.record import OpRecord
+from ..options import DEFAULTS
 
-TOP = 10
+TOP = DEFAULTS.unmatched_kept
 _KNOWN_RANGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"command.?buffer|cuda.?graph", re.I),
      "command buffer: its ops run as one CUDA graph and are timed together"),
     (re.compile(r"^NCCL:|nccl", re.I), "NCCL range outside a thunk: collective launch or wait"),
     (re.compile(r"memcpy|memset|copy", re.I), "runtime copy or memset XLA issues outside the program's ops"),
 )
+# What each control-flow container runs (`hlo_opcodes.CONTROL_FLOW`); the other containers only wait.
 _CONTAINERS = {"while": "while loop: its time is its body's ops', counted there",
                "call": "call (a command buffer on GPU): its ops run inside it as one CUDA graph",
                "conditional": "conditional: its time is the taken branch's ops'"}

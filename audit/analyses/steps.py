@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .programs import step_program
+from ..timebase import PS
 
-PS = 1e-12
 
 
 def step_table(steps: pd.DataFrame, events: pd.DataFrame) -> list[dict[str, Any]]:

@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from ..reports.model.interference import Beside, BesideOp
+from ..timebase import PS
+from ..options import DEFAULTS
 
-TOP_BESIDE = 5  # ops named per op
+TOP_BESIDE = DEFAULTS.beside_ops
 RUNS_EXAMINED = 16  # of an op's runs in the window, for naming what overlapped them
 
 
@@ -95,7 +97,7 @@ class _HostOverlaps:
                       ops=self._named(runs, self.code[key]))
 
     def _mean_run(self, runs: np.ndarray) -> float | None:
-        return float((self.end[runs] - self.start[runs]).mean()) * 1e-12 if len(runs) else None
+        return float((self.end[runs] - self.start[runs]).mean()) * PS if len(runs) else None
 
     def _concurrency(self, runs: np.ndarray) -> tuple[float, float]:
         a, b = self.start[runs], self.end[runs]
@@ -124,7 +126,7 @@ class _HostOverlaps:
             if time[c] <= 0:
                 break
             devices = len(np.unique(self.device[hit[self.codes[hit] == c]]))
-            out.append(BesideOp(self.names[c], self.names[c].split("/", 1)[1], devices, float(time[c]) * 1e-12,
+            out.append(BesideOp(self.names[c], self.names[c].split("/", 1)[1], devices, float(time[c]) * PS,
                                 bool(self.collective_op[c]), int(c) == code))
         return tuple(out)
 

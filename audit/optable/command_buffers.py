@@ -30,12 +30,12 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import BOUNDS, Bound, Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_opcodes import CONTROL_FLOW
 from ..costmodel.units import count
 from .join import Joined
 
 OPCODE = "command-buffer"
 _THUNK_BUFFER = re.compile(r"^command_buffer(?:_(\d+))?$")
-_CONTROL = ("while", "call", "conditional")
 RECAPTURE = ("per-op times need a capture taken with XLA_FLAGS=--xla_gpu_enable_command_buffer= (which `audit run "
              "--platform cuda` sets)")
 
@@ -115,7 +115,7 @@ def _entry_units(module: Module) -> list[list[str]]:
     for name in order:
         instr = entry.get(name)
         if instr is not None:
-            units.append([name] + (_inside(module, instr.called) if instr.opcode in _CONTROL else []))
+            units.append([name] + (_inside(module, instr.called) if instr.opcode in CONTROL_FLOW else []))
     return units
 
 
@@ -133,7 +133,7 @@ def _inside(module: Module, computations: Iterable[str]) -> list[str]:
         seen.add(name)
         for op in body.instructions:
             out.append(op.name)
-            if op.opcode in _CONTROL:
+            if op.opcode in CONTROL_FLOW:
                 pending += [c.lstrip("%") for c in op.called]
     return out
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..costmodel.units import human
+from ..costmodel.units import count, factor, human, ratio
 from ..reports.model.interference import Beside, Identical, beside_summary
 from ..reports.model.record import DeviceTime, OpRecord
 from .beside import Overlaps
+from .verdict import INTERFERENCE, JUDGED
 
 FAR = 4.0
-JUDGED = ("ok", "flagged")  # only ops judged on their own time are compared; waits and bounds are not
 
 
 def judge_identical(records: Sequence[OpRecord], identities: Mapping[str, str], *, min_efficiency: float,
@@ -75,7 +75,7 @@ def _judged(r: OpRecord, members: list[OpRecord], instances: int, kernel_op: OpR
     if beside is not None:
         reasons.append(beside_reason(beside, simulated))
     reasons.append(_kernel_itself(r, kernel_s, min_efficiency))
-    return replace(r, verdict="interference", flagged=False, suggestion="", identical=same,
+    return replace(r, verdict=INTERFERENCE, flagged=False, suggestion="", identical=same,
                    interference_s=max((r.self_s or 0.0) - kernel_s * r.occurrences, 0.0),
                    reasons=tuple(dict.fromkeys(reasons + list(r.reasons))))
 
@@ -84,8 +84,8 @@ def _why(r: OpRecord, same: Identical, kernel_name: str, per_run: float) -> str:
     level = f", its data in {r.memory_level}" if r.memory_level else ""
     return (f"interference: the same computation on the same shapes{level} ({same.instances} instances: "
             f"{same.ops} op(s) x devices) runs in {human(same.kernel_s, 's')} at its fastest ({kernel_name} on "
-            f"{same.kernel_device}); this op takes {human(per_run, 's')} per run, {same.ratio:.1f}x, beyond "
-            f"{same.threshold:.1f}x ({FAR:g} x the {same.noise:.2f}x spread of that instance's own runs): its time "
+            f"{same.kernel_device}); this op takes {human(per_run, 's')} per run, {factor(same.ratio)}, beyond "
+            f"{factor(same.threshold)} ({count(FAR)} x the {ratio(same.noise)} spread of that instance's own runs): its time "
             "beyond the kernel's is what ran beside it, not the kernel")
 
 
@@ -100,7 +100,7 @@ def _kernel_itself(r: OpRecord, kernel_s: float, min_efficiency: float) -> str:
     achievable = r.achievable_s / r.occurrences if r.achievable_s is not None else None
     if not achievable:
         return f"the kernel itself at its fastest: {human(kernel_s, 's')} per run (no achievable time to judge it)"
-    beyond = (f": beyond the flag threshold ({1 / min_efficiency:.1f}x) even there"
+    beyond = (f": beyond the flag threshold ({factor(1 / min_efficiency)}) even there"
               if min_efficiency > 0 and achievable / kernel_s < min_efficiency else "")
-    return (f"the kernel itself at its fastest takes {kernel_s / achievable:.1f}x its achievable time "
+    return (f"the kernel itself at its fastest takes {factor(kernel_s / achievable)} its achievable time "
             f"({human(kernel_s, 's')} measured, {human(achievable, 's')} achievable){beyond}")

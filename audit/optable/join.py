@@ -23,8 +23,8 @@ from ..costmodel.roofline import expect
 from ..parsers.hlo_category import category, fingerprint
 from ..parsers.hlo_identity import identity
 from ..parsers.hlo_model import Computation, Instruction, Module
+from ..timebase import PS
 
-PS = 1e-12
 
 
 def measure(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

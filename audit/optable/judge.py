@@ -14,7 +14,6 @@ is `interference`, not `flagged`.
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -26,23 +25,20 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
-from ..costmodel.units import human
 from ..parsers.hlo_model import Module
+from ..parsers.hlo_opcodes import CONTAINERS
 from ..options import DEFAULTS, Thresholds
-from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread, Verdict
+from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread
 from .beside import EventWindow, Overlaps
 from .identical import judge_identical
-from .join import PS, Joined
+from ..timebase import PS
+from .join import Joined
 from .overlap import fused_work, overlap_of
 from .predicted import PredictedRecords, predicted_records
 from .suggest import suggest
-from .verdict import flag_reasons, judge
+from .verdict import Judging, decide, safe_ratio
 from .waits import collective_wait, hidden_unmeasured
 
-# Ops that only contain or wait for other ops: their time is their children's, not their own.
-# An async-start is not one: it carries the cost of the ops it wraps (costmodel.ops.control),
-# which cost nothing themselves, so it counts once in every total like any other op.
-CONTAINER_OPCODES = frozenset({"while", "call", "conditional", "async-update", "async-done"})
 
 SIMULATED_COLLECTIVE = ("collective between simulated CPU devices: its time is a rendezvous wait for the "
                         "other devices' work on the shared cores, not communication, so it is not judged")
@@ -52,14 +48,6 @@ AT_TIMER_RESOLUTION = ("measured at the timer's resolution (1 ns or less per run
                        "a kernel launch, so it is not judged")
 WAIT_ONLY = ("launches no work of its own: its measured time is a wait (for asynchronous work or other "
              "devices), so it is not judged")
-
-
-def safe_ratio(a: float | None, b: float | None) -> float | None:
-    """a / b, or None when either is unknown, b is not positive or the ratio is not finite."""
-    if a is None or b is None or b <= 0:
-        return None
-    r = a / b
-    return r if math.isfinite(r) else None
 
 
 def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = DEFAULTS.thresholds, *,
@@ -77,7 +65,7 @@ def judge_table(rows: Iterable[Joined], hw: Hardware, thresholds: Thresholds = D
     chip the report is projected onto.
     """
     rows = list(rows)
-    total_self = sum(r.self_s or 0.0 for r in rows if r.opcode not in CONTAINER_OPCODES) or None
+    total_self = sum(r.self_s or 0.0 for r in rows if r.opcode not in CONTAINERS) or None
     by_key = _per_device_lists(per_device) if per_device is not None else {}
     windows = {(pid, w.start): w for pid, walk in (walks or {}).items() if walk is not None for w in walk.windows}
     ridge = _ridge(hw)
@@ -131,7 +119,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
             measured_on: str, reaches: dict[tuple[OpCost | None, Expectation | None], AchievableTime]) -> OpRecord:
     occ = r.occurrences
     cost, exp = r.cost, r.expectation
-    container = r.opcode in CONTAINER_OPCODES
+    container = r.opcode in CONTAINERS
     flops, bytes_, transcendentals, comm, prov = _quantities(r)
     expected = _times(exp.expected_s, occ) if exp else None
     reach = r.achievable or reaches.get((cost, exp))  # priced once per distinct cost and expectation
@@ -139,9 +127,7 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
         reach = reaches[(cost, exp)] = achievable_time(cost, exp, hw)
     achievable = _times(reach.seconds, occ)
     share = safe_ratio(r.self_s, total_self)
-    flagged, roofline_fraction = False, safe_ratio(expected, r.measured_s)
-    achievable_fraction = safe_ratio(achievable, r.measured_s)
-    reasons: list[str] = []
+    roofline_fraction = safe_ratio(expected, r.measured_s)
     bound_only = bytes_only_bound(cost, exp)
     unjudged = (r.unjudged or not_judged(cost, r.measured_s, hw, occ, measured_on=measured_on)
                 if r.measured_s is not None and not container else "")
@@ -153,33 +139,13 @@ def _record(r: Joined, hw: Hardware, thresholds: Thresholds, total_self: float |
                if not container and expected is not None else None)
     if not unjudged and r.measured_s is not None and not container:
         unjudged = hidden_unmeasured(cost, overlap, was_overlapped)
-    if unjudged:
-        reasons = [unjudged] + (list(exp.reasons) if exp is not None else [])
-    elif r.measured_s is not None and not container:
-        # Judged against what good kernels reach on this chip, not against the datasheet roofline.
-        flagged, achievable_fraction = judge(achievable, r.measured_s, share or 0.0, thresholds)
-        flagged = flagged and not bound_only
-        if bound_only and exp is not None and exp.expected_s is not None:
-            per_exec = r.measured_s / occ if occ else r.measured_s
-            reasons = [f"took {human(per_exec, 's')} per run; its bound is {human(exp.expected_s, 's')} "
-                       f"({exp.memory_level or hw.main_memory} roof for its bytes)"] + list(exp.reasons)
-        elif cost is not None and exp is not None:
-            per_exec = r.measured_s / occ if occ else r.measured_s
-            # An op priced as the ops it runs has no one bound to explain: its expectation says what it is.
-            roofline = list(flag_reasons(cost, exp, per_exec, hw)) if r.achievable is None else list(exp.reasons)
-            reasons = roofline[:1] + achievable_reasons(reach, per_exec) + roofline[1:]
-    elif exp is not None:
-        reasons = list(exp.reasons)
-    if cost is None:
-        reasons.append("not in the program's HLO: no cost available" if not r.instr_found
-                       else "no cost computed for this op")
-    elif not cost.modeled and cost.reason:
-        reasons.append(cost.reason)
-    flagged = bool(flagged and not container)
-    verdict = _verdict(flagged, unjudged, expected, r.measured_s, container)
-    if bound_only and verdict in ("ok", "not measured"):
-        verdict = "bound only"
-        reasons = [bound_only] + [x for x in reasons if x != bound_only]
+    decided = decide(Judging(measured_s=r.measured_s, occurrences=occ, container=container, unjudged=unjudged,
+                             bound_only=bound_only, cost=cost, expectation=exp, expected_s=expected,
+                             achievable_s=achievable, reach=reach, share=share,
+                             priced_as_its_ops=r.achievable is not None, in_hlo=r.instr_found),
+                     thresholds, hw)
+    flagged, verdict, reasons, achievable_fraction = (decided.flagged, decided.verdict, decided.reasons,
+                                                      decided.achievable_fraction)
     per_device = by_key.get((r.program_id, r.name), ()) if measured_report else None
     record = OpRecord(
         key=r.key, program_id=r.program_id, module=r.module, name=r.name, opcode=r.opcode,
@@ -223,16 +189,6 @@ def _distinct(reasons: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for x in reasons if x))
 
 
-def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[str]:
-    """How far one execution is from what good kernels take on this chip, and the shape effects in it."""
-    if reach.seconds is None or not measured_s or not reach.seconds:
-        return list(reach.notes)
-    ratio = measured_s / reach.seconds
-    how = "at" if abs(ratio - 1) < 0.05 else f"{ratio:.1f}x"
-    return [f"took {how} its achievable time per run ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
-            f"achievable from {reach.source})", *reach.notes]
-
-
 def bytes_only_bound(cost: OpCost | None, exp: Expectation | None) -> str:
     """For an opaque kernel whose only bound is its bytes at the memory roof, what that bound is
     and what is missing ("" for any other op): such a bound cannot show the kernel slow."""
@@ -259,17 +215,6 @@ def not_judged(cost: OpCost | None, measured_s: float | None, hw: Hardware, occu
     if launches_work(cost) is False and measured_s:
         return WAIT_ONLY
     return ""
-
-
-def _verdict(flagged: bool, unjudged: str, expected_s: float | None, measured_s: float | None,
-             container: bool) -> Verdict:
-    if container or unjudged:
-        return "not judged"
-    if expected_s is None:
-        return "unknown"
-    if measured_s is None:
-        return "not measured"
-    return "flagged" if flagged else "ok"
 
 
 def _times(value: float | None, occurrences: float) -> float | None:

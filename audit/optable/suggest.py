@@ -8,7 +8,7 @@ fusion, shapes that pad less.
 
 from __future__ import annotations
 
-from ..costmodel.units import intensity
+from ..costmodel.units import factor, intensity
 from ..reports.model.record import OpRecord
 
 # At or above this share of its achievable time, an op is as fast as good kernels of its kind as
@@ -49,9 +49,9 @@ def _kernel_gap(op: OpRecord, slower: float, kind: str) -> str:
     """Far from its achievable time: what in the kernel to look at, by what the op is."""
     ceiling = ("roofline time (no achievable figures for this chip)" if op.achievable_source.startswith("roofline")
                else "achievable time")
-    head = f"At {slower:.1f}x its {ceiling} the kernel, not the work, is the gap: look at "
+    head = f"At {factor(slower)} its {ceiling} the kernel, not the work, is the gap: look at "
     if op.bound_by == "collective":
-        return (f"At {slower:.1f}x its {ceiling} the transfer, not the bytes, is the gap: look at a wait on a "
+        return (f"At {factor(slower)} its {ceiling} the transfer, not the bytes, is the gap: look at a wait on a "
                 "slower device (the straggler view), another collective on its links, or many small messages.")
     if is_matmul(op):
         return head + _MATMUL_KERNEL.get(kind, _MATMUL_KERNEL["gpu"])

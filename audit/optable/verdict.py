@@ -1,5 +1,6 @@
-"""An op measured against its ceiling: whether it is flagged (`judge`) and the reasons that say
-what bounds it and what it reached (`flag_reasons`).
+"""An op measured against its ceiling: its verdict (`decide`, the one place the op table's verdicts
+are decided: `identical` only turns a judged op into `interference`), whether it is flagged
+(`judge`) and the reasons that say what bounds it and what it reached (`flag_reasons`).
 
 The cost model prices (`costmodel.roofline.expect`: the expected time and its reasons); this
 module judges, putting the measured time beside that expectation.
@@ -7,11 +8,114 @@ module judges, putting the measured time beside that expectation.
 
 from __future__ import annotations
 
+import math
+
+from dataclasses import dataclass
+
+from ..costmodel.achievable import AchievableTime
 from ..costmodel.chips.hardware import LINK_NAMES, Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import flops_peak
-from ..costmodel.units import human, intensity as per_byte, ratio
+from ..costmodel.units import count, factor, human, intensity as per_byte, ratio
 from ..options import DEFAULTS, Thresholds
+from ..reports.model.record import Verdict
+
+# Ops judged on their own time: only these are compared with their identical instances.
+JUDGED: tuple[Verdict, ...] = ("ok", "flagged")
+# A judged op far beyond its identical instances' kernel: what ran beside it took its time (`identical`).
+INTERFERENCE: Verdict = "interference"
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What an op's verdict is decided from, for all its executions (`occurrences`): its measured,
+    expected (roofline) and achievable times, its share of the measured op time, why it is not
+    judged ("" when it is), and what it is (a container, a bytes-only bound, priced as its ops)."""
+
+    measured_s: float | None
+    occurrences: float
+    container: bool
+    unjudged: str
+    bound_only: str
+    cost: OpCost | None
+    expectation: Expectation | None
+    expected_s: float | None
+    achievable_s: float | None
+    reach: AchievableTime
+    share: float | None
+    priced_as_its_ops: bool
+    in_hlo: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    flagged: bool
+    reasons: list[str]
+    achievable_fraction: float | None
+
+
+def decide(op: Judging, thresholds: Thresholds, hw: Hardware) -> Decision:
+    """An op's verdict, whether it is flagged, and the reasons that say why."""
+    cost, exp, measured = op.cost, op.expectation, op.measured_s
+    flagged, achievable_fraction = False, safe_ratio(op.achievable_s, measured)
+    reasons: list[str] = []
+    if op.unjudged:
+        reasons = [op.unjudged] + (list(exp.reasons) if exp is not None else [])
+    elif measured is not None and not op.container:
+        # Judged against what good kernels reach on this chip, not against the datasheet roofline.
+        flagged, achievable_fraction = judge(op.achievable_s, measured, op.share or 0.0, thresholds)
+        flagged = flagged and not op.bound_only
+        per_exec = measured / op.occurrences if op.occurrences else measured
+        if op.bound_only and exp is not None and exp.expected_s is not None:
+            reasons = [f"took {human(per_exec, 's')} per run; its bound is {human(exp.expected_s, 's')} "
+                       f"({exp.memory_level or hw.main_memory} roof for its bytes)"] + list(exp.reasons)
+        elif cost is not None and exp is not None:
+            # An op priced as the ops it runs has no one bound to explain: its expectation says what it is.
+            roofline = list(flag_reasons(cost, exp, per_exec, hw)) if not op.priced_as_its_ops else list(exp.reasons)
+            reasons = roofline[:1] + achievable_reasons(op.reach, per_exec) + roofline[1:]
+    elif exp is not None:
+        reasons = list(exp.reasons)
+    if cost is None:
+        reasons.append("not in the program's HLO: no cost available" if not op.in_hlo
+                       else "no cost computed for this op")
+    elif not cost.modeled and cost.reason:
+        reasons.append(cost.reason)
+    flagged = bool(flagged and not op.container)
+    verdict = _verdict(flagged, op.unjudged, op.expected_s, measured, op.container)
+    if op.bound_only and verdict in ("ok", "not measured"):
+        verdict = "bound only"
+        reasons = [op.bound_only] + [x for x in reasons if x != op.bound_only]
+    return Decision(verdict, flagged, reasons, achievable_fraction)
+
+
+def _verdict(flagged: bool, unjudged: str, expected_s: float | None, measured_s: float | None,
+             container: bool) -> Verdict:
+    if container or unjudged:
+        return "not judged"
+    if expected_s is None:
+        return "unknown"
+    if measured_s is None:
+        return "not measured"
+    return "flagged" if flagged else "ok"
+
+
+def safe_ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is unknown, b is not positive or the ratio is not finite."""
+    if a is None or b is None or b <= 0:
+        return None
+    value = a / b
+    return value if math.isfinite(value) else None
+
+
+def achievable_reasons(reach: AchievableTime, measured_s: float | None) -> list[str]:
+    """How far one execution is from what good kernels take on this chip, and the shape effects in it."""
+    if reach.seconds is None or not measured_s or not reach.seconds:
+        return list(reach.notes)
+    ratio = measured_s / reach.seconds
+    how = "at" if abs(ratio - 1) < 0.05 else factor(ratio)
+    return [f"took {how} its achievable time per run ({human(measured_s, 's')} measured, {human(reach.seconds, 's')} "
+            f"achievable from {reach.source})", *reach.notes]
 
 
 def judge(ceiling_s: float | None, measured_s: float | None, share: float,
@@ -119,13 +223,14 @@ def describe_problem(cost: OpCost) -> tuple[str, str] | None:
         batch, m, n, k = cost.gemm
         dims = {"M": m, "N": n, "K": k}
         smallest = min(dims, key=lambda d: dims[d])
-        what = f"a matmul M={m:,} N={n:,} K={k:,}" + (f" (batch {batch:,})" if batch > 1 else "")
-        return what, f"its smallest dimension, {smallest}={dims[smallest]:,}, limits it"
+        what = f"a matmul M={count(m)} N={count(n)} K={count(k)}" + (f" (batch {count(batch)})" if batch > 1 else "")
+        return what, f"its smallest dimension, {smallest}={count(dims[smallest])}, limits it"
     if cost.convolution is not None:
         batch, spatial, cin, cout, kernel = cost.convolution
         where = "x".join(str(x) for x in spatial) or "1"
         window = "x".join(str(x) for x in kernel) or "1"
-        what = (f"a convolution over batch {batch:,} and {where} output positions, {cin:,} -> {cout:,} channels, "
+        what = (f"a convolution over batch {count(batch)} and {where} output positions, {count(cin)} -> {count(cout)} "
+                f"channels, "
                 f"kernel {window}")
         return what, "its channels and kernel window set how often each loaded value is reused"
     return None

@@ -9,7 +9,7 @@ from typing import Any
 from .. import __version__
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import BOUNDS, Bound
-from ..optable.judge import safe_ratio
+from ..optable.verdict import safe_ratio
 from ..reports.model.record import JUDGED, OpRecord, collective_row
 from ..reports.model.report import DeviceSteps, ReportModel
 from ..reports.model.summary import StepOverlap, StepTimes, Summary

@@ -14,9 +14,10 @@ import pandas as pd
 
 from ..analyses.steps import step_time_stats
 from ..reports.model.record import OpRecord
+from ..timebase import PS
+from ..options import DEFAULTS
 
-TOP = 10
-PS = 1e-12
+TOP = DEFAULTS.pod_ranked
 
 
 def distribution(values: Iterable[float | None]) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def host_summary(per_device: pd.DataFrame, steps: list[dict[str, Any]], hosts: S
         host_rows = per_device[per_device["host"] == h.host]
         step_times = [t for s in steps if (t := s.get("per_host_s", {}).get(h.host)) is not None]
         out.append({"host": h.host, "devices": int(host_rows["device"].nunique()),
-                    "busy_s": float(host_rows["self_ps"].sum()) * 1e-12,
+                    "busy_s": float(host_rows["self_ps"].sum()) * PS,
                     "step_time_s": step_time_stats([{"time_s": t} for t in step_times])})
     return out
 

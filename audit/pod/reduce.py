@@ -25,6 +25,7 @@ from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
 from . import trace_window
 from .trace_window import CAPTURE, STEP
+from ..timebase import PS
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -86,14 +87,14 @@ class Pod:
 
     def idle_seconds(self) -> float | None:
         """Mean per device of step time not covered by any op."""
-        return None if self.idle_ps.empty or self.ops.empty else float(self.idle_ps["idle_ps"].mean()) * 1e-12
+        return None if self.idle_ps.empty or self.ops.empty else float(self.idle_ps["idle_ps"].mean()) * PS
 
     def timeline(self, kind_of: Mapping[tuple[int, str], str], device_names: Mapping[tuple[str, int], str]) -> list[dict[str, Any]]:
         return [{"device_class": device_names.get((host, step["device"]), f"device {step['device']}"),
                  "host": host, "device": step["device"], "step": step["step"], "start_s": 0.0,
-                 "end_s": (step["end_ps"] - step["start_ps"]) * 1e-12,
+                 "end_s": (step["end_ps"] - step["start_ps"]) * PS,
                  "events": [{"name": op, "kind": kind_of.get((int(pid), op), "unknown"),
-                             "start_s": (int(st) - step["start_ps"]) * 1e-12, "dur_s": int(du) * 1e-12}
+                             "start_s": (int(st) - step["start_ps"]) * PS, "dur_s": int(du) * PS}
                             for op, pid, st, du in zip(ev["op"], ev["program_id"], ev["start_ps"], ev["dur_ps"])]}
                 for host, step, ev in self.strips if step]
 

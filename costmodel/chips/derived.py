@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import InputError
+from ..units import percent, stated
 
 Error = Callable[[str, str], InputError]
 CheckUnit = Callable[[str, str], None]
@@ -97,7 +98,7 @@ class _Resolver:
         factor, how = self.ratio(ratio, key, chain)
         table["value"] = factor * base
         if isinstance(table.get("source", ""), str):  # any other type is refused where sources are read
-            table["source"] = f"{table.get('source', '')}; computed: {factor:.1%}{how} of {of} ({base:.4g} {unit})"
+            table["source"] = f"{table.get('source', '')}; computed: {percent(factor)}{how} of {of} ({stated(base)} {unit})"
             table["source"] = table["source"].lstrip("; ")
         del table["ratio"], table["of"]
         self.done.add(key)

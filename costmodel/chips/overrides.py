@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import UsageError
 from .hardware import Hardware, Quantity
 from .hwfile import AT_LEAST_ONE, MAX_COUNT, WHOLE_FIGURES
+from ..units import count, stated
 
 FRIENDLY: dict[str, tuple[str, str]] = {
     "scale_out_bytes_per_s": ("interconnect.dcn_bytes_per_s", "per-device bandwidth between nodes or slices"),
@@ -130,15 +131,15 @@ def follow_ceilings(before: Hardware, hw: Hardware, targets: set[str]) -> tuple[
                 continue
             if not isinstance(old, Quantity) or old.value <= 0:
                 notes.append(f"{follower} does not follow --set {path}: {before.name} stated no {path} to scale "
-                              f"from ({reach.value:.4g} {reach.unit} [{reach.source}] kept)")
+                              f"from ({stated(reach.value)} {reach.unit} [{reach.source}] kept)")
                 continue
             factor = new.value / old.value
             moved = Quantity(reach.value * factor, reach.unit, "user",
-                             f"follows --set {path}: {reach.value:.4g} {reach.unit} [{reach.source}] x {factor:.4g}, "
+                             f"follows --set {path}: {stated(reach.value)} {reach.unit} [{reach.source}] x {stated(factor)}, "
                              f"the same share of the ceiling", "estimate")
             hw = _put(hw, parts, moved)
-            notes.append(f"{follower} = {moved.value:.4g} {moved.unit}, follows --set {path} "
-                         f"(was {reach.value:.4g} {reach.unit} [{reach.source}], the same share of its ceiling)")
+            notes.append(f"{follower} = {stated(moved.value)} {moved.unit}, follows --set {path} "
+                         f"(was {stated(reach.value)} {reach.unit} [{reach.source}], the same share of its ceiling)")
     return hw, notes
 
 
@@ -195,7 +196,7 @@ def _number(key: str, text: str, whole: bool, low: int = 1) -> float:
     except ValueError:
         raise UsageError(f"--set {key}={text}: not a number", hint=f"e.g. --set {key}=12.5e9") from None
     if not math.isfinite(value) or value < 0 or (whole and (value != int(value) or not low <= value <= MAX_COUNT)):
-        wanted = f"a whole number from {low} to {MAX_COUNT:,}" if whole else "a finite number >= 0"
+        wanted = f"a whole number from {low} to {count(MAX_COUNT)}" if whole else "a finite number >= 0"
         raise UsageError(f"--set {key}={text}: expected {wanted}")
     return value
 
@@ -212,7 +213,7 @@ def _set(hw: Hardware, path: str, key: str, text: str, leaf: Any) -> tuple[Hardw
         was = f"was {old}"
     else:
         unit = old.unit if isinstance(old, Quantity) else _unit(path)
-        was = f"was {old.value:.4g} {old.unit} [{old.source}]" if isinstance(old, Quantity) else "not stated before"
+        was = f"was {stated(old.value)} {old.unit} [{old.source}]" if isinstance(old, Quantity) else "not stated before"
         new = Quantity(value, unit, "user", f"--set {key}={text} ({was})")
         if value == 0 and not new.may_be_zero:
             raise UsageError(f"--set {key}={text}: expected a number > 0 for a figure in {unit}")
@@ -262,7 +263,7 @@ def _derive_scale_out(hw: Hardware) -> tuple[Hardware, str]:
     if not (net.nics_per_node and net.nic_bytes_per_s and net.node_size):
         return hw, ""
     per_device = net.nics_per_node * net.nic_bytes_per_s.value / net.node_size
-    how = (f"{net.nics_per_node} NICs x {net.nic_bytes_per_s.value:.4g} B/s / {net.node_size} devices per node")
+    how = (f"{net.nics_per_node} NICs x {stated(net.nic_bytes_per_s.value)} B/s / {net.node_size} devices per node")
     q = Quantity(per_device, "B/s", "user", f"from --set: {how}")
     return (dataclasses.replace(hw, interconnect=dataclasses.replace(net, dcn_bytes_per_s=q)),
-            f"interconnect.dcn_bytes_per_s = {per_device:.4g} B/s from --set: {how}")
+            f"interconnect.dcn_bytes_per_s = {stated(per_device)} B/s from --set: {how}")

@@ -3,7 +3,7 @@
 A handler takes one instruction and the context it runs in and returns its
 `OpCost` for one execution on one device. `@handles("dot")` registers it in
 `HANDLERS`, the one table; opcodes deliberately left unmodeled are listed in
-`UNMODELED` with the reason. Both are filled when `costmodel.opcost` imports
+`UNMODELED` with the reason. Both are filled when `costmodel.ops.module` imports
 the handler modules.
 """
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from ...parsers.hlo_model import Computation, Instruction
 from ..costs import CollectiveInfo, OpCost
+from ..units import whole_percent
 from .base import CostContext, first_dtype, unknown_cost, zero_cost
 from .collective import kind_of, price_collective
 from .fusion_io import passed_through, utilization
@@ -158,7 +159,7 @@ def _merged(transfers: list[OpCost], share: float) -> OpCost:
     sent = sum(t.comm_bytes for t, _ in main) * share
     notes = tuple(dict.fromkeys(n for t, _ in main for n in t.notes))
     if share < 1:
-        notes += (f"carries {share:.0%} of the {info.kind}: the compute fusions that continue it share it",)
+        notes += (f"carries {whole_percent(share)} of the {info.kind}: the compute fusions that continue it share it",)
     others = [i.kind for group in by_group.values() if group is not main for _, i in group]
     if others:
         notes += (f"also holds {', '.join(others)}, not priced on the links beside the {info.kind}",)

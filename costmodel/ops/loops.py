@@ -16,6 +16,7 @@ from ...errors import InputError
 from ...parsers.hlo_model import Computation, Instruction, Module
 from ...parsers.ranges import MAX_TRIP_COUNT
 from .base import backend_json
+from ..units import count
 
 _TRANSPARENT = ("copy", "bitcast", "reshape", "convert")
 
@@ -44,7 +45,7 @@ def _count(value: object, instr: Instruction) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not text.isdigit() or len(text) > 15 \
             or int(text) > MAX_TRIP_COUNT:
         raise InputError(f"HLO instruction {instr.name!r}: known_trip_count {text[:30]!r} is not a trip count "
-                         f"(0 to {MAX_TRIP_COUNT:,})")
+                         f"(0 to {count(MAX_TRIP_COUNT)})")
     return int(text)
 
 
@@ -125,12 +126,7 @@ def inferred_trip_count(module: Module, loop: Instruction, body: Computation | N
 
 def while_parts(module: Module, loop: Instruction) -> tuple[Computation | None, Computation | None]:
     """(body, condition) of a while; `called` lists the body first, as XLA does."""
-    def named(name: str) -> Computation | None:
-        return module.computations.get(name.lstrip("%")) if name else None
-
-    body = named(loop.attr("body")) or (named(loop.called[0]) if loop.called else None)
-    cond = named(loop.attr("condition")) or (named(loop.called[1]) if len(loop.called) > 1 else None)
-    return body, cond
+    return module.while_parts(loop)
 
 
 def trip_count(module: Module, loop: Instruction) -> tuple[int | None, str]:

@@ -23,12 +23,14 @@ from typing import Any, Iterator
 
 from ...errors import InputError
 from ...parsers.hlo_model import Computation, Instruction, Module
+from ...parsers.hlo_opcodes import RUNS_OTHERS
 from ...parsers.hlo_collector import collector_paused
 from ...parsers.ranges import MAX_EXECUTIONS
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
 from .loops import trip_count, while_parts
 from ..costs import OpCost
+from ..units import count
 
 __all__ = ["HANDLERS", "UNMODELED", "cost_module", "module_totals", "unmodeled_ops", "device_count",
            "unknown_trip_loops"]
@@ -38,21 +40,15 @@ def _times(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a * b
 
 
-def _named(module: Module, name: str) -> Computation | None:
-    return module.computations.get(name.lstrip("%")) if name else None
-
-
-# The opcodes that run computations as ops of their own (`_callees`).
-_RUNS_OTHERS = frozenset({"while", "conditional", "call", "async-start"})
-
-
 def _running_others(comp: Computation) -> list[Instruction]:
     """The computation's instructions that run computations as ops of their own."""
-    return [instr for instr in comp.instructions if instr.opcode in _RUNS_OTHERS]
+    return [instr for instr in comp.instructions if instr.opcode in RUNS_OTHERS]
 
 
 def _callees(module: Module, instr: Instruction, trips: int | None) -> Iterator[tuple[Computation, int | None]]:
-    """Computations whose ops run as ops of their own, with how often per execution of `instr`."""
+    """Computations whose ops run as ops of their own (`Module.run_by`), with how often per execution
+    of `instr`: a loop's body its trip count, its condition one more, a branch unknown (which one runs
+    is decided at run time), what a call or an async start runs once."""
     if instr.opcode == "while":
         n = trip_count(module, instr)[0]
         body, cond = while_parts(module, instr)
@@ -60,16 +56,10 @@ def _callees(module: Module, instr: Instruction, trips: int | None) -> Iterator[
             yield body, _times(trips, n)
         if cond is not None:
             yield cond, _times(trips, None if n is None else n + 1)
-    elif instr.opcode == "conditional":
-        for name in instr.called:
-            comp = _named(module, name)
-            if comp is not None:
-                yield comp, None  # which branch runs is decided at run time
-    elif instr.opcode in ("call", "async-start"):
-        for name in instr.called or (instr.attr("to_apply"), instr.attr("calls")):
-            comp = _named(module, name)
-            if comp is not None:
-                yield comp, trips
+        return
+    runs = None if instr.opcode == "conditional" else trips
+    for comp in module.run_by(instr):
+        yield comp, runs
 
 
 def execution_plan(module: Module) -> dict[str, tuple[int | None, str]]:
@@ -107,7 +97,7 @@ def check_executions(module: Module) -> None:
                 total = runs.get(callee.name, 0) + (n if n is not None else runs.get(name, 0))
                 if total > MAX_EXECUTIONS:
                     raise InputError(f"HLO instruction {instr.name!r} in computation {name!r} runs {callee.name!r} "
-                                     f"more than {MAX_EXECUTIONS:,} times per run of the program (the trip counts "
+                                     f"more than {count(MAX_EXECUTIONS)} times per run of the program (the trip counts "
                                      "of the loops around it multiplied, over every call that leads there): no "
                                      "program runs so long")
                 runs[callee.name] = total

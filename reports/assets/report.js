@@ -2,45 +2,19 @@
   "use strict";
   // Every string from the trace is written with textContent: never parsed as markup.
   var data = JSON.parse(document.getElementById("audit-data").textContent);
-  var S = data.strings, cols = data.columns, rows = data.rows, details = data.details;
+  var S = data.strings, cols = data.columns, rows = data.rows, shown = data.shown, details = data.details;
   var PAGE = 300;
   var col = {};
   cols.forEach(function (c, i) { col[c.key] = i; });
   var det = {};
   data.detail_fields.forEach(function (f, i) { det[f] = i; });
 
-  function three(v) {
-    var a = Math.abs(v);
-    if (a === 0) return "0";
-    if (a < 1 || a >= 1000) return String(+v.toPrecision(3));
-    return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2);
-  }
-  var TIME = [[1, "s"], [1e-3, "ms"], [1e-6, "\u00b5s"], [1e-9, "ns"], [1e-12, "ps"]];
-  var SI = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]];
-  function seconds(v) {
-    if (Math.abs(v) < 0.5e-12) return "0 s";  // residue below the traces' resolution
-    if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en-US") + " s";
-    for (var i = 0; i < TIME.length; i++) if (Math.abs(v) >= TIME[i][0]) return three(v / TIME[i][0]) + " " + TIME[i][1];
-    return three(v / 1e-12) + " ps";
-  }
-  function si(v, unit) {
-    for (var i = 0; i < SI.length; i++) if (Math.abs(v) >= SI[i][0]) return three(v / SI[i][0]) + " " + SI[i][1] + unit;
-    return v === 0 ? "0 " + unit : three(v) + " " + unit;
-  }
-  var FMT = {
-    time: seconds,
-    pct: function (v) { return (100 * v).toFixed(1) + "%"; },
-    flop: function (v) { return si(v, "FLOP"); },
-    flops: function (v) { return si(v, "FLOP/s"); },
-    bytes: function (v) { return si(v, "B"); },
-    bps: function (v) { return si(v, "B/s"); },
-    fpb: function (v) { return three(v) + " FLOP/B"; },
-    int: function (v) { return v.toLocaleString("en-US"); }
-  };
-  function show(c, v) {
+  // Numbers are shown as costmodel/units.py wrote them (the payload's `shown`), as every format prints them.
+  function show(r, j) {
+    var c = cols[j], v = rows[r][j];
     if (c.fmt === "text") return S[v];
     if (c.fmt === "bool") return v ? "\u25cf" : "";
-    return v === null || v === undefined ? "\u2014" : FMT[c.fmt](v);
+    return S[shown[r][j]];
   }
   function value(r, key) { var i = col[key]; return i === undefined ? null : rows[r][i]; }
   function text(r, key) { var v = value(r, key); return v === null ? "" : S[v]; }
@@ -78,7 +52,7 @@
       if (value(r, "flagged")) tr.className = "flagged";
       cols.forEach(function (c, j) {
         var td = document.createElement("td");
-        td.textContent = show(c, rows[r][j]);
+        td.textContent = show(r, j);
         td.className = c.fmt === "text" ? "text" : "num";
         if (c.key === "bound_by") td.className += " b-" + S[rows[r][j]];
         if (c.fmt === "text") td.title = S[rows[r][j]];
@@ -135,7 +109,7 @@
     b.textContent = text(r, "name");
     tip.appendChild(b);
     var info = details[r];
-    function field(k) { var c = cols[col[k]]; return c ? show(c, rows[r][col[k]]) : ""; }
+    function field(k) { return col[k] === undefined ? "" : show(r, col[k]); }
     line(tip, "", text(r, "module") + " \u00b7 " + text(r, "opcode") + " \u00b7 " + S[info[det.category]] +
          " \u00b7 " + S[info[det.dtype]]);
     line(tip, "", text(r, "bound_by") + "-bound" + (value(r, "flagged") ? " \u00b7 flagged" : ""));
@@ -144,7 +118,7 @@
          " \u00b7 roofline fraction " + field("efficiency"));
     line(tip, "intensity", field("intensity") + " \u00b7 " + field("flops") + " \u00b7 " + field("bytes"));
     if (!data.predicted && info[det.measured_s_max] !== null)
-      line(tip, "slowest device", seconds(info[det.measured_s_max]) + " of " + info[det.devices] + " device(s)");
+      line(tip, "slowest device", S[info[det.slowest]] + " of " + info[det.devices] + " device(s)");
     if (!data.predicted) line(tip, "achieved", field("achieved_flops_per_s") + " \u00b7 " + field("achieved_bytes_per_s"));
     line(tip, "framework op", text(r, "framework_op"));
     line(tip, "source", text(r, "source"));

@@ -10,10 +10,11 @@ from ..model.record import CollectiveRow
 from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-MAX_COLLECTIVES = 10  # markdown rows
-TERMINAL_ROWS = 5  # the largest; the terminal is read, the other formats are searched
-MAX_STATIC_ROWS = 500  # HTML rows; the JSON has all
+MAX_COLLECTIVES = DEFAULTS.markdown_collectives
+TERMINAL_ROWS = DEFAULTS.terminal_collectives
+MAX_STATIC_ROWS = DEFAULTS.html_collectives
 
 
 def _bandwidth(c: CollectiveRow) -> str:

@@ -10,9 +10,10 @@ from ..model.report import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions, module_label
 from .judged import judged_any, none_judged
+from ...options import DEFAULTS
 
-MAX_FLAGGED = 15  # markdown rows; the JSON and HTML have all
-FLAGGED_OPEN = 10  # shown at once in HTML; the rest sit in a collapsed list that printing opens
+MAX_FLAGGED = DEFAULTS.markdown_flagged
+FLAGGED_OPEN = DEFAULTS.html_flagged_open
 
 
 def terminal(report: ReportModel, opts: RenderOptions) -> list[str] | None:

@@ -11,9 +11,10 @@ from ..model.record import OpRecord
 from ..model.report import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-MAX_ROWS = 10  # markdown rows; the JSON, CSV and HTML have all
-TERMINAL_ROWS = 5
+MAX_ROWS = DEFAULTS.markdown_beside
+TERMINAL_ROWS = DEFAULTS.terminal_beside
 INTRO = ("slowed by interference, not by their kernel: an identical op (the same computation on the same shapes) "
          "runs far faster elsewhere in this capture, beyond the run-to-run noise; not flagged")
 

@@ -10,8 +10,9 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-TOP = 5
+TOP = DEFAULTS.unmatched_shown
 
 
 def _facts(report: ReportModel) -> dict[str, Any] | None:

@@ -13,11 +13,12 @@ from ..model.report import ReportModel
 from ..svg import above_roof, roofline_svg
 from ..text import clip, md_table, md_text
 from ._base import RenderOptions, shared_modules
+from ...options import DEFAULTS
 
 TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "self_s", "share", "expected_s",
                       "efficiency", "achievable_s", "achievable_efficiency", "bound_by", "verdict")
 """The top-ops list of the terminal and markdown summaries (measured ones dropped in a prediction)."""
-MARKDOWN_TOP = 10
+MARKDOWN_TOP = DEFAULTS.markdown_ops
 _TERMINAL_WIDTH = {"name": 36, "module": 17, "program_id": 10, "category": 18, "devices": 7, "occurrences": 6, "bound_by": 10,
                    "verdict": 12, "efficiency": 17, "achievable_efficiency": 19}
 

@@ -11,8 +11,9 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-TOP = 5  # rows per list in the terminal and markdown; the page shows 10
+TOP = DEFAULTS.pod_rows
 
 
 def _dist(d: dict[str, Any]) -> str:

@@ -12,8 +12,9 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-MARKDOWN_TOP = 15
+MARKDOWN_TOP = DEFAULTS.markdown_programs
 _HEADER = ("Program", "Module", "Largest op", "Runs", "Measured (median run)", "Op time per run", "Expected per run",
            "Achievable per run", "Flagged ops")
 _WIDTH = (10, 20, 34, 5, 21, 15, 16, 18, 11)

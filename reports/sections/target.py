@@ -11,8 +11,9 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-MAX_ROWS = 15  # markdown rows
+MAX_ROWS = DEFAULTS.markdown_target
 _HEADER = ["Framework op", "CPU measured [trace]", "Target predicted [model]"]
 
 

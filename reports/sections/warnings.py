@@ -7,8 +7,9 @@ from html import escape
 from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
+from ...options import DEFAULTS
 
-MAX_WARNINGS = 10  # in markdown; the other formats list every warning
+MAX_WARNINGS = DEFAULTS.markdown_warnings
 
 
 def terminal(report: ReportModel, _: RenderOptions) -> list[str] | None:
