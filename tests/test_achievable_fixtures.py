@@ -186,11 +186,12 @@ def test_a_fusion_of_several_matmuls_runs_at_the_achievable_matmul_rate():
     assert reach.seconds == pytest.approx(reach.compute_s + fill + hw.achievable.launch_s.value, rel=1e-6)
 
 
-def test_a_smaller_part_of_a_catalog_chip_streams_at_the_same_fraction_of_its_own_peak(reports):
-    # The A100 archives run on A100-SXM4-40GB (1.555 TB/s), detected as the catalog's 80GB entry
-    # (2.039 TB/s, its best kernels streaming at 90% of it): the same fraction of its own peak.
+def test_the_a100_40gb_streams_at_the_fraction_its_own_best_kernels_reach(reports):
+    # The A100 archives run on A100-SXM4-40GB (1.555 TB/s), the catalog's 40GB entry: its achievable
+    # streaming rate is what the best streaming kernels of this very capture reach, 90% of its peak,
+    # a measurement (the 80GB part takes the same fraction of its own peak as an estimate).
     hw = reports["a100"]["hardware"]
     reach = hw["achievable"]["memory_bytes_per_s"]
-    assert hw["hbm_bytes_per_s"] == pytest.approx(1.5552e12)
+    assert hw["name"] == "a100-40gb" and hw["hbm_bytes_per_s"] == pytest.approx(1.5552e12)
     assert reach["value"] == pytest.approx(0.9 * 1.5552e12, rel=1e-3)
-    assert reach["note"].startswith("estimate") and "achievable.memory_bytes_per_s" in hw["estimates"]
+    assert "best streaming kernels" in reach["note"] and "achievable.memory_bytes_per_s" not in hw["estimates"]

@@ -278,25 +278,33 @@ def test_without_the_sdk_audit_mcp_says_how_to_install_it_in_one_line():
 
 
 def test_the_findings_part_is_passed_through_as_the_report_has_it(tmp_path):
-    """The step diagnosis attaches `findings` to a report; inspect returns them as the JSON holds them."""
+    """The step diagnosis attaches `findings` to a report; inspect returns them as the JSON holds them, and
+    a report without them (an older one) says none."""
+    from dataclasses import replace
+
     import audit
     from audit.reports.model.findings import Finding
 
-    report = audit.inspect(shared_fixture("gpu-mi300x/gemm.xplane.pb"))
+    capture = shared_fixture("gpu-mi300x/gemm.xplane.pb")
+    report = audit.inspect(capture)
+    assert report.model.part("findings"), "the step diagnosis finds something on the GEMM benchmark"
     gemm = max(report.model.ops, key=lambda o: o.self_s or 0.0)
     finding = Finding("kernel-gap", f"{gemm.name} is the step's largest op", (gemm.self_s or 0.0) / 42, None,
                       (gemm.key,), "see its suggestion", "trace")
     with_findings = tmp_path / "with-findings.json"
     audit.Report(report.model.attach("findings", [finding.to_json()])).save(str(with_findings))
     plain = tmp_path / "plain.json"
-    report.save(str(plain))
+    audit.Report(replace(report.model, parts={k: v for k, v in report.model.parts.items() if k != "findings"})
+                 ).save(str(plain))
 
     async def steps(session: ClientSession) -> Any:
         found = await session.call_tool("inspect", {"path": str(with_findings), "parts": ["findings", "programs"]})
         none = await session.call_tool("inspect", {"path": str(plain)})
-        return data(found), data(none)
+        direct = await session.call_tool("inspect", {"path": str(capture)})
+        return data(found), data(none), data(direct)
 
-    found, none = with_server(steps)
+    found, none, direct = with_server(steps)
+    assert direct["findings"] == report.to_json()["findings"]
     saved = json.loads(with_findings.read_text())
     assert found["findings"] == saved["findings"] == found["parts"]["findings"]
     assert found["parts"]["programs"] == saved["programs"]

@@ -104,7 +104,7 @@ def test_sqlite_export_reads_like_the_archive(export):
     quiet = PodSettings(progress=False, cache="")
     from_sqlite = analyse_profile(sqlite_path, pod=PodSettings(progress=False, cache="", hlo=str(dump))).to_json()
     from_archive = analyse_profile(shared_fixture(ARCHIVE), pod=quiet).to_json()
-    assert from_sqlite["source"]["kind"] == "nsys" and from_sqlite["hardware"]["name"] == "a100"
+    assert from_sqlite["source"]["kind"] == "nsys" and from_sqlite["hardware"]["name"] == "a100-40gb"
     assert from_sqlite["summary"]["steps"] == from_archive["summary"]["steps"] == 4
     for a, b in zip(from_sqlite["steps"], from_archive["steps"]):
         assert a["time_s"] == pytest.approx(b["time_s"], rel=1e-3)
@@ -129,7 +129,7 @@ def test_sqlite_export_with_hlo_on_the_command_line_and_in_the_library(export, c
 
     sqlite_path, dump = export
     assert main(["inspect", str(sqlite_path), "--hlo", str(dump), "--quiet", "--json", "-"]) == 0
-    assert '"a100"' in capsys.readouterr().out
+    assert '"a100-40gb"' in capsys.readouterr().out
     report = audit.inspect(sqlite_path, hlo=str(dump), cache="")
     assert report.to_json()["summary"]["steps"] == 4
 

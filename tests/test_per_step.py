@@ -59,18 +59,27 @@ def test_not_judged_ops_counts_every_op_with_that_verdict(maxtext_h100, conv3d):
 
 
 def _shares(text: str) -> dict[str, str]:
-    line = next(x for x in text.splitlines() if x.lower().startswith("time by bound"))
-    return dict(re.findall(r"(compute|memory|collective|latency|unknown|idle) (\d+\.\d%)", line))
+    """The op-time split of a format's "op time by bound" line, and idle as its share of op and idle time."""
+    line = next(x for x in text.splitlines() if x.lower().startswith("op time by bound"))
+    shares = dict(re.findall(r"(compute|memory|collective|latency|unknown) (\d+\.\d%)", line))
+    idle = re.search(r"idle [^(]*\((\d+\.\d%) of op and idle time\)", line)
+    return {**shares, **({"idle": idle.group(1)} if idle else {})}
 
 
 def test_time_by_bound_is_the_same_split_in_every_format(conv3d):
+    # One number per quantity: the shares of op time in the terminal, markdown and the page's table, idle as
+    # its share of op and idle time; the JSON's time_by_bound_share is of op and idle time, the same split.
     terminal, markdown = _shares(render(conv3d, "terminal")), _shares(render(conv3d, "markdown"))
-    assert terminal and terminal == markdown
+    assert terminal and terminal == markdown and "idle" in terminal
     html = render(conv3d, "html")
     for kind, share in terminal.items():
-        assert re.search(rf"{kind}</td><td class=\"num\">[^<]*</td><td class=\"num\">{re.escape(share)}", html)
-    in_json = {k: f"{100 * v:.1f}%" for k, v in conv3d["summary"]["time_by_bound_share"].items()}
-    assert in_json == terminal
+        if kind != "idle":
+            assert re.search(rf"{kind}</td><td class=\"num\">[^<]*</td><td class=\"num\">{re.escape(share)}", html)
+    in_json = conv3d["summary"]["time_by_bound_share"]
+    busy = 1.0 - in_json["idle"]
+    assert {k: f"{100 * v / busy:.1f}%" for k, v in in_json.items() if k != "idle"} == \
+        {k: v for k, v in terminal.items() if k != "idle"}
+    assert f"{100 * in_json['idle']:.1f}%" == terminal["idle"]
 
 
 def test_residue_prints_as_zero_not_picoseconds(maxtext_h100, conv3d):
