@@ -114,9 +114,9 @@ def replicate(sources: list[Path], hosts: int, run_dir: Path, straggler: int, se
 
 
 def _median_step(path: Path) -> float:
-    from audit.parsers.profile import load_host
+    from audit.parsers.profile import read_host
 
-    steps = load_host(path).steps
+    steps = read_host(path)[0].steps
     return float((steps["end_ps"] - steps["start_ps"]).median()) if not steps.empty else 0.0
 
 

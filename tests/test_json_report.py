@@ -21,9 +21,9 @@ class _Point:
 
 
 def _reference(value: Any) -> Any:
-    """The writer's rule, one isinstance test after another."""
+    """The writer's rule, one isinstance test after another: no NaN or infinity, and no negative zero."""
     if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
+        return None if math.isnan(value) or math.isinf(value) else value + 0.0
     if isinstance(value, dict):
         return {str(k): _reference(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

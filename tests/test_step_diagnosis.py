@@ -196,12 +196,12 @@ def test_diff_names_the_cause_that_appears_and_the_one_that_goes(profiles):
 @pytest.mark.slow
 def test_the_host_thread_is_read_alone_and_the_same_without_the_compiled_decoder(profiles, monkeypatch):
     from audit.parsers import xline_decode
-    from audit.parsers.profile import load_host
+    from conftest import read_hosts
 
     path = next(profiles["host"].rglob("*.xplane.pb"))
-    compiled = load_host(path).host_events
+    compiled = read_hosts(path)[0].host_events
     monkeypatch.setattr(xline_decode, "available", lambda: False)
-    parsed = load_host(path).host_events
+    parsed = read_hosts(path)[0].host_events
     assert len(compiled) > 0 and compiled.equals(parsed)
     names = set(compiled["name"].astype(str))
     # The thread that launched the program, with the Python tracer's calls and the step annotations.
