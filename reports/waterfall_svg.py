@@ -10,7 +10,7 @@ from typing import Any
 from ..costmodel import units as qty
 
 WIDTH, ROW, LABEL, PAD = 820, 22, 300, 8
-_TOTALS = ("roofline step [model]", "achievable step [model]", "measured step [trace]")
+_TOTALS = ("roofline step [model]", "achievable step [model]", "measured step, mean [trace]")
 
 
 def waterfall_svg(row: Mapping[str, Any]) -> str:

@@ -63,8 +63,8 @@ def html(report: ReportModel, _: RenderOptions) -> str | None:
     if not found and not diagnosis:
         return None
     pictures = "".join(f"<figure>{svg}<figcaption>{escape(str(row.get('program', '')))}: roofline step [model] "
-                       "-> achievable step [model] -> each cause -> measured step [trace], per step per device"
-                       "</figcaption></figure>"
+                       "-> achievable step [model] -> each cause -> measured step [trace]: the mean step per "
+                       "device, of which the findings' shares are</figcaption></figure>"
                        for row in diagnosis.get("programs", []) if (svg := waterfall_svg(row)))
     rows = "".join(
         f"<tr><td>{n}</td><td>{escape(f.title)}<div class=\"flag-meta\">{escape('; '.join(f.evidence[:3]))}</div>"

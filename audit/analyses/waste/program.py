@@ -153,7 +153,8 @@ def line(instr: Instruction) -> str:
     """One HLO instruction as evidence: name, shape, opcode, operands, and the source line that made it."""
     operands = ", ".join("%" + o.lstrip("%") for o in instr.operands[:4]) + (", ..." if len(instr.operands) > 4 else "")
     text = f"%{instr.name} = {shape_text(instr.shape)} {instr.opcode}({operands})"
-    where = instr.metadata.source or instr.metadata.op_name
+    # file:line by the file's name, as the host functions are named (the Python tracer names them so)
+    where = instr.metadata.source.rsplit("/", 1)[-1] if instr.metadata.source else instr.metadata.op_name
     return f"{text}  [{where}]" if where else text
 
 
