@@ -100,12 +100,9 @@ def _atomics(cost: OpCost, memory: float | None, ach: Achievable, notes: list[st
     if rate is None or not rate.value > 0:
         return memory
     seconds = updates / rate.value
-    if memory is not None and seconds <= memory:
-        return memory
-    sources.append(f"{dtype} atomic updates {human(rate.value, 'updates/s')} ({_cite(rate)})")
-    notes.append(f"atomics: {updates:,.0f} {dtype} read-modify-write updates of a scatter-add at "
-                 f"{human(rate.value, 'updates/s')}: {human(seconds, 's')}")
-    return seconds
+    return _at_least(memory, seconds, f"{dtype} atomic updates {human(rate.value, 'updates/s')} ({_cite(rate)})",
+                     f"atomics: {updates:,.0f} {dtype} read-modify-write updates of a scatter-add at "
+                     f"{human(rate.value, 'updates/s')}: {human(seconds, 's')}", notes, sources)
 
 
 def _compute(cost: OpCost, exp: Expectation, hw: Hardware, ach: Achievable, notes: list[str],
@@ -146,12 +143,20 @@ def _serial_reduce(cost: OpCost, compute: float | None, ach: Achievable, notes: 
     if not cost.serial_reduce or step is None:
         return compute
     seconds = cost.serial_reduce * step.value
-    if compute is not None and seconds <= compute:
-        return compute
-    sources.append(f"reduce loop step {human(step.value, 's')} ({_cite(step)})")
-    notes.append(f"serial reduce: a loop fusion reduces {cost.serial_reduce:,} elements into each output "
-                 f"element one after another, at least {human(step.value, 's')} each: {human(seconds, 's')}")
-    return seconds
+    return _at_least(compute, seconds, f"reduce loop step {human(step.value, 's')} ({_cite(step)})",
+                     f"serial reduce: a loop fusion reduces {cost.serial_reduce:,} elements into each output "
+                     f"element one after another, at least {human(step.value, 's')} each: {human(seconds, 's')}",
+                     notes, sources)
+
+
+def _at_least(time: float | None, floor: float, source: str, note: str, notes: list[str],
+              sources: list[str]) -> float | None:
+    """`time`, or `floor` where that is longer, its source and note then said (a floor that binds)."""
+    if time is not None and floor <= time:
+        return time
+    sources.append(source)
+    notes.append(note)
+    return floor
 
 
 def _at_peak(exp: Expectation, sources: list[str]) -> float | None:
