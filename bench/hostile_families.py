@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,12 +109,18 @@ def report_cases(rng: random.Random, n: int, seeds: Seeds) -> list[Case]:
 
 
 def nsys_cases(rng: random.Random, n: int) -> list[Case]:
+    return _archive_cases("nsys-jax", NSYS_CRAFTS, craft_nsys, rng, n)
+
+
+def _archive_cases(family: str, crafts: Sequence[str], craft: Callable[[bytes, str, random.Random], bytes],
+                   rng: random.Random, n: int) -> list[Case]:
+    """`n` copies of the real nsys-jax archive, each damaged by one of `crafts`, read by inspect."""
     archive = NSYS_ARCHIVE.read_bytes()
     cases = []
     for i in range(n):
-        craft = rng.choice(NSYS_CRAFTS)
-        cases.append(Case("nsys-jax", f"{craft}-{i}", ["inspect", "{dir}/a.zip", "-q", "--json", "{dir}/out.json"],
-                          files={"a.zip": craft_nsys(archive, craft, rng)}, outputs=("out.json",)))
+        name = rng.choice(crafts)
+        cases.append(Case(family, f"{name}-{i}", ["inspect", "{dir}/a.zip", "-q", "--json", "{dir}/out.json"],
+                          files={"a.zip": craft(archive, name, rng)}, outputs=("out.json",)))
     return cases
 
 
@@ -182,13 +188,7 @@ def template_cases(rng: random.Random, n: int) -> list[Case]:
 
 
 def zip_member_cases(rng: random.Random, n: int) -> list[Case]:
-    archive = NSYS_ARCHIVE.read_bytes()
-    cases = []
-    for i in range(n):
-        craft = rng.choice(ZIP_MEMBER_CRAFTS)
-        cases.append(Case("zip-member", f"{craft}-{i}", ["inspect", "{dir}/a.zip", "-q", "--json", "{dir}/out.json"],
-                          files={"a.zip": craft_zip_member(archive, craft, rng)}, outputs=("out.json",)))
-    return cases
+    return _archive_cases("zip-member", ZIP_MEMBER_CRAFTS, craft_zip_member, rng, n)
 
 
 def decoder_cases(rng: random.Random, n: int) -> list[Case]:

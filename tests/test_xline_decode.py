@@ -78,16 +78,21 @@ def test_every_build_reads_the_fields_protobuf_wrote(build: str, ts: int, events
                 assert kind == {"int64_value": xd.INT64, "uint64_value": xd.UINT64, "ref_value": xd.REF}[field]
 
 
-@settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=200), cut=st.integers(0, 400), flip=st.integers(0, 255))
-def test_the_c_build_refuses_damaged_bytes_without_reading_past_them(data: bytes, cut: int, flip: int) -> None:
-    # GIVEN random bytes, and a real line cut short or with one byte changed
+def _real_shaped_line() -> bytes:
+    """A line of four events in the shape of a real trace's: each with a string and an integer stat."""
     line = XLine(timestamp_ns=5)
     for i in range(4):
         ev = line.events.add(metadata_id=i, offset_ps=i * 10, duration_ps=3)
         ev.stats.add(metadata_id=1, str_value="fusion.1")
         ev.stats.add(metadata_id=2, int64_value=-i)
-    good = line.SerializeToString()
+    return line.SerializeToString()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200), cut=st.integers(0, 400), flip=st.integers(0, 255))
+def test_the_c_build_refuses_damaged_bytes_without_reading_past_them(data: bytes, cut: int, flip: int) -> None:
+    # GIVEN random bytes, and a real line cut short or with one byte changed
+    good = _real_shaped_line()
     damaged = [data, good[:cut], good[:cut % len(good)] + bytes([flip]) + good[cut % len(good) + 1:]]
     for raw in damaged:
         # WHEN the C build decodes them THEN it returns events or raises ValueError (never crashes), and
@@ -177,12 +182,7 @@ def _decoded_or_refused(data: bytes, build: str) -> tuple | str:
 @given(cut=st.integers(0, 400), at=st.integers(0, 400), byte=st.integers(0, 255), length=st.integers(0, (1 << 64) - 1))
 def test_the_c_and_numba_builds_agree_on_damaged_lines(cut: int, at: int, byte: int, length: int) -> None:
     # GIVEN a real-shaped line cut short, with one byte changed, or with a string length set to any 64 bits
-    line = XLine(timestamp_ns=5)
-    for i in range(4):
-        ev = line.events.add(metadata_id=i, offset_ps=i * 10, duration_ps=3)
-        ev.stats.add(metadata_id=1, str_value="fusion.1")
-        ev.stats.add(metadata_id=2, int64_value=-i)
-    good = line.SerializeToString()
+    good = _real_shaped_line()
     changed = good[:at % len(good)] + bytes([byte]) + good[at % len(good) + 1:]
     for data in (good[:cut], changed, _line_with_string_length(length)):
         # WHEN both builds decode them THEN they return the same events, or both refuse them
