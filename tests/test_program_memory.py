@@ -271,3 +271,15 @@ def test_a_peak_beyond_the_device_memory_says_the_program_cannot_run_there() -> 
     line = headline(small) or ""
     assert "18.8 GB of 16.0 GB device memory (117.6%)" in line and "[buffer assignment, user]" in line
     assert "2.81 GB more than the device holds, it cannot run there" in line
+
+
+def test_a_program_with_nothing_on_the_heap_has_no_peak_event_and_no_negative_figure():
+    # The MI300X GEMM benchmark's broadcast programs put nothing on the heap: their peak is reached at no
+    # heap event, written null (the hostile campaign caught the reader's -1 in the JSON).
+    from audit.orchestration.pipeline import analyse_profile
+
+    rows = analyse_profile(ROOT / "tests/data/fixtures/gpu-mi300x/gemm.xplane.pb").to_json()["program_memory"]
+    events = [r["peak_at"]["event"] for r in rows]
+    assert None in events and any(e is not None for e in events)
+    assert all(e is None or e >= 0 for e in events)
+    assert all(r[k] >= 0 for r in rows for k in ("peak_bytes", "parameter_bytes", "live_out_bytes", "temporary_bytes"))

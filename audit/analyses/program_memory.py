@@ -65,7 +65,9 @@ def _row(pid: int, name: str, usage: MemoryUsage, module: Module | None, hw: Har
 def _peak_at(usage: MemoryUsage, module: Module | None) -> dict[str, Any]:
     """Where the peak is reached: the heap event, its instruction and that instruction's place in its
     computation's schedule."""
-    out: dict[str, Any] = {"event": usage.peak_event, "events": usage.events, "instruction": usage.peak_instruction,
+    # No heap event reaches the peak when the program puts nothing on the heap: null, not the reader's -1.
+    event = usage.peak_event if usage.peak_event >= 0 else None
+    out: dict[str, Any] = {"event": event, "events": usage.events, "instruction": usage.peak_instruction,
                            "computation": None, "position": None, "scheduled": None, "source_line": None}
     found = module.find(usage.peak_instruction) if module is not None and usage.peak_instruction else None
     if found is not None:

@@ -183,7 +183,7 @@ def _program_memory() -> JSON:
     text, count = _nullable({"type": "string"}), _nullable(_integer())
     size = {k: _number("bytes") for k in ("peak_bytes", "parameter_bytes", "live_out_bytes", "temporary_bytes",
                                           "indefinite_bytes", "allocated_bytes")}
-    peak_at = _open({"event": _integer(), "events": _integer(), "instruction": {"type": "string"},
+    peak_at = _open({"event": count, "events": _integer(), "instruction": {"type": "string"},
                      "computation": text, "position": count, "scheduled": count, "source_line": text})
     buffer = _open({"instruction": {"type": "string"}, "bytes": _number("bytes"), "kind": {"type": "string"},
                     "opcode": text, "shape": text, "op_name": text, "source_line": text})
