@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install check demo test test-quick browser bench fuzz clean
 
-$(STAMP): pyproject.toml setup.py parsers/_xline.c costmodel/_recency.c parsers/_hloscan.c parsers/_protowire.h
+$(STAMP): pyproject.toml setup.py parsers/xplane/_xline.c costmodel/_recency.c parsers/hlo/_hloscan.c parsers/wire/_protowire.h audit/base/_stamp.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,tpu]'
@@ -34,11 +34,8 @@ TYPECHECK := build/typecheck/audit
 check: $(STAMP)
 	$(BIN)/ruff check .
 	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
-	ln -s $(CURDIR)/audit/*.py $(addprefix $(CURDIR)/audit/,commands analyses child library mcp_server optable orchestration pod skills) $(TYPECHECK)/
-	ln -s $(CURDIR)/parsers $(TYPECHECK)/parsers
-	ln -s $(CURDIR)/costmodel $(TYPECHECK)/costmodel
-	ln -s $(CURDIR)/reports $(TYPECHECK)/reports
-	ln -s $(CURDIR)/workloads $(TYPECHECK)/workloads
+	ln -s $(CURDIR)/audit/* $(TYPECHECK)/
+	for top in parsers costmodel reports workloads; do ln -s $(CURDIR)/$$top $(TYPECHECK)/$$top; done
 	$(BIN)/mypy
 
 # --durations: the slowest tests, printed after the summary, so a test that grew slow is seen.

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import InputError
+from .base.errors import InputError
 
 # Paths that name a process's streams or a device; never replaced, whatever they resolve to.
 _STREAM_ROOTS = ("/dev/", "/proc/")

@@ -1,6 +1,6 @@
 """The `audit` command line: subcommands are discovered from `audit.commands`, errors map to exit codes.
 
-Exit codes are `audit.errors.ExitCode`.
+Exit codes are `audit.base.errors.ExitCode`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import click
 from . import __version__
 from .commands import __path__ as _commands_path
 from .invocation import remember
-from .errors import AuditError, ExitCode, GateError, UsageError
+from .base.errors import AuditError, ExitCode, GateError, UsageError
 
 
 class _Group(click.Group):

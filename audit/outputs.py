@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from .atomic import is_stream, write_bytes, write_text
-from .errors import ExitCode, GateError, UsageError
+from .base.errors import ExitCode, GateError, UsageError
 from .hardware_options import hardware_options
-from .options import DEFAULTS
+from .base.options import DEFAULTS
 
 if TYPE_CHECKING:  # the analysis stack loads when a command runs, not when the CLI starts
     from .orchestration.analysis import Options

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_calibrate:
         return 0
     from .orchestration.calibrate import calibrate_install
-    from .errors import AuditError
+    from .base.errors import AuditError
 
     start = time.perf_counter()
     try:

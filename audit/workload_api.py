@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import InputError, UsageError
+from .base.errors import InputError, UsageError
 
 WORKLOAD_MARK = "__audit_workload__"
 

@@ -36,7 +36,7 @@ def _problems(hlo_dir: Path) -> dict[tuple[int, str], tuple[object, float, str]]
     """(program id, op name) -> (AttentionProblem, FLOPs, target) for every fused attention call."""
     import audit.costmodel.ops.module  # noqa: F401  (registers the handlers)
     from audit.costmodel.ops.base import CostContext, cost_instruction
-    from audit.parsers.hlo_text import parse_hlo_text
+    from audit.parsers.hlo.text import parse_hlo_text
 
     out: dict[tuple[int, str], tuple[object, float, str]] = {}
     for path in sorted(hlo_dir.glob("module_*after_optimizations.txt")):

@@ -76,7 +76,7 @@ def _split_params(text: str) -> list[str]:
 
 def many_events(real: Path, out: Path, target: int = 10_000_000) -> Path:
     """The real profile with its biggest lines repeated (as further lines) until `target` events."""
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(real.read_bytes())
@@ -98,7 +98,7 @@ def many_events(real: Path, out: Path, target: int = 10_000_000) -> Path:
 
 
 def many_planes(out: Path, kind: str, count: int = 100_000) -> Path:
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(GEMM.read_bytes())

@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def count_events(path: Path) -> int:
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(path.read_bytes())

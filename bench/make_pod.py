@@ -89,7 +89,7 @@ def capture(processes: int, work: Path) -> list[Path]:
 
 def replicate(sources: list[Path], hosts: int, run_dir: Path, straggler: int, seed: int) -> None:
     from audit.atomic import write_bytes
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     rng = random.Random(seed)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ def replicate(sources: list[Path], hosts: int, run_dir: Path, straggler: int, se
 
 
 def _median_step(path: Path) -> float:
-    from audit.parsers.profile import read_host
+    from audit.parsers.xplane.reader import read_host
 
     steps = read_host(path)[0].steps
     return float((steps["end_ps"] - steps["start_ps"]).median()) if not steps.empty else 0.0

@@ -98,8 +98,8 @@ def xprof_memory(capture: Path, folder: Path) -> dict[int, tuple[str, float, flo
 
 def audit_memory(capture: Path) -> dict[int, tuple[float, float]]:
     """Program id -> (peak MiB, entry parameters MiB) as `audit` reads them from the capture."""
-    from audit.parsers.hlo_buffer_assignment import memory_usage, read_buffer_assignment
-    from audit.parsers.profile import read_host
+    from audit.parsers.hlo.buffer_assignment import memory_usage, read_buffer_assignment
+    from audit.parsers.xplane.reader import read_host
 
     _, protos = read_host(capture, decode_hlo=False)
     out: dict[int, tuple[float, float]] = {}
@@ -131,7 +131,7 @@ def compare_proto(capture: str, name: str, data: bytes, folder: Path) -> Row:
     """An HloProto's bytes, audit beside XProf's memory viewer reading them as its server's file."""
     from xprof.convert import raw_to_tool_data
 
-    from audit.parsers.hlo_buffer_assignment import memory_usage, read_buffer_assignment
+    from audit.parsers.hlo.buffer_assignment import memory_usage, read_buffer_assignment
 
     assignment = read_buffer_assignment(data)
     if assignment is None:

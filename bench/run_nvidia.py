@@ -33,8 +33,8 @@ FIXTURE = ROOT / "tests" / "data" / "fixtures" / "gpu-a100-pax-nsys-jax"
 _FLOOR = r"""
 import io, lzma, sys, time, zipfile
 import pyarrow.parquet as pq
-from audit.parsers import hlo_schema
-from audit.parsers.nsys_jax import TRACE, _PROJECTED
+from audit.parsers.hlo import schema as hlo_schema
+from audit.parsers.nsys.archive import TRACE, _PROJECTED
 start = time.perf_counter()
 for path in sys.argv[1:]:
     with zipfile.ZipFile(path) as z:

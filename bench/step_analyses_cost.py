@@ -26,7 +26,7 @@ from measure import fresh_home, load_average, measure  # noqa: E402
 WITHOUT = """
 import sys
 import audit.orchestration.pipeline as pipeline
-import audit.parsers.profile as profile
+import audit.parsers.xplane.reader as profile
 import audit.pod.summary as summary
 import audit.pod.reduce as reduce
 profile.python_events = lambda plane: None

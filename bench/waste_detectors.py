@@ -198,7 +198,7 @@ def cost_table(repeats: int = 5) -> str:
     import audit
     import audit.analyses.waste as waste
     import audit.orchestration.pipeline as pipeline
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     spent: list[float] = []
     attach = waste.attach_waste

@@ -13,8 +13,8 @@ from typing import Any
 
 import re
 
-from ..errors import UsageError
-from ..parsers.dtypes import DTYPE_BITS, canonical_dtype
+from ..base.errors import UsageError
+from ..parsers.hlo.dtypes import DTYPE_BITS, canonical_dtype
 from .network.collectives import collective_time
 from .chips.hardware import Hardware
 from .ops.complex_flops import CONTRACTION_NOTE, contraction_factor, is_complex

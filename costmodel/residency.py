@@ -28,8 +28,8 @@ from itertools import accumulate, chain, repeat
 from operator import attrgetter
 from typing import Any, Callable, Mapping
 
-from ..parsers.hlo_model import Computation, Module
-from ..parsers.hlo_opcodes import CONTROL_FLOW
+from ..parsers.hlo.model import Computation, Module
+from ..parsers.hlo.opcodes import CONTROL_FLOW
 from . import residency_walk
 from .chips.hardware import Hardware, MemoryLevel
 from .ops.base import nbytes

@@ -9,8 +9,8 @@ the platform's fixed per-op overhead. This is the only place hardware rates meet
 
 from __future__ import annotations
 
-from ..errors import AuditError
-from ..parsers.dtypes import real_part
+from ..base.errors import AuditError
+from ..parsers.hlo.dtypes import real_part
 from .network.collectives import CollectiveTime, collective_time
 from .units import human
 from .chips.hardware import Hardware, Quantity

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from ..parsers.hlo_model import Instruction, Module
-from ..parsers.hlo_opcodes import CONTROL_FLOW
+from ..parsers.hlo.model import Instruction, Module
+from ..parsers.hlo.opcodes import CONTROL_FLOW
 from .ops.loops import trip_count, while_parts
 from .costs import Expectation, OpCost
 

@@ -1,4 +1,6 @@
-"""Readers of foreign formats: XPlane profiles and HLO modules, into typed records.
+"""Readers of other tools' formats, into typed records: one folder per format (`xplane/`, `nsys/`,
+`hlo/`), what every profile reader hands on (`profile/`), the shared byte-level helpers (`wire/`),
+and here the registry of profile formats (`readers`) and what an input is (`inputs`).
 
-This layer imports nothing else of the project; it never costs and never renders.
+Nothing here costs or renders; it imports only `audit.base` of the rest of the project.
 """

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
-from .input_files import is_special, is_url
-from .profile_files import SUFFIX, find_profile_files, plane_names
+from ..base.errors import InputError
+from .wire.input_files import is_special, is_url
+from .profile.files import SUFFIX, find_profile_files, plane_names
 
 
 def priced_on_this_cpu(path: str | Path) -> bool:

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import InputError
-from .hlo_files import dump_folder_files, load_hlo_file, read_hlo_if_module
-from .hlo_model import Module
-from .input_files import is_special, is_url
+from ..base.errors import InputError
+from .hlo.files import dump_folder_files, load_hlo_file, read_hlo_if_module
+from .hlo.model import Module
+from .wire.input_files import is_special, is_url
 from .readers import claimed
-from .profile_files import refuse_xprof_cache
+from .profile.files import refuse_xprof_cache
 
 __all__ = ["InputKind", "OpenedInput", "open_input"]
 

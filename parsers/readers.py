@@ -1,11 +1,11 @@
 """Every profile format this tool reads, in one registry.
 
-Each format is one module of parsers/ that defines a `ProfileReader` (`profile_model`): what paths
+Each format is one folder of parsers/ whose reader defines a `ProfileReader` (`profile.model`): what paths
 it claims, the host files of a profile in it (one per host or process), how one host file is read
 into a `HostProfile` and its programs' HLO, and what tells a cached read apart from a stale one.
 The rest of the tool asks this module which reader a path or a host file belongs to: `pod/`
 spreads `read_host` over the hosts, the pipeline reads the reader's facts (its clocks, its name in
-the report), and nothing above parsers/ names a format. A new format is one module and a line in
+the report), and nothing above parsers/ names a format. A new format is one folder and a line in
 `_registry`.
 """
 
@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .profile_model import HostFiles, ProfileReader
+from .profile.model import HostFiles, ProfileReader
 
 
 def _registry() -> tuple[ProfileReader, ...]:
-    from .nsys_jax import READER as NSYS_JAX
-    from .nsys_sqlite import READER as NSIGHT_SQLITE
-    from .profile import READER as XPLANE
+    from .nsys.archive import READER as NSYS_JAX
+    from .nsys.sqlite import READER as NSIGHT_SQLITE
+    from .xplane.reader import READER as XPLANE
 
     # XPlane last: any other `.pb`, and a folder no other reader claims, are read as XPlane, whose
     # reader says in one line what is missing.
@@ -71,8 +71,8 @@ def host_label(host: str) -> str:
 
 def total_bytes(hosts: list[str]) -> int | None:
     """What the host files hold together (an archive of several hosts counted once); None for URLs."""
-    from .input_files import is_url
-    from .nsys_jax import split_host
+    from .wire.input_files import is_url
+    from .nsys.archive import split_host
 
     if any(is_url(h) for h in hosts):
         return None

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from ..costmodel import units as u
-from ..options import DEFAULTS
-from .diff_model import SCHEMA, ChangedOp, DiffModel, RunRow, Total
+from ..base.options import DEFAULTS
+from .model.diff import SCHEMA, ChangedOp, DiffModel, RunRow, Total
 from .diff_svg import runs_svg
 from .model.findings import Finding
 from .html import page, render_sections as html_sections

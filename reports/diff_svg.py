@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from ..costmodel import units as u
-from .diff_model import DiffModel
+from .model.diff import DiffModel
 
 _CHART_W, _ROW_H, _LEFT, _RIGHT, _TOP = 640, 22, 92, 16, 8
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..costmodel import units as qty
 from .model.columns import TABLE_COLUMNS, Column, for_report
-from .model.record import OpRecord
+from ..optable.record import OpRecord
 from .model.report import ReportModel
 
 # Characters that could end the script element or start markup, and the two

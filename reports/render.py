@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .model.report import ReportModel
-from .diff_model import DiffModel
+from .model.diff import DiffModel
 from .sections import RenderOptions
 
 

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from ..costmodel import units as qty
-from .model.record import OpRecord
+from ..optable.record import OpRecord
 from .model.report import ReportModel
 
 WIDTH, HEIGHT = 820, 440

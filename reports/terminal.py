@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from ..options import DEFAULTS
+from ..base.options import DEFAULTS
 from .model.report import ReportModel
 from .sections import REPORT_SECTIONS, RenderOptions, Section, header
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..options import DEFAULTS
+from ..base.options import DEFAULTS
 
 MAX_TEXT = DEFAULTS.markdown_cell
 _SPECIAL = "\\`*_[]<>|#~&!"

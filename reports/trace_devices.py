@@ -15,7 +15,7 @@ from typing import Any, cast
 import pandas as pd
 
 from .model.report import DeviceSteps, ReportModel
-from ..timebase import PS
+from ..base.timebase import PS
 
 
 

@@ -25,8 +25,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .model.record import OpRecord
-from ..errors import UsageError
+from ..optable.record import OpRecord
+from ..base.errors import UsageError
 from .json_report import clean
 from .model.report import ReportModel
 from .trace_devices import Device, Event, devices as _devices, window_statement

@@ -34,7 +34,7 @@ def read_hosts(path: str | Path, run: str | None = None) -> list:
     """Each host of a profile as `audit inspect` reads it (audit.pod): the reader of its format lists
     the host files of the run, the reader of each host file reads it, and each program's HLO is decoded
     from the bytes the reader returns. In this process, one host after another."""
-    from audit.parsers.hlo_files import decode_programs
+    from audit.parsers.hlo.files import decode_programs
     from audit.parsers.readers import reader_of_host
     from audit.pod.files import list_host_files
 

@@ -193,7 +193,7 @@ PROTO_CRAFTS: dict[str, Callable[[Any, random.Random], None]] = {
 
 def craft_hlo_proto(data: bytes, craft: str, rng: random.Random) -> bytes:
     """A serialized HloModuleProto (or HloProto) with one kind of field set as no XLA writes it."""
-    from audit.parsers import hlo_schema as schema
+    from audit.parsers.hlo import schema as schema
 
     wrapper = schema.HloProto.FromString(data)
     module = wrapper.hlo_module if wrapper.hlo_module.computations else schema.HloModuleProto.FromString(data)

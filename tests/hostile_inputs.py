@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from hostile_hlo import PROTO_CRAFTS, STRUCTURE_CRAFTS, craft_hlo_proto
 
-from audit.parsers.xplane_schema import XSpace
+from audit.parsers.xplane.schema import XSpace
 
 # Values at the edges of what each field's wire type can carry, and beyond what is physical.
 BIG_INTS = [2**63 - 1, 2**62, -1, -(2**63), 2**40, -(2**40)]

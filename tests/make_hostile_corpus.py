@@ -25,7 +25,7 @@ from hostile_archives import xz_bomb  # noqa: E402
 from hostile_hlo import nested  # noqa: E402
 from hostile_inputs import craft_hlo  # noqa: E402
 
-from audit.parsers.xplane_schema import XSpace  # noqa: E402
+from audit.parsers.xplane.schema import XSpace  # noqa: E402
 
 OUT = HERE / "data" / "hostile"
 

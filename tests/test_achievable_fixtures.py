@@ -12,7 +12,7 @@ from audit.cli import main
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.roofline import expect
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import shared_fixture
 
 MI300X = ("attention", "conv3d-8gpu", "elementwise", "gemm")

@@ -5,60 +5,45 @@ from __future__ import annotations
 import re
 
 from conftest import ROOT
-from test_layering import ALLOWED, LAYERS
+from test_layering import LAYERS, NOT_READ
 
 PAGE = ROOT / "docs" / "architecture.md"
-# How the page names each layer.
-NAMED = {"`parsers/`": "parsers", "`costmodel/`": "costmodel", "`reports/model/`": "report model",
-         "`audit/optable/`": "op table", "`reports/`": "reports", "`audit/`": "audit",
-         "`audit/options.py`": "options", "`audit/errors.py`": "errors", "`audit/timebase.py`": "timebase"}
-BELOW_EVERY_LAYER = {"errors", "timebase"}
 
 
-def page_rules(text: str) -> dict[str, set[str]]:
-    """Layer -> the layers the page's table says it may import (what sits below every layer added)."""
-    rules: dict[str, set[str]] = {}
+def page_layers(text: str) -> tuple[list[tuple[str, ...]], dict[str, set[str]]]:
+    """The page's table: the folders of each row in order, and what each folder may not import."""
+    rows: list[tuple[str, ...]] = []
+    not_read: dict[str, set[str]] = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 2 or not cells[0].startswith("`"):
+        if len(cells) != 4 or not cells[0].isdigit():
             continue
-        layer = NAMED[re.match(r"`[^`]+`", cells[0]).group(0)]
-        if cells[1] == "any layer":
-            rules[layer] = set(LAYERS.values()) - {layer}
-        else:
-            rules[layer] = {NAMED[n] for n in re.findall(r"`[^`]+/`|`[^`]+\.py`", cells[1]) if n in NAMED}
-        rules[layer] |= BELOW_EVERY_LAYER
-    return rules
+        folders = tuple(f.rstrip("/") for f in re.findall(r"`([^`]+/)`", cells[1]))
+        rows.append(folders)
+        for folder in folders:
+            not_read[folder] = {f.rstrip("/") for f in re.findall(r"`([^`]+/)`", cells[3])}
+    return rows, not_read
 
 
-def test_the_table_of_layers_is_the_layering_tests_rules():
-    text = PAGE.read_text()
-    assert page_rules(text) == {layer: ALLOWED[layer] for layer in page_rules(text)}
-    assert set(page_rules(text)) == set(ALLOWED) - {"errors", "options", "timebase"}
+def test_the_table_of_layers_is_the_layering_tests_order():
+    rows, not_read = page_layers(PAGE.read_text())
+    assert rows == list(LAYERS)
+    assert not_read == NOT_READ
 
 
-def test_what_sits_below_every_layer_is_named_and_imports_nothing_of_ours():
-    text = PAGE.read_text()
-    below = text[text.index("Below every layer:"):].split("\n\n")[0]
-    assert all(name in below for name, layer in NAMED.items() if layer in BELOW_EVERY_LAYER)
-    assert all(BELOW_EVERY_LAYER <= allowed for layer, allowed in ALLOWED.items()
-               if layer not in BELOW_EVERY_LAYER | {"options"})
-    assert ALLOWED["errors"] == set() and ALLOWED["timebase"] == set() and ALLOWED["options"] == {"errors"}
-
-
-def test_the_check_reads_a_wrong_row_as_wrong():
-    wrong = "| `parsers/` | nothing of ours |\n| `costmodel/` | `parsers/` |\n"
-    rules = page_rules(wrong)
-    assert rules["parsers"] == ALLOWED["parsers"]
-    assert rules["costmodel"] != ALLOWED["costmodel"]  # the page would leave out audit/options.py
+def test_the_check_reads_a_wrong_table_as_wrong():
+    swapped = "| 1 | `parsers/hlo/` | x | |\n| 2 | `parsers/wire/` | x | |\n"
+    assert page_layers(swapped)[0] == [("parsers/hlo",), ("parsers/wire",)] != list(LAYERS[1:3])
+    loose = "| 7 | `costmodel/` | x | `parsers/xplane/` |\n"
+    assert page_layers(loose)[1]["costmodel"] != NOT_READ["costmodel"]  # the page would let it read a host
 
 
 def test_the_page_makes_none_of_the_claims_the_code_contradicts():
-    # Parsers import audit.errors; audit run builds its --repeat and --target reports itself; the drawings
-    # place their numbers without units.py.
+    # Parsers import audit.base; audit run builds its --repeat and --target reports itself; the drawings
+    # place their numbers without units.py; OpRecord is the op table's.
     text = PAGE.read_text()
     for claim in ("| `parsers/` | nothing of ours |", "the one place a command's work is put together",
-                  "its HLO side only", "the one number formatter"):
+                  "its HLO side only", "the one number formatter", "reports/model/record.py"):
         assert claim not in text, claim
 
 

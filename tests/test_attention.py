@@ -24,9 +24,9 @@ from audit.costmodel.chips.hwfile import dumps, loads
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.costs import AttentionProblem, OpCost
 from audit.costmodel.roofline import expect
-from audit.errors import InputError
+from audit.base.errors import InputError
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 
 DATA = Path(__file__).parent / "data"
 TE = DATA / "te_attention"

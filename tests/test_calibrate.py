@@ -110,7 +110,7 @@ def test_the_catalog_reads_the_record_and_never_measures(tmp_path, monkeypatch, 
     # Measuring is the caller's: the catalog and detection only read this machine's record, and a
     # command passes the function that measures when there is none.
     from audit.costmodel.chips.detect import hardware_from_trace
-    from audit.errors import UsageError
+    from audit.base.errors import UsageError
 
     _, real = measured
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
@@ -161,7 +161,7 @@ def _record_like(hw, *, flops: float) -> dict:
 
 
 def test_a_failed_measurement_is_one_clear_error(tmp_path, monkeypatch):
-    from audit.errors import AuditError
+    from audit.base.errors import AuditError
 
     monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("XLA_FLAGS", "--xla_no_such_flag_for_audit=1")  # XLA refuses to start
@@ -205,7 +205,7 @@ def test_a_cached_calibration_starts_no_probe(cache_dir, monkeypatch):
 
 def test_only_an_input_judged_on_this_cpu_starts_the_probe_ahead(tmp_path, monkeypatch, fixture_path):
     from audit.orchestration import ahead
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     started: list[int] = []
     monkeypatch.setattr(calibrate, "start_ahead", lambda: started.append(1) or True)

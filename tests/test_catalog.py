@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit.costmodel.chips.catalog import CATALOG, canonical_name, lookup, names, parse_topology
-from audit.errors import UsageError
+from audit.base.errors import UsageError
 
 REQUIRED = ("tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5p", "tpu-v5e", "tpu-v6e", "a100", "h100", "h100-pcie",
             "h200", "b200", "mi300x", "mi355x")

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from audit.cli import main
 from audit.costmodel.chips.detect import hardware_from_trace
 from audit.orchestration.pipeline import analyse_profile
-from audit.parsers.gpu_target import config_beside, stats_beside, target_stats
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_platform import platform_of
+from audit.parsers.hlo.gpu_target import config_beside, stats_beside, target_stats
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.platform import platform_of
 from audit.pod.reduce import PodSettings
 from conftest import ROOT, render, shared_fixture
 
@@ -244,7 +244,7 @@ def test_a_gpu_capture_whose_planes_state_nothing_exits_2(tmp_path, capsys):
 ])
 def test_a_device_stat_no_chip_states_is_left_out(tmp_path, stat, value):
     # GIVEN the real H100 capture whose device plane states one figure no device has
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace.FromString((H100 / "train-step.xplane.pb").read_bytes())
     plane = next(p for p in space.planes if p.name == "/device:GPU:0")

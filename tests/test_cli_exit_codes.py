@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from audit.cli import main
-from audit.errors import ExitCode
+from audit.base.errors import ExitCode
 
 
 def _crash(*args, **kwargs):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from audit.costmodel.ops.module import cost_module
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 
 PADDED = "bf16[5,100]{1,0:T(8,128)(2,1)}"
 LOGICAL, BUFFER = 5 * 100 * 2, 8 * 128 * 2

@@ -17,7 +17,7 @@ from audit.child.capture import configure_environment
 from audit.optable.command_buffers import RECAPTURE, contents
 from audit.orchestration.analysis import cost_modules
 from audit.orchestration.runner import Capture, RunRequest, run_source
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import read_hosts
 from conftest import H100_CAPTURES, render
 

@@ -19,7 +19,7 @@ from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.hardware import F64_EMULATION_PASSES
 from audit.costmodel.ops.module import cost_module
 from audit.orchestration.pipeline import analyse_hlo
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 
 HLO = Path(__file__).parent / "data" / "hlo"
 N = 4096

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from audit.orchestration import calibrate
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.detect import hardware_from_trace
-from audit.parsers.events import PlaneStats
+from audit.parsers.profile.events import PlaneStats
 from conftest import read_hosts
-from audit.parsers.xplane import read_xspace
+from audit.parsers.xplane.space import read_xspace
 
 MI300X_CAPTURES = ("gemm", "attention", "elementwise", "conv3d-8gpu")
 

@@ -10,7 +10,7 @@ import pytest
 from audit.cli import main
 from audit.analyses.diff_timing import noise_interval
 from audit.analyses.diff_verdict import diff_reports
-from audit.reports.diff_model import Gates
+from audit.reports.model.diff import Gates
 
 B, D, F = 256, 128, 256  # global batch, model width, MLP width; batch is sharded 8 ways
 STEPS = 5

@@ -14,7 +14,7 @@ from audit.analyses.diff_verdict import diff_reports
 from audit.cli import main
 from audit.orchestration.pipeline import analyse_hlo
 from audit.reports.model.read import parse_report
-from audit.reports.diff_model import DiffModel, OpenedBuffer
+from audit.reports.model.diff import DiffModel, OpenedBuffer
 from audit.reports.diff_sections import render_diff_terminal
 from conftest import H100_CAPTURES
 

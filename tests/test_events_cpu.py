@@ -14,7 +14,7 @@ from hypothesis import example, given, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conftest import read_hosts
-from audit.parsers.profile_model import EVENT_COLUMNS, STEP_COLUMNS
+from audit.parsers.profile.model import EVENT_COLUMNS, STEP_COLUMNS
 
 STEPS = 3
 TRIP_COUNT = 3
@@ -204,7 +204,7 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
 def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str, build: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN the reference reading of a real trace, event by event through protobuf messages
-    from audit.parsers import events_cpu, xline_decode
+    from audit.parsers.xplane import events_cpu, xline as xline_decode
 
     monkeypatch.setattr(events_cpu, "COMPILED_MIN_EVENTS", 1 << 62)
     reference = read_hosts(traces[kind])[0]
@@ -227,8 +227,8 @@ def test_compiled_decoder_reads_every_xline_field_as_protobuf_does(build: str) -
     # GIVEN a line with every kind of stat value, negative and 64-bit values, and fields it skips
     import numpy as np
 
-    from audit.parsers import xline_decode as xd
-    from audit.parsers.xplane_schema import XLine
+    from audit.parsers.xplane import xline as xd
+    from audit.parsers.xplane.schema import XLine
 
     line = XLine(id=7, name="thread", timestamp_ns=123456789, duration_ps=5)
     values = [dict(int64_value=-5), dict(uint64_value=(1 << 64) - 3), dict(double_value=2.5),
@@ -260,7 +260,7 @@ def test_compiled_decoder_reads_every_xline_field_as_protobuf_does(build: str) -
 def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
     # GIVEN thunk events as older XLA wrote them: hlo_op on the event, program_id only on the
     # event metadata, no run_id and no device_ordinal
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace(hostnames=["old"])
     plane = space.planes.add(name="/host:CPU")
@@ -289,9 +289,9 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
 @pytest.mark.parametrize("build", ["c", "numba"])
 def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path], build: str) -> None:
     # GIVEN a real trace whose busiest /host:CPU line lost its last bytes
-    from audit.errors import InputError
-    from audit.parsers import events_cpu
-    from audit.parsers.xplane import decode_xspace
+    from audit.base.errors import InputError
+    from audit.parsers.xplane import events_cpu
+    from audit.parsers.xplane.space import decode_xspace
 
     path = next(traces["steps"].rglob("*.xplane.pb"))
     plane = next(p for p in decode_xspace(path.read_bytes(), str(path)).planes if p.name == "/host:CPU")
@@ -308,7 +308,7 @@ def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path], build: s
        st.booleans())
 def test_nesting_order_is_the_three_key_sort(events, time_ordered):
     """The stable group sort taken for time-ordered lines gives the order of the full three-key sort."""
-    from audit.parsers.events import _nesting_order
+    from audit.parsers.profile.events import _nesting_order
 
     if time_ordered:
         events = sorted(events, key=lambda e: (e[1], -e[2]))
@@ -325,7 +325,7 @@ def test_self_time_is_never_negative_and_children_are_counted_once(events):
     """Events that overlap without nesting (a damaged or crafted trace; a parent [0, 10] with children [0, 8] and
     [5, 10]) left negative self times: the children's union is taken from the parent, so each self time is between
     0 and the event's duration, and a group's self times add up to the time its events cover."""
-    from audit.parsers.events import self_times
+    from audit.parsers.profile.events import self_times
 
     group, start, dur = (np.array([e[i] for e in events], dtype=np.int64) for i in range(3))
     self_ps = self_times(group, start, dur)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import read_hosts
-from audit.parsers.xplane_schema import CoreDetails, XSpace
+from audit.parsers.xplane.schema import CoreDetails, XSpace
 
 PROGRAM = 12190760917235803885  # a 64-bit fingerprint, above 2**63
 PROGRAM_AS_INT64 = PROGRAM - (1 << 64)

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from audit.cli import main
-from audit.errors import ExitCode
-from audit.options import DEFAULTS
+from audit.base.errors import ExitCode
+from audit.base.options import DEFAULTS
 from conftest import ROOT, shared_fixture
 
 H100_STEP = ROOT / "tests/data/captures/h100-jax0.11/train-step.xplane.pb"

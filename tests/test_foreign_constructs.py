@@ -12,8 +12,8 @@ from jaxlib import _hlo
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.ops.module import cost_module
 from audit.orchestration.pipeline import analyse_hlo
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_proto import read_hlo_proto_bytes
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.proto import read_hlo_proto_bytes
 
 DATA = Path(__file__).resolve().parent / "data"
 HLO = DATA / "hlo"

@@ -23,7 +23,7 @@ from jaxlib import _hlo
 
 from audit.costmodel.ops.module import cost_module
 from audit.orchestration.pipeline import analyse_hlo
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 
 TILED = "{1,0:T(8,128)(2,1)}"
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from audit.errors import InputError
+from audit.base.errors import InputError
 from conftest import shared_fixture
 
 SEED_FILES = {
@@ -38,7 +38,7 @@ def _read_or_input_error(tmp_path, data: bytes, name: str = "m.xplane.pb") -> No
 
 
 def _load_hlo_or_input_error(path, data: bytes) -> None:
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     path.write_bytes(data)
     try:

@@ -29,10 +29,11 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from conftest import ROOT
 
-from audit.errors import InputError
-from audit.parsers import events_cpu, hlo_proto, xline_decode
-from audit.parsers.hlo_text import parse_hlo_text
-from audit.parsers.hlo_text_templates import read_hlo_text
+from audit.base.errors import InputError
+from audit.parsers.xplane import events_cpu, xline as xline_decode
+from audit.parsers.hlo import proto as hlo_proto
+from audit.parsers.hlo.text import parse_hlo_text
+from audit.parsers.hlo.text_templates import read_hlo_text
 from conftest import read_hosts
 
 FUZZ = os.environ.get("AUDIT_FUZZ") == "1"
@@ -109,7 +110,7 @@ def test_each_stat_craft_that_split_the_paths_reads_alike(craft: str, cpu_run: b
 def test_a_step_number_with_no_value_is_one_step_on_every_path(cpu_run: bytes, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN the real trace whose step annotations' step_num stats lost their values
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace.FromString(cpu_run)
     plane = next(p for p in space.planes if p.name == "/host:CPU")
@@ -209,7 +210,7 @@ def test_the_c_and_python_proto_readers_agree_on_crafted_real_protos(which: int,
 
 @pytest.fixture(scope="module")
 def cpu_lines() -> list[bytes]:
-    from audit.parsers.xplane import decode_xspace
+    from audit.parsers.xplane.space import decode_xspace
 
     plane = next(p for p in decode_xspace(CPU_RUN.read_bytes(), str(CPU_RUN)).planes if p.name == "/host:CPU")
     return [bytes(data) for data in plane.lines.encoded() if len(data) < 200_000]
@@ -244,7 +245,7 @@ def test_the_c_and_numba_decoders_agree_on_damaged_real_lines(pick: int, seed: i
 @pytest.fixture(scope="module")
 def h100_program() -> tuple[Any, Any]:
     from audit.costmodel.ops.module import cost_module
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     module = load_hlo_file(ROOT / "tests" / "data" / "fixtures" / "gpu-h100-maxtext" /
                            "module_0016.jit_train_step.before_optimizations.hlo.pb")

@@ -10,7 +10,7 @@ import pytest
 
 from audit.costmodel.chips import hwfile
 from audit.costmodel.chips.catalog import CATALOG
-from audit.errors import InputError
+from audit.base.errors import InputError
 
 DATA = resources.files("audit.costmodel.chips").joinpath("data")
 

@@ -12,7 +12,7 @@ from audit.cli import main
 from audit.costmodel.chips import hwfile
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.chips.hardware import Hardware, Quantity
-from audit.errors import ExitCode, InputError
+from audit.base.errors import ExitCode, InputError
 
 
 def _quantities(obj: object, path: str = ""):

@@ -11,7 +11,7 @@ from audit.cli import main
 from audit.costmodel.chips import hwfile
 from audit.costmodel.chips.catalog import CATALOG, lookup
 from audit.costmodel.chips.overrides import apply, settable_keys
-from audit.errors import UsageError
+from audit.base.errors import UsageError
 
 from conftest import ROOT, render, shared_fixture
 

@@ -16,9 +16,9 @@ import pytest
 from audit.costmodel.ops import base, module as cost
 from jaxlib import _hlo
 
-from audit.parsers import hlo_proto, hlo_schema as schema
-from audit.parsers.hlo_proto import read_hlo_proto_bytes
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo import proto as hlo_proto, schema as schema
+from audit.parsers.hlo.proto import read_hlo_proto_bytes
+from audit.parsers.hlo.text import parse_hlo_text
 
 from conftest import shared_fixture
 

@@ -11,10 +11,10 @@ import pytest
 from jaxlib import _hlo
 
 from audit.cli import main
-from audit.errors import InputError
+from audit.base.errors import InputError
 from audit.orchestration.pipeline import analyse_hlo
-from audit.parsers.hlo_platform import platform_of
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.platform import platform_of
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import shared_fixture
 
 H100_DUMP = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb"

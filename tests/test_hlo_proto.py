@@ -15,12 +15,12 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 from jaxlib import _hlo
 
-from audit.parsers import hlo_schema
-from audit.errors import InputError
-from audit.parsers.hlo_files import load_hlo_file, looks_like_hlo_file
-from audit.parsers.hlo_model import Instruction, Module
-from audit.parsers.hlo_proto import read_hlo_proto_bytes
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo import schema as hlo_schema
+from audit.base.errors import InputError
+from audit.parsers.hlo.files import load_hlo_file, looks_like_hlo_file
+from audit.parsers.hlo.model import Instruction, Module
+from audit.parsers.hlo.proto import read_hlo_proto_bytes
+from audit.parsers.hlo.text import parse_hlo_text
 
 MAXTEXT = "gpu-h100-maxtext/module_0016.jit_train_step.{}.hlo.pb"
 STAGES = ["sm_9.0_gpu_after_optimizations", "before_optimizations"]

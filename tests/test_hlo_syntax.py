@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit.parsers.hlo_syntax import TOKEN, bracket_depth, split_attributes, split_top
+from audit.parsers.hlo.syntax import TOKEN, bracket_depth, split_attributes, split_top
 
 _PLAIN = st.text(alphabet="abcXYZ019_.-%>:x ", min_size=1, max_size=8)
 _QUOTED = st.text(alphabet='ab,{}()[]"\\ /*', max_size=8).map(lambda t: '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"')

@@ -13,10 +13,10 @@ from conftest import shared_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.errors import InputError
-from audit.parsers.hlo_files import load_hlo_file, looks_like_hlo_file
-from audit.parsers.hlo_model import Module
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.base.errors import InputError
+from audit.parsers.hlo.files import load_hlo_file, looks_like_hlo_file
+from audit.parsers.hlo.model import Module
+from audit.parsers.hlo.text import parse_hlo_text
 
 TPU_DUMP = "tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"
 

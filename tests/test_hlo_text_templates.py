@@ -13,12 +13,12 @@ import pytest
 from jaxlib import _hlo
 
 from audit.costmodel.ops.module import cost_module
-from audit.errors import InputError
-from audit.parsers import hlo_text, hlo_text_templates
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_proto import read_hlo_proto_bytes
-from audit.parsers.hlo_text import parse_hlo_text
-from audit.parsers.hlo_text_templates import read_hlo_text
+from audit.base.errors import InputError
+from audit.parsers.hlo import text as hlo_text, text_templates as hlo_text_templates
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.proto import read_hlo_proto_bytes
+from audit.parsers.hlo.text import parse_hlo_text
+from audit.parsers.hlo.text_templates import read_hlo_text
 
 from conftest import shared_fixture
 

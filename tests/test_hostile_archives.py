@@ -19,10 +19,10 @@ from hostile_archives import (DEVICES, TRACE, craft_nsys, craft_sqlite, deflate_
 from hostile_hlo import craft_hlo_proto
 
 from audit.cli import main
-from audit.errors import ExitCode, InputError
-from audit.parsers.compressed import MAX_RATIO, RATIO_FLOOR_BYTES, expansion_limit, xz_bytes
+from audit.base.errors import ExitCode, InputError
+from audit.parsers.wire.compressed import MAX_RATIO, RATIO_FLOOR_BYTES, expansion_limit, xz_bytes
 from conftest import read_hosts
-from audit.parsers.xplane_schema import XSpace
+from audit.parsers.xplane.schema import XSpace
 from conftest import shared_fixture
 
 ARCHIVE = "gpu-a100-pax-nsys-jax/pax_fsdp4_4proc_proc0.zip"

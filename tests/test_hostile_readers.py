@@ -10,10 +10,10 @@ import pytest
 from hostile_inputs import craft_hlo
 
 from audit.cli import main
-from audit.errors import ExitCode, InputError
-from audit.parsers.hlo_text import parse_hlo_text
-from audit.parsers.replica_groups import iota_groups, parse_replica_groups
-from audit.parsers.xplane_schema import XSpace
+from audit.base.errors import ExitCode, InputError
+from audit.parsers.hlo.text import parse_hlo_text
+from audit.parsers.hlo.replica_groups import iota_groups, parse_replica_groups
+from audit.parsers.xplane.schema import XSpace
 from conftest import read_hosts, shared_fixture
 
 GEMM = "gpu-mi300x/gemm.xplane.pb"

@@ -16,8 +16,8 @@ from audit.costmodel import residency, schedule
 from audit.costmodel.ops import base, control, module as module_costs
 from audit.costmodel.chips.catalog import lookup
 from audit.costmodel.ops.module import cost_module
-from audit.errors import ExitCode, InputError
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.base.errors import ExitCode, InputError
+from audit.parsers.hlo.text import parse_hlo_text
 
 DEPTH = 12  # 2^12 paths to the leaf: a walk per path is thousands of visits, a walk per computation 13
 
@@ -161,7 +161,7 @@ def test_a_stack_frame_id_that_is_not_a_number_names_the_line():
 
 def test_real_layouts_parameters_and_configs_pass_the_checks(fixture_path):
     """The checks refuse only what no compiler writes: every real dump here reads."""
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     for name in ("gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb",
                  "tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"):

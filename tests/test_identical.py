@@ -27,10 +27,10 @@ from audit.cli import main
 from audit.optable.beside import _Running
 from audit.optable.identical import FAR
 from audit.costmodel.units import human
-from audit.parsers.hlo_category import fingerprint
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_identity import identity
-from audit.parsers.hlo_model import Computation, Instruction, Module, Shape
+from audit.parsers.hlo.category import fingerprint
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.identity import identity
+from audit.parsers.hlo.model import Computation, Instruction, Module, Shape
 from audit.reports.model.read import read_report
 
 CPU_RUN = ROOT / "tests/data/captures/cpu-default-run"
@@ -249,7 +249,7 @@ def test_an_instance_measured_at_zero_is_left_out_of_its_identical_ops(tmp_path:
     # GIVEN the default run with every run of one instance of an identical op at zero duration (events
     # shorter than the clock's resolution; real traces hold them): it was the "fastest", and a division by it
     # ended in an internal error
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace.FromString((CPU_RUN / "vm.xplane.pb").read_bytes())
     plane = next(p for p in space.planes if p.name == "/host:CPU")

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import audit
-from audit.errors import InputError
-from audit.parsers import hlo_proto
+from audit.base.errors import InputError
+from audit.parsers.hlo import proto as hlo_proto
 from audit.parsers.inputs import open_input
 from audit.reports.model.read import read_report
 
@@ -24,7 +24,7 @@ def test_a_binary_hlo_module_under_a_plain_pb_name_is_parsed_exactly_once(tmp_pa
     bare.write_bytes(shared_fixture(MAXTEXT).read_bytes())
     calls = []
     real = hlo_proto.read_hlo_proto_bytes
-    monkeypatch.setattr("audit.parsers.hlo_files.read_hlo_proto_bytes",
+    monkeypatch.setattr("audit.parsers.hlo.files.read_hlo_proto_bytes",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     opened = open_input(bare)
     assert opened.kind == "hlo" and opened.module is not None and len(calls) == 1

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from jaxlib import _hlo
 
 from audit.costmodel import units as qty
-from audit.options import Thresholds
+from audit.base.options import Thresholds
 from audit.optable.suggest import NEAR_ACHIEVABLE
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
 from audit.orchestration.analysis import Options
-from audit.parsers.xplane_schema import XSpace
+from audit.parsers.xplane.schema import XSpace
 from audit.reports.model.report import ReportModel
 from audit.reports.render import Format, ReportRenderer
 from audit.reports.sections import RenderOptions

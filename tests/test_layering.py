@@ -1,13 +1,9 @@
-"""The layers of docs/architecture.md, as imports: each layer imports only the layers below it.
+"""The layers of docs/architecture.md, as imports: the folders in layer order, each importing only
+the folders before it.
 
-    errors, options        below everything: exit codes and error types; thresholds and display defaults
-    timebase               below everything: the trace's time units (picoseconds, nanoseconds, seconds)
-    parsers                other tools' formats read into facts: imports nothing of ours
-    costmodel              HLO and hardware in, expectations out: reads no trace, judges nothing
-    reports/model          the report format: Report, OpRecord, its columns, its schema and reader
-    audit/optable          the op table: measured ops joined with expectations, verdicts, reasons
-    reports                rendering only: the report model and the values it shows, never the analysis
-    audit                  the CLI, the library, orchestration, analyses, pod: may import any layer
+A file belongs to the deepest folder of `LAYERS` that holds it (`audit/` holds its subfolders that
+are not listed: the CLI, the library, orchestration, analyses, pod, the MCP server). Folders on one
+row are peers: neither imports the other.
 """
 
 from __future__ import annotations
@@ -19,25 +15,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TOP_PACKAGE = {"parsers": "audit.parsers", "costmodel": "audit.costmodel", "reports": "audit.reports",
                "workloads": "audit.workloads", "audit": "audit"}
-# Module name prefix -> its layer; the longest prefix decides.
-LAYERS = {"audit.errors": "errors", "audit.options": "options", "audit.timebase": "timebase", "audit.parsers": "parsers",
-          "audit.costmodel": "costmodel", "audit.reports.model": "report model", "audit.optable": "op table",
-          "audit.reports": "reports", "audit.workloads": "workloads", "audit": "audit"}
-# Layer -> the other layers it may import. The renderers read the cost model for the values they show
-# (units, a chip's Hardware, a plan); the report model's rows carry the cost model's types.
-ALLOWED = {
-    "errors": set(),
-    "options": {"errors"},
-    "parsers": {"errors"},
-    "costmodel": {"parsers", "errors", "options"},
-    "report model": {"costmodel", "parsers", "errors"},
-    "op table": {"report model", "costmodel", "parsers", "errors", "options"},
-    "reports": {"report model", "costmodel", "errors", "options"},
-    "audit": {"op table", "reports", "report model", "costmodel", "parsers", "errors", "options", "workloads"},
-}
-for _layer in set(ALLOWED) - {"errors", "options"}:  # the layers may read the time base, which imports nothing
-    ALLOWED[_layer].add("timebase")
-ALLOWED["timebase"] = set()
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("audit/base",),                     # below everything: errors, options, time base, ranges, user cache, stamping
+    ("parsers/wire",),                   # bytes: protobuf wire, message classes, compressed members, capped reads
+    ("parsers/hlo",),                    # HLO text and proto into one module model
+    ("parsers/profile",),                # what every profile reader hands on: the typed host, its files, op events
+    ("parsers/xplane", "parsers/nsys"),  # one folder per profile format
+    ("parsers",),                        # the registry of profile formats, and what an input is
+    ("costmodel",),                      # HLO and hardware in, expectations out
+    ("audit/optable",),                  # the op table: OpRecord, measured joined with expected, verdicts
+    ("reports/model",),                  # the report format: ReportModel, DiffModel, columns, schema, reader
+    ("reports",),                        # rendering only
+    ("audit",),                          # the CLI, the library, orchestration, analyses, pod, the MCP server
+    ("workloads",),                      # plain JAX programs on the public API
+)
+FOLDERS = [folder for row in LAYERS for folder in row]
+RANK = {folder: rank for rank, row in enumerate(LAYERS) for folder in row}
+FORMATS = {"parsers/xplane", "parsers/nsys"}
+# Folders a layer may not import although they come before it: nothing above parsers/ names a profile
+# format (the registry does), and the cost model reads HLO, never a trace.
+NOT_READ = {folder: (FORMATS if RANK[folder] > RANK["parsers"] else set()) for folder in FOLDERS}
+NOT_READ["costmodel"] = FORMATS | {"parsers/profile", "parsers"}
 
 
 def _absolute(path: Path, level: int, module: str | None) -> str:
@@ -51,9 +49,22 @@ def _absolute(path: Path, level: int, module: str | None) -> str:
     return ".".join(base + ([module] if module else []))
 
 
-def _layer_of(name: str) -> str | None:
-    prefixes = [p for p in LAYERS if name == p or name.startswith(p + ".")]
-    return LAYERS[max(prefixes, key=len)] if prefixes else None
+def _folder_of(name: str) -> str | None:
+    """The folder of `LAYERS` a dotted module name belongs to: the deepest listed folder holding it."""
+    for top, package in TOP_PACKAGE.items():
+        if name == package or name.startswith(package + "."):
+            rest = name[len(package):].lstrip(".").split(".") if name != package else []
+            if top == "audit" and rest and rest[0] in TOP_PACKAGE and rest[0] != "audit":
+                continue  # audit.parsers... is parsers/, not audit/
+            break
+    else:
+        return None
+    path = [top, *rest]
+    for cut in range(len(path), 0, -1):
+        folder = "/".join(path[:cut])
+        if folder in RANK:
+            return folder
+    return None
 
 
 def _imported_names(path: Path) -> list[str]:
@@ -76,13 +87,13 @@ def _sources() -> list[Path]:
 def layer_violations(files: list[Path]) -> list[str]:
     out = []
     for path in files:
-        layer = _layer_of(_module_name(path))
-        if layer not in ALLOWED:
+        folder = _folder_of(_module_name(path))
+        if folder is None:
             continue
-        imported = {_layer_of(n) for n in _imported_names(path)} - {None, layer}
-        bad = sorted(str(x) for x in imported - ALLOWED[layer])
+        imported = {_folder_of(n) for n in _imported_names(path)} - {None, folder}
+        bad = sorted(str(f) for f in imported if RANK[f] >= RANK[folder] or f in NOT_READ[folder])
         if bad:
-            out.append(f"{path.relative_to(ROOT)} ({layer}) imports {bad}")
+            out.append(f"{path.relative_to(ROOT)} ({folder}) imports {bad}")
     return out
 
 
@@ -92,82 +103,53 @@ def test_layers_import_only_downward():
 
 
 def test_the_layer_check_finds_an_upward_import(tmp_path, monkeypatch):
-    # A cost-model module that reads the op table, and a renderer that reaches into the analysis.
+    # A cost-model module that reads the op table, a renderer that reaches into the analysis, a peer
+    # format reading another, the cost model reading a trace and an analysis naming a format.
     fake = tmp_path / "costmodel" / "chips"
     fake.mkdir(parents=True)
-    (fake / "judge.py").write_text("from ...optable.verdict import judge\n")
+    (fake / "judge.py").write_text("from ...optable.verdict import judge\n"
+                                   "from ...parsers.profile.events import Columns\n"
+                                   "from ...parsers.hlo.model import Module\n")
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "late.py").write_text("from ..orchestration.pipeline import analyse_profile\n"
-                                                 "from .model.record import OpRecord\n")
+                                                 "from .model.report import ReportModel\n")
+    (tmp_path / "parsers" / "nsys").mkdir(parents=True)
+    (tmp_path / "parsers" / "nsys" / "peer.py").write_text("from ..xplane.reader import READER\n"
+                                                          "from ..profile.model import HostProfile\n")
+    (tmp_path / "audit" / "pod").mkdir(parents=True)
+    (tmp_path / "audit" / "pod" / "late.py").write_text("from ..parsers.nsys.archive import read_archive_host\n"
+                                                       "from ..parsers.readers import reader_of_host\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     found = layer_violations(sorted(tmp_path.rglob("*.py")))
-    assert found == ["costmodel/chips/judge.py (costmodel) imports ['op table']",
+    assert found == ["audit/pod/late.py (audit) imports ['parsers/nsys']",
+                     "costmodel/chips/judge.py (costmodel) imports ['audit/optable', 'parsers/profile']",
+                     "parsers/nsys/peer.py (parsers/nsys) imports ['parsers/xplane']",
                      "reports/late.py (reports) imports ['audit']"]
 
 
-# What the cost model may read of parsers/: HLO (hlo_*), element types, the ranges numbers are checked
-# against, replica groups, the user cache. A profile reader there would be the cost model reading a trace.
-COSTMODEL_READS = ("audit.parsers.hlo_", "audit.parsers.dtypes", "audit.parsers.ranges",
-                   "audit.parsers.replica_groups", "audit.parsers.user_cache")
+def test_every_layer_is_a_folder_and_every_reader_folder_a_layer():
+    """A listed folder that does not exist allows or forbids nothing; a folder of parsers/ missing from
+    LAYERS would fall into the registry's layer unseen."""
+    packages = {str(init.parent.relative_to(ROOT)) for top in TOP_PACKAGE for init in (ROOT / top).rglob("__init__.py")}
+    assert set(FOLDERS) <= packages, set(FOLDERS) - packages
+    assert {p for p in packages if p.startswith("parsers/")} <= set(FOLDERS)
 
 
-def test_the_cost_model_reads_no_trace():
-    found = [f"{p.relative_to(ROOT)}: {n}" for p in sorted((ROOT / "costmodel").rglob("*.py"))
-             for n in _imported_names(p) if _layer_of(n) == "parsers" and not n.startswith(COSTMODEL_READS)]
-    assert not found, found
-
-
-# What the layers above parsers/ may use of the profile readers: the registry, the typed host a reader
-# returns, recognising an input and reading files as inputs. A format module imported above parsers/
-# would be a second place that knows a format.
-FORMAT_FREE = ("audit.parsers.readers", "audit.parsers.profile_model", "audit.parsers.inputs",
-               "audit.parsers.input_files", "audit.parsers.input_glance", "audit.parsers.hlo_", "audit.parsers.dtypes", "audit.parsers.ranges",
-               "audit.parsers.replica_groups", "audit.parsers.user_cache", "audit.parsers.gpu_target",
-               "audit.parsers.protobuild", "audit.parsers.stamping")
-
-
-def format_imports(files: list[Path]) -> list[str]:
-    return [f"{p.relative_to(ROOT)}: {n}" for p in files for n in _imported_names(p)
-            if _layer_of(n) == "parsers" and not n.startswith(FORMAT_FREE)]
-
-
-def test_nothing_above_parsers_names_a_profile_format():
-    above = [p for top in ("audit", "costmodel", "reports") for p in sorted((ROOT / top).rglob("*.py"))]
-    found = format_imports(above)
-    assert not found, found
-
-
-def test_the_format_check_finds_a_format_module(tmp_path, monkeypatch):
-    (tmp_path / "audit" / "pod").mkdir(parents=True)
-    (tmp_path / "audit" / "pod" / "late.py").write_text("from ..parsers.nsys_jax import read_archive_host\n"
-                                                       "from ..parsers.readers import reader_of_host\n")
-    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    assert format_imports(sorted(tmp_path.rglob("*.py"))) == [
-        "audit/pod/late.py: audit.parsers.nsys_jax.read_archive_host"]
-
-
-def test_every_profile_format_has_one_reader():
+def test_every_profile_format_has_one_reader_and_only_the_registry_names_them():
     from audit.parsers import readers
 
     names = [r.name for r in readers.READERS]
     assert names == ["nsys-sqlite", "nsys-jax", "xplane"] and readers.FALLBACK.name == "xplane"
     assert {r.source_kind for r in readers.READERS} == {"nsys", "xplane"}
+    assert {_folder_of(n) for n in _imported_names(ROOT / "parsers" / "readers.py")} >= FORMATS
 
 
 def test_workloads_use_only_the_public_api():
     """The bundled workloads are plain JAX programs, written as a user would: `from audit import ...`."""
     for path in sorted((ROOT / "workloads").glob("*.py")):
         names = [n for n in _imported_names(path) if n.startswith("audit.") or n == "audit"]
-        inner = [n for n in names if _layer_of(n) != "workloads" and n.rpartition(".")[0] != "audit"]
+        inner = [n for n in names if _folder_of(n) != "workloads" and n.rpartition(".")[0] != "audit"]
         assert not inner, f"{path.name} imports {inner}"
-
-
-def test_every_layer_named_is_a_layer_the_project_has():
-    """A rule naming a layer no module belongs to allows or forbids nothing, and reads as if it did."""
-    named = set(ALLOWED) | set().union(*ALLOWED.values())
-    assert named <= set(LAYERS.values())
-    found = {_layer_of(_module_name(p)) for p in _sources()}
-    assert set(LAYERS.values()) <= found, sorted(set(LAYERS.values()) - found)
 
 
 def _module_name(path: Path) -> str:
@@ -255,21 +237,3 @@ def test_no_top_level_parsers_or_reports_module_is_importable():
     for name in ("parsers", "reports", "costmodel", "workloads"):
         spec = importlib.util.find_spec(name)
         assert spec is None or str(ROOT) in str(spec.origin or spec.submodule_search_locations), name
-
-
-def test_every_subpackage_is_installed():
-    # A subpackage missing from pyproject's explicit list works in an editable install and is
-    # absent from a real one: every folder with an __init__.py must be listed under its name.
-    import tomllib
-
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(config["packages"])
-    folders = {ROOT / d for d in config["package-dir"].values()}
-    found = set()
-    for top in folders:
-        for init in top.rglob("__init__.py"):
-            rel = init.parent.relative_to(top)
-            base = next(name for name, d in config["package-dir"].items() if ROOT / d == top)
-            found.add(".".join([base, *rel.parts]))
-    # Data folders (no __init__.py) are listed too, so their files ship: each must declare its data.
-    assert found <= listed and listed - found <= set(config.get("package-data", {})), listed ^ found

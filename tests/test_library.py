@@ -20,7 +20,7 @@ import audit
 from audit.cli import main
 from audit.reports.model.columns import COLUMNS
 from audit.reports.text import md_text
-from audit.errors import InputError, UsageError
+from audit.base.errors import InputError, UsageError
 
 
 @pytest.fixture(scope="module")

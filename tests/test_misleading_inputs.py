@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
-from audit.parsers.xplane_schema import XSpace
+from audit.parsers.xplane.schema import XSpace
 from conftest import shared_fixture
 
 _H100 = "gpu-h100-maxtext/module_0016.jit_train_step.{}.hlo.pb"

@@ -33,7 +33,7 @@ def _cpu_capture(root):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """Four hosts' files in one run dir, written as each host would; the last one runs 2x slower."""
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     source = _cpu_capture(tmp_path_factory.mktemp("capture"))
     run = tmp_path_factory.mktemp("logdir") / "plugins" / "profile" / "2026_01_01_00_00_00"

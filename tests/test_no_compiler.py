@@ -18,7 +18,8 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
-C_EXTENSIONS = ("audit.parsers._xline", "audit.parsers._hloscan", "audit.costmodel._recency")
+C_EXTENSIONS = ("audit.parsers.xplane._xline", "audit.parsers.hlo._hloscan", "audit.base._stamp",
+                "audit.costmodel._recency")
 # Runs `audit ARGS...` with the C extensions absent when NO_C is set; prints which builds ran.
 CHILD = textwrap.dedent(f"""
     import json, os, sys
@@ -39,8 +40,10 @@ CHILD = textwrap.dedent(f"""
     except SystemExit as exit:
         code = exit.code
     from audit.costmodel import residency, residency_walk
-    from audit.parsers import hlo_proto, stamping, xline_decode
-    from audit.parsers.hlo_model import Instruction
+    from audit.base import stamping
+    from audit.parsers.hlo import proto as hlo_proto
+    from audit.parsers.xplane import xline as xline_decode
+    from audit.parsers.hlo.model import Instruction
     print(json.dumps({{"decoder": xline_decode.build(), "hloscan": hlo_proto._hloscan is not None,
                       "walk": residency._walker() is not residency_walk.walk,
                       "stamp": stamping.stamper(Instruction, hlo_proto.STAMPED) is not None,

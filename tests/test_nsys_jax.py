@@ -320,7 +320,7 @@ def test_a_process_driving_several_gpus_places_ranges_by_launcher_thread(tmp_pat
     `XlaLauncher:#global=N,...#`; ranges of other threads belong to the first device."""
     import pandas as pd
 
-    from audit.parsers.nsys_jax import Archive, _device_of_ranges, device_rows
+    from audit.parsers.nsys.archive import Archive, _device_of_ranges, device_rows
 
     threads = pd.DataFrame({"Name": ["python", "XlaLauncher:#global=4,local=0,process=1,slice=0#",
                                      "XlaLauncher:#global=5,local=1,process=1,slice=0#"],
@@ -373,8 +373,8 @@ def test_ranges_read_the_same_whatever_their_frame_index(one):
     and ops whatever labels the frame's index carries (a reader may drop rows before)."""
     import pandas as pd
 
-    from audit.parsers.nsys_jax import Archive, _ranges
-    from audit.parsers.nvtx_xla import read_xla_ranges
+    from audit.parsers.nsys.archive import Archive, _ranges
+    from audit.parsers.nsys.nvtx import read_xla_ranges
 
     ranges = _ranges(Archive(archive(0)), "").assign(device=0).drop(columns=["tid"])
     plain = read_xla_ranges(ranges, "h").events

@@ -163,7 +163,7 @@ def build_export_from_hlo(path: Path, executions: int = 3, kernel_ns: int = 10_0
     thunk holding its body's thunks once per iteration; every thunk launches one 10 us kernel.
     Returns the export and each while body op's expected thunk count per execution."""
     from audit.costmodel.ops.loops import trip_count, while_parts
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     module = load_hlo_file(shared_fixture(f"{H100_DUMP}/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations"
                                           ".hlo.pb"))

@@ -10,7 +10,7 @@ from dataclasses import fields
 
 import audit
 from audit.reports.model.columns import COLUMNS
-from audit.reports.model.record import OpRecord
+from audit.optable.record import OpRecord
 from conftest import ROOT, render
 
 PACKAGES = ("audit", "parsers", "costmodel", "reports", "workloads")

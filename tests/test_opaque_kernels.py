@@ -15,7 +15,7 @@ from jaxlib import _hlo
 
 from audit.costmodel.chips.catalog import CATALOG
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
-from audit.parsers.xplane_schema import XSpace
+from audit.parsers.xplane.schema import XSpace
 from conftest import shared_fixture
 from test_events_tpu import LINE_NS, PROGRAM, PROGRAM_AS_INT64, _Plane
 

@@ -9,8 +9,8 @@ import pytest
 
 from audit.costmodel.ops.module import cost_module, module_totals, unmodeled_ops
 from audit.costmodel.ops.base import CostContext, cost_instruction
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_model import Instruction, Module
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.model import Instruction, Module
 from conftest import shared_fixture
 
 MAXTEXT = "gpu-h100-maxtext/module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb"

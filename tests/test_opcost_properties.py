@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from audit.costmodel.ops.layout import leaf_bytes, padded_elements
 from audit.costmodel.ops.module import HANDLERS, UNMODELED, cost_module
 from audit.costmodel.ops.window import WindowDim, conv_valid_positions
-from audit.parsers.hlo_model import Computation, DotDims, Instruction, Module, Shape
+from audit.parsers.hlo.model import Computation, DotDims, Instruction, Module, Shape
 
 # Every opcode of XLA's HLO_OPCODE_LIST (xla/hlo/ir/hlo_opcode.h), by its printed name.
 XLA_OPCODES = """

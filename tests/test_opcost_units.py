@@ -6,8 +6,8 @@ import pytest
 
 from audit.costmodel.ops.layout import leaf_bytes, shape_bytes
 from audit.costmodel.ops.module import cost_module, module_totals, unmodeled_ops
-from audit.parsers.hlo_model import Shape
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.model import Shape
+from audit.parsers.hlo.text import parse_hlo_text
 
 ADD = """
 %add (a: f32[], b: f32[]) -> f32[] {

@@ -15,7 +15,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from audit.costmodel.ops.module import cost_module, module_totals, unmodeled_ops
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 from audit.workload_api import Context, find_builder, import_script
 from conftest import ROOT
 

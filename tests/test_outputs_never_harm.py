@@ -14,7 +14,7 @@ import pytest
 
 from audit.atomic import write_text
 from audit.cli import main
-from audit.errors import ExitCode
+from audit.base.errors import ExitCode
 
 HLO = Path(__file__).parent / "data" / "hlo" / "diff_base.hlo"
 

@@ -24,8 +24,8 @@ def test_the_licence_is_an_spdx_expression_and_the_build_needs_a_setuptools_that
 
 
 def _copy_sources(tmp_path):
-    """What a source distribution holds, as pip sees it: the project file, the README and the packages."""
-    for name in ("pyproject.toml", "README.md"):
+    """What a source distribution holds, as pip sees it: the project files, the README and the packages."""
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, tmp_path / name)
     for folder in set(CONFIG["tool"]["setuptools"]["package-dir"].values()):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__", "*.so"),
@@ -67,3 +67,8 @@ def test_building_the_wheel_warns_of_nothing_and_ships_the_data(tmp_path):
     assert len(chips) == len(list((ROOT / "costmodel" / "chips" / "data").glob("*.toml")))
     assert {"audit/reports/assets/report.css", "audit/reports/assets/report.js",
             "audit/reports/model/report.schema.json"} <= set(names)
+    # Every package folder ships: setup.py finds them, no list says which.
+    inits = [i.relative_to(ROOT) for folder in set(CONFIG["tool"]["setuptools"]["package-dir"].values())
+             for i in (ROOT / folder).rglob("__init__.py")]
+    packages = {str(i) if i.parts[0] == "audit" else f"audit/{i}" for i in inits}
+    assert packages <= set(names), sorted(packages - set(names))

@@ -37,7 +37,7 @@ def test_hlo_dump_with_unknown_ops_lists_them_as_unknown_never_zero(tmp_path, ca
 
 
 def test_programs_missing_from_host_metadata_are_measured_with_a_warning(tmp_path, capsys):
-    from audit.parsers.xplane_schema import XSpace
+    from audit.parsers.xplane.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(shared_fixture("gpu-mi300x/gemm.xplane.pb").read_bytes())

@@ -17,7 +17,7 @@ from audit.costmodel.planner.layout_step import RunSpec, evaluate_layout, networ
 from audit.costmodel.planner.pipeline import schedule_of
 from audit.costmodel.planner.search import search
 from audit.costmodel.planner.transformer import MODELS, ModelConfig, matmul_params
-from audit.errors import UsageError
+from audit.base.errors import UsageError
 
 LLAMA_405B = MODELS["llama3-405b"]
 LLAMA_RUN = RunSpec(2**24, 8192, 16384)  # 2048 sequences of 8192 tokens

@@ -14,7 +14,7 @@ from audit.costmodel.planner.layout_memory import TrainBytes
 from audit.costmodel.planner.layout_step import RunSpec, evaluate_layout
 from audit.costmodel.planner.remat import POLICIES, policy, saved_everything
 from audit.costmodel.planner.transformer import MODELS
-from audit.options import DEFAULTS
+from audit.base.options import DEFAULTS
 
 NAMED = [p for p in POLICIES if p != "auto"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from audit.cli import main
 from audit.costmodel.planner.calibrate import from_report
-from audit.errors import InputError
+from audit.base.errors import InputError
 from conftest import ROOT
 
 BASE = ["plan", "train", "--tokens", "1e12", "--batch-tokens", "4e6", "--top", "1", "--json", "-"]

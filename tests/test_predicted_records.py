@@ -58,8 +58,8 @@ def _record_of(r):  # type: ignore[no-untyped-def]
 
 
 def test_fingerprints_remembered_for_shared_shapes_are_the_ones_computed_fresh() -> None:
-    from audit.parsers import hlo_category
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo import category as hlo_category
+    from audit.parsers.hlo.files import load_hlo_file
 
     module = load_hlo_file(shared_fixture(TPU_DUMP))
     remembered = [hlo_category.fingerprint(module, i) for _, i in module.instructions()]
@@ -72,7 +72,7 @@ def test_fingerprints_remembered_for_shared_shapes_are_the_ones_computed_fresh()
 def test_a_record_built_from_its_values_is_the_one_its_constructor_builds() -> None:
     from dataclasses import fields
 
-    from audit.reports.model.record import OpRecord, record_of
+    from audit.optable.record import OpRecord, record_of
 
     original = _record_of(_row("f.0"))
     values = [getattr(original, f.name) for f in fields(OpRecord)]

@@ -13,7 +13,7 @@ import pytest
 
 from audit.costmodel.chips import calibration
 from audit.orchestration import calibrate
-from audit.parsers import user_cache
+from audit.base import user_cache
 
 _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_bytes_per_s": 1.5e10,
            "op_overhead_s": 2e-6, "methods": {"matmul": "best of 3: jitted f32 matmul", "matmul_bf16": "m",

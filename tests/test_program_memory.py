@@ -15,10 +15,10 @@ from conftest import ROOT, render
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.parsers.hlo_buffer_assignment import (ALLOC, FREE, SHARE_WITH, Allocation, BufferAssignment, HeapEvent,
+from audit.parsers.hlo.buffer_assignment import (ALLOC, FREE, SHARE_WITH, Allocation, BufferAssignment, HeapEvent,
                                              LogicalBuffer, hlo_proto_buffer_assignment, memory_usage,
                                              read_buffer_assignment)
-from audit.parsers.hlo_buffer_assignment_text import read_buffer_assignment_text
+from audit.parsers.hlo.buffer_assignment_text import read_buffer_assignment_text
 
 sys.path.insert(0, str(ROOT / "bench"))
 from memory_vs_xprof import ARCHIVES, CAPTURES, DUMPS, compare, compare_archive, compare_dump  # noqa: E402
@@ -56,7 +56,7 @@ def test_an_nsys_jax_archives_programs_agree_with_xprof_memory_viewer(tmp_path: 
 
 
 def test_h200_train_step_figures_and_the_buffers_at_the_peak() -> None:
-    from audit.parsers.profile import read_host
+    from audit.parsers.xplane.reader import read_host
 
     _, protos = read_host(H200, decode_hlo=False)
     usage = memory_usage(read_buffer_assignment(protos[0]))  # type: ignore[arg-type]

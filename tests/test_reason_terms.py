@@ -10,7 +10,7 @@ from audit.costmodel.ops.module import cost_module
 from audit.costmodel.roofline import expect
 from audit.optable.verdict import flag_reasons
 from audit.orchestration.pipeline import analyse_profile
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import shared_fixture
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.errors import InputError
-from audit.parsers.replica_groups import (
+from audit.base.errors import InputError
+from audit.parsers.hlo.replica_groups import (
     iota_groups,
     mesh_groups,
     parse_replica_groups,

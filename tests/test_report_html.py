@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from audit.costmodel import units as qty
-from audit.reports.model.record import OpRecord
+from audit.optable.record import OpRecord
 from audit.reports import html
 from audit.reports.model.report import ReportModel
 from audit.reports.payload import build_payload, script_json

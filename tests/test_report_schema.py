@@ -13,8 +13,8 @@ import pytest
 from audit.analyses.diff_timing import DIRECT_STEPS, bootstrap_medians
 from audit.analyses.diff_verdict import diff_reports
 from audit.cli import main
-from audit.reports.model.record import JSON_NAMES, CollectiveRow, OpRecord
-from audit.errors import ExitCode, InputError
+from audit.optable.record import JSON_NAMES, CollectiveRow, OpRecord
+from audit.base.errors import ExitCode, InputError
 from audit.reports.model.read import SCHEMA_FILE, parse_report, read_report
 from audit.reports.model.summary import Summary
 from audit.reports.model.schema import REQUIRED, render, report_schema

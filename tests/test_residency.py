@@ -11,7 +11,7 @@ from audit.costmodel.ops.module import cost_module
 from audit.costmodel.residency import with_residency
 from audit.costmodel.roofline import expect
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import shared_fixture
 
 FASTER = 1.25
@@ -217,7 +217,7 @@ def test_the_compiled_walk_refuses_arrays_that_do_not_describe_a_computation():
 def test_a_real_program_walks_the_same_without_the_c_build(path, monkeypatch):
     # A bare install without a C compiler takes the Python walk: the same residency for every op.
     from audit.costmodel import residency, residency_walk
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     module = load_hlo_file(shared_fixture(path))
     costs = cost_module(module)
@@ -241,7 +241,7 @@ def test_without_the_c_build_the_walk_is_the_pythons(monkeypatch):
 def test_history_puts_every_op_between_the_working_set_roof_and_main_memory():
     # On a real program: never faster than the fastest level its working set fits (the roof with no
     # history), never slower than all its bytes at HBM.
-    from audit.parsers.hlo_files import load_hlo_file
+    from audit.parsers.hlo.files import load_hlo_file
 
     hw = CATALOG["h100"]
     module = load_hlo_file(shared_fixture(_H100_AFTER))
@@ -263,7 +263,7 @@ import hashlib, sys
 from audit.costmodel.chips.catalog import CATALOG
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.residency import with_residency
-from audit.parsers.hlo_files import load_hlo_file
+from audit.parsers.hlo.files import load_hlo_file
 module = load_hlo_file(sys.argv[1])
 costs = with_residency(module, cost_module(module), CATALOG["h100"])
 print(hashlib.sha256(repr(sorted((k, c.resident) for k, c in costs.items())).encode()).hexdigest())

@@ -19,7 +19,7 @@ from audit.costmodel.ops.module import cost_module
 from audit.costmodel.costs import CollectiveInfo, OpCost
 from audit.costmodel.roofline import expect
 from audit.optable.verdict import flag_reasons, judge
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 
 # Ch. 1 uses 8.2e11 B/s for the v5e's HBM ("1.97e14 / 8.20e11 = 240"); the ch. 2 table says 8.1e11.
 V5E_CH1 = replace(lookup("tpu-v5e"), hbm_bytes_per_s=Quantity(8.2e11, "B/s", "user", "book ch. 1"))
@@ -130,8 +130,8 @@ def test_tiny_op_is_latency_bound_by_the_per_op_overhead():
 
 
 def test_judge_rejects_nonsense_thresholds():
-    from audit.errors import UsageError
-    from audit.options import Thresholds
+    from audit.base.errors import UsageError
+    from audit.base.options import Thresholds
 
     with pytest.raises(UsageError, match="min_efficiency must be between 0 and 1"):
         Thresholds(min_efficiency=-0.1)

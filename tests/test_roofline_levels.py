@@ -15,8 +15,8 @@ from audit.costmodel.chips.hardware import Hardware, MemoryLevel, Quantity
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.costs import OpCost
 from audit.costmodel.roofline import expect
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import shared_fixture
 
 FASTER = 1.25
@@ -257,7 +257,7 @@ def test_calc_names_the_memory_level_and_keeps_hbm_bandwidth_its_meaning():
 
 
 def _generic(opcode: str, rows: int):
-    from audit.parsers.hlo_model import Computation, Instruction, Module, Shape
+    from audit.parsers.hlo.model import Computation, Instruction, Module, Shape
 
     shape = Shape("f32", (rows, 64))
     a = Instruction("a", "parameter", shape, attributes=(("parameter_number", "0"),))

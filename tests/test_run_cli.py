@@ -287,7 +287,7 @@ def test_plain_script_raising_before_any_xla_op_exits_3_with_only_its_own_frames
 
 @pytest.mark.slow
 def test_analysing_a_capture_without_a_profile_dir_is_a_workload_error_not_a_crash(tmp_path):
-    from audit.errors import ExitCode, WorkloadError
+    from audit.base.errors import ExitCode, WorkloadError
     from audit.orchestration.runner import Capture, RunRequest, analyse_capture
 
     cap = Capture(ExitCode.OK, None, {"status": "ok"})

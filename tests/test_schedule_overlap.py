@@ -12,8 +12,8 @@ from jaxlib import _hlo
 
 from audit.costmodel.schedule import walk_schedule
 from audit.orchestration.pipeline import analyse_hlo
-from audit.parsers.hlo_files import load_hlo_file
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.files import load_hlo_file
+from audit.parsers.hlo.text import parse_hlo_text
 from conftest import render, shared_fixture
 
 # 4-way all-gather of 64 MiB (about 115 us over H100 NVLink) beside an 8192^3 bf16 dot (1.1 ms):

@@ -10,7 +10,7 @@ import math
 from hypothesis import given, settings, strategies as st
 
 from audit.cli import main
-from audit.errors import ExitCode
+from audit.base.errors import ExitCode
 from audit.hardware_options import resolve_hardware
 from audit.costmodel.napkin import matmul
 from conftest import shared_fixture

@@ -17,7 +17,7 @@ from audit.orchestration.pipeline import analyse_hlo
 from audit.costmodel.ops.module import cost_module
 from audit.costmodel.costs import OpCost
 from audit.costmodel.roofline import expect
-from audit.parsers.hlo_text import parse_hlo_text
+from audit.parsers.hlo.text import parse_hlo_text
 
 CAPTURES = Path(__file__).parent / "data" / "captures" / "h100-jax0.11"
 

@@ -178,7 +178,7 @@ def test_findings_are_in_the_json_report_and_read_back_through_the_schema(tmp_pa
 @pytest.mark.slow
 def test_diff_names_the_cause_that_appears_and_the_one_that_goes(profiles):
     from audit.analyses.diff_verdict import diff_reports
-    from audit.reports.diff_model import DiffModel
+    from audit.reports.model.diff import DiffModel
     from audit.reports.diff_sections import render_diff_terminal
 
     fed, waiting = analyse_profile(profiles["device"]), analyse_profile(profiles["host"])
@@ -195,7 +195,7 @@ def test_diff_names_the_cause_that_appears_and_the_one_that_goes(profiles):
 
 @pytest.mark.slow
 def test_the_host_thread_is_read_alone_and_the_same_without_the_compiled_decoder(profiles, monkeypatch):
-    from audit.parsers import xline_decode
+    from audit.parsers.xplane import xline as xline_decode
     from conftest import read_hosts
 
     path = next(profiles["host"].rglob("*.xplane.pb"))

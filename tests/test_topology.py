@@ -10,7 +10,7 @@ from audit.costmodel.chips.catalog import lookup
 from audit.costmodel.network.collectives import collective_time
 from audit.costmodel.network.mesh_layout import mesh_group
 from audit.costmodel.network.topology import place_group, place_groups, place_pairs, placement_for
-from audit.errors import UsageError
+from audit.base.errors import UsageError
 
 
 def test_default_tpu_order_is_x_fastest():

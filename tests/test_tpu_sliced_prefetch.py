@@ -10,7 +10,7 @@ import pytest
 from audit.costmodel.ops.loops import trip_count
 from audit.costmodel.ops.module import cost_module
 from audit.orchestration.pipeline import analyse_hlo
-from audit.parsers.hlo_files import load_hlo_file
+from audit.parsers.hlo.files import load_hlo_file
 from conftest import ROOT
 
 V6E = ROOT / "tests/data/hlo/tpu-aot/fsdp_mlp.tpu-v6e-2x4.after_optimizations.txt"

@@ -210,7 +210,7 @@ def test_one_repeated_program_keeps_one_step_and_says_so(tmp_path: Path, capsys)
 def test_repeated_programs_are_told_from_a_run_of_many() -> None:
     """On the real captures: every step of a training run holds the same program; a microbenchmark's
     module launches do not."""
-    from audit.parsers.profile import read_host
+    from audit.parsers.xplane.reader import read_host
     from audit.pod.trace_window import repeats_one_program
 
     def repeats(path: Path) -> bool:

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from audit import Context, Workload
 from audit.child.capture import configure_environment, script_kind
-from audit.errors import InputError, UsageError
+from audit.base.errors import InputError, UsageError
 from audit.workload_api import load_workload
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"

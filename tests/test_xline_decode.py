@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.parsers import xline_decode as xd
-from audit.parsers.xplane_schema import XLine
+from audit.parsers.xplane import xline as xd
+from audit.parsers.xplane.schema import XLine
 
 BUILDS = ["c", "numba"]
 _I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -107,7 +107,7 @@ def test_the_c_build_refuses_damaged_bytes_without_reading_past_them(data: bytes
 
 
 def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
-    from audit.parsers import _xline  # type: ignore[attr-defined]
+    from audit.parsers.xplane import _xline  # type: ignore[attr-defined]
 
     line = XLine(timestamp_ns=1)
     line.events.add(metadata_id=1, offset_ps=2, duration_ps=3)
@@ -127,7 +127,7 @@ def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
 @pytest.mark.parametrize(("chosen", "expected"), [("", "c"), ("c", "c"), ("numba", "numba"), ("python", "")])
 def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     env = {**os.environ, "AUDIT_DECODER": chosen}
-    code = "from audit.parsers import xline_decode as x; import sys; print(repr(x.build()), 'numba' in sys.modules)"
+    code = "from audit.parsers.xplane import xline as x; import sys; print(repr(x.build()), 'numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     build, numba_imported = out.split()
     assert build == repr(expected)
@@ -159,7 +159,7 @@ def test_a_string_length_past_the_bytes_is_refused_at_once(build: str, length: i
     # negative (2^64-11 reads as -11 and would step the reader back eleven bytes, forever)
     data = _line_with_string_length(length)
     # WHEN either build decodes it THEN it is malformed, at once (a subprocess bounds a regression)
-    code = ("import sys, numpy as np; from audit.parsers import xline_decode as xd\n"
+    code = ("import sys, numpy as np; from audit.parsers.xplane import xline as xd\n"
             "slot_of = np.array([-1, 0], np.int64)\n"
             "try:\n    xd.decode_line(bytes.fromhex(sys.argv[1]), slot_of, 1, sys.argv[2])\n"
             "except ValueError:\n    print('refused')\n")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import read_hosts, shared_fixture
 
-from audit.errors import InputError
-from audit.parsers.xplane_schema import CoreDetails, XStatMetadata
+from audit.base.errors import InputError
+from audit.parsers.xplane.schema import CoreDetails, XStatMetadata
 
 GEMM = "gpu-mi300x/gemm.xplane.pb"
 

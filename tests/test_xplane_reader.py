@@ -11,10 +11,10 @@ from conftest import read_hosts, shared_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.parsers.events import self_times, to_u64
-from audit.parsers.profile_files import find_profile_files
+from audit.parsers.profile.events import self_times, to_u64
+from audit.parsers.profile.files import find_profile_files
 from audit.pod.files import list_host_files
-from audit.parsers.xplane_schema import XSpace
+from audit.parsers.xplane.schema import XSpace
 
 GEMM = "gpu-mi300x/gemm.xplane.pb"
 
@@ -158,15 +158,15 @@ def test_files_naming_the_same_host_stay_apart(tmp_path: Path) -> None:
 @pytest.mark.parametrize("capture", ["gpu-mi300x/gemm.xplane.pb", "gpu-mi300x/conv3d-legacy.xplane.pb",
                                      "not-jax/tensorflow-gpu-multiworker.xplane.pb"])
 def test_plane_names_at_a_glance_are_the_decoded_planes(capture: str, fixture_path) -> None:
-    from audit.parsers.profile_files import plane_names
-    from audit.parsers.xplane import read_xspace
+    from audit.parsers.profile.files import plane_names
+    from audit.parsers.xplane.space import read_xspace
 
     path = fixture_path(capture)
     assert plane_names(path) == [p.name for p in read_xspace(path).planes]
 
 
 def test_plane_names_of_something_else_is_none(tmp_path) -> None:
-    from audit.parsers.profile_files import plane_names
+    from audit.parsers.profile.files import plane_names
 
     text = tmp_path / "m.hlo"
     text.write_text("HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n")
@@ -177,7 +177,7 @@ def test_plane_names_of_something_else_is_none(tmp_path) -> None:
 
 def test_lines_are_views_of_the_files_bytes_and_read_as_protobuf_reads_them(fixture_path) -> None:
     # GIVEN a real multi-GPU trace's bytes
-    from audit.parsers.xplane import decode_xspace
+    from audit.parsers.xplane.space import decode_xspace
 
     data = fixture_path("gpu-mi300x/conv3d-8gpu.xplane.pb").read_bytes()
     whole = XSpace()

@@ -3,7 +3,7 @@ cause and program (a new cause is a regression with a name; a cause gone is what
 
 from __future__ import annotations
 
-from ..reports.diff_model import FindingChanges
+from ..reports.model.diff import FindingChanges
 from ..reports.model.findings import Finding, ranked
 from ..reports.model.report import ReportModel
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..reports.diff_model import Pairing
+from ..reports.model.diff import Pairing
 
 
 @dataclass(frozen=True, eq=False)  # two ops of one program may agree in every field: each is itself

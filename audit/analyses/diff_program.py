@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ..reports.model.record import OpRecord
+from ..optable.record import OpRecord
 from ..reports.model.buffer_contents import BufferContents, BufferOp
-from ..reports.diff_model import (OP_QUANTITIES, PROGRAM_FIELDS, BaseHead, ChangedOp, CompileTimeChanges, OpBrief,
+from ..reports.model.diff import (OP_QUANTITIES, PROGRAM_FIELDS, BaseHead, ChangedOp, CompileTimeChanges, OpBrief,
                                   OpCounts, OpenedBuffer, Pairing, Total)
 from ..reports.model.report import ReportModel
 from .diff_pairing import PairedOps, ProgramOp

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..costmodel.units import percent, signed
-from ..reports.diff_model import MeasuredChanges, MovedOp, RunRow, StepTimeChange, UnstableRun
+from ..reports.model.diff import MeasuredChanges, MovedOp, RunRow, StepTimeChange, UnstableRun
 from ..reports.model.report import ReportModel
 from .diff_pairing import PairedOps
 from .diff_program import per_step

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, Union
 
 from ..costmodel.units import percent, signed
-from ..reports.diff_model import CompileTimeChanges, DiffModel, Gates, MeasuredChanges, DiffSide
+from ..reports.model.diff import CompileTimeChanges, DiffModel, Gates, MeasuredChanges, DiffSide
 from ..reports.model.report import ReportModel
 from .diff_findings import finding_changes
 from .diff_pairing import pair_ops

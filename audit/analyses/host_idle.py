@@ -12,7 +12,7 @@ Idle time is split three ways, per step and per device (the means over devices a
 
 An execution is one launch of a program (its ops share a `run_id`); where the trace has no launch
 ids, every moment no device runs an op counts as between executions. The host's Python events
-(`parsers.host_python`) are weighed by their overlap with the idle time between executions: each
+(`parsers.xplane.host_python`) are weighed by their overlap with the idle time between executions: each
 event's own share (less its children's), filed under the function the loop body called (the child
 of the step annotation, or of the innermost frame around several idle gaps) and under what it is:
 host Python, an input pipeline, JAX's dispatch, compilation, a host-device transfer, waiting for a
@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from .steps import _busy_in_windows, _merged
-from ..options import DEFAULTS
-from ..timebase import PS
+from ..base.options import DEFAULTS
+from ..base.timebase import PS
 
 NO_RUN = -1  # the run_id of an op whose launch the trace does not name (profile_model.EVENT_COLUMNS)
 LAUNCHES = "module launches"  # the step source of steps that are the program's launches

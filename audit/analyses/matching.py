@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..reports.model.record import OpRecord
-from ..options import DEFAULTS
+from ..optable.record import OpRecord
+from ..base.options import DEFAULTS
 
 TOP = DEFAULTS.unmatched_kept
 _KNOWN_RANGES: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -16,7 +16,7 @@ from typing import Any
 from collections import defaultdict
 
 from ..costmodel.chips.hardware import Quantity
-from ..reports.model.record import OpRecord
+from ..optable.record import OpRecord
 from ..costmodel.units import count, human, ratio as factor, share
 from ..reports.model.report import ReportModel
 

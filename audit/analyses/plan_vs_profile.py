@@ -6,7 +6,7 @@ from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.units import percent
-from ..errors import InputError
+from ..base.errors import InputError
 from ..reports.model.report import ReportModel
 from .plan_gaps import explain
 

@@ -11,10 +11,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
-from ..errors import InputError
-from ..options import DEFAULTS
-from ..parsers.hlo_buffer_assignment import BufferAssignment, LogicalBuffer, MemoryUsage, memory_usage
-from ..parsers.hlo_model import Instruction, Module, Shape
+from ..base.errors import InputError
+from ..base.options import DEFAULTS
+from ..parsers.hlo.buffer_assignment import BufferAssignment, LogicalBuffer, MemoryUsage, memory_usage
+from ..parsers.hlo.model import Instruction, Module, Shape
 
 SOURCE = "buffer assignment"
 TEXT_SOURCE = "buffer assignment text"  # no heap trace: temporaries at the size XLA reserved for them

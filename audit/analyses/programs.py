@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..costmodel.schedule import StepWalk
 from ..optable.overlap import step_overlap
-from ..reports.model.record import OpRecord
+from ..optable.record import OpRecord
 
 
 def program_steps(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:

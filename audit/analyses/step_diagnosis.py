@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..costmodel import units as qty
-from ..options import DEFAULTS, Defaults
+from ..base.options import DEFAULTS, Defaults
 from ..reports.model.findings import Finding, ranked
 from ..reports.model.report import ReportModel
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .programs import step_program
-from ..timebase import PS
+from ..base.timebase import PS
 
 
 

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import InputError, UsageError
+from ..base.errors import InputError, UsageError
 
 RESULT_NAME = "aot.json"
 HLO_NAME = "module.after_optimizations.txt"

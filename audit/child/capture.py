@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence, TextIO
 
 from ..costmodel.units import seconds
-from ..errors import AuditError, ExitCode, InputError
+from ..base.errors import AuditError, ExitCode, InputError
 from .environment import added_gpu_flags, configure_environment
 
 __all__ = ["SIDECAR_NAME", "Progress", "configure_environment", "script_kind"]

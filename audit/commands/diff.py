@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..errors import ExitCode, GateError, UsageError
+from ..base.errors import ExitCode, GateError, UsageError
 from ..hardware_options import Pairs, hardware_options
-from ..options import DEFAULTS
+from ..base.options import DEFAULTS
 
 
 DEPRECATED_FAIL_ON = ("audit diff --fail-on PCT is now --fail-on-slowdown PCT (--fail-on N counts flagged ops in "

@@ -12,7 +12,7 @@ from ..costmodel.chips import hwfile
 from ..costmodel.chips.calibration import cached_cpu_hardware
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.chips.catalog import SITE_PATH_VAR, canonical_name, chips, entries, spec_file
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..hardware_options import HARDWARE_METAVAR, Pairs, resolve_hardware, set_option
 from ..orchestration.calibrate import cpu_hardware
 from ..reports.hardware_text import catalog_table, describe

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 INSTALL = "pip install 'roofline-audit[mcp]'"
 SDK = ("mcp", "mcp_types", "pydantic", "anyio")  # the SDK and what it brings

@@ -14,9 +14,9 @@ from ..costmodel.planner.step_ops import MATMUL_FORMATS
 from ..costmodel.planner.serve import ServeSetup, plan_serve
 from ..costmodel.planner.train import TrainSetup, plan_train
 from ..costmodel.planner.transformer import MODELS, ModelConfig, lookup_model, model_summary
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..hardware_options import Pairs, hardware_options, resolve_hardware
-from ..options import DEFAULTS
+from ..base.options import DEFAULTS
 from ..outputs import write_result
 from ..reports.plan_text import model_text, serve_text, train_text
 

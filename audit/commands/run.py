@@ -13,7 +13,7 @@ from ..child.capture import script_kind
 from ..hardware_options import set_arguments
 from ..outputs import analysis_options, check_flagged, check_outputs, emit, output_options, write_outputs
 from ..child.capture import Progress
-from ..errors import ExitCode, InputError, UsageError
+from ..base.errors import ExitCode, InputError, UsageError
 from ..orchestration.runner import RunRequest, analyse_capture, capture, check_outcome, reproduce_command
 from ..reports.model.report import ReportModel
 from ..reports.render import ReportRenderer
@@ -23,9 +23,10 @@ DEFAULT_DEVICES = 8  # the bundled training step shards over 8 simulated devices
 
 def bundled_workload() -> Path:
     """The default workload: the bundled transformer training step."""
-    from .. import workloads
+    from importlib.resources import files
 
-    return Path(workloads.__file__).resolve().parent / "transformer.py"
+    # A file the child process runs, found where the package is installed; the CLI imports no workload.
+    return Path(str(files("audit.workloads") / "transformer.py")).resolve()
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})

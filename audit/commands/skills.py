@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..atomic import write_text
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 NAME = "audit"  # the skill's name: its folder, and `name` in its front matter
 DEFAULT_DIR = ".claude/skills"  # where Claude Code looks for a project's skills

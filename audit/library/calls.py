@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from ..errors import InputError, UsageError
-from ..options import DEFAULTS
+from ..base.errors import InputError, UsageError
+from ..base.options import DEFAULTS
 from .diff import Diff
 from .report import Report
 
@@ -45,14 +45,14 @@ def inspect(path: str | Path, hardware: str | None = None, *, run: str | None = 
     - `scheduler`, `workers`, `skip_bad_hosts`: how several hosts are read (docs/inputs.md).
     - `hlo`: the HLO dump folder of an Nsight Systems SQLite export, which holds no HLO.
 
-    **Returns:** the `Report`. **Raises:** `audit.errors.InputError` for an input it cannot read.
+    **Returns:** the `Report`. **Raises:** `audit.base.errors.InputError` for an input it cannot read.
     """
     if hardware is None:  # first, so its compile runs while the analysis loads and reads (a URL starts nothing)
         from ..orchestration.ahead import calibrate_ahead
 
         calibrate_ahead(path)
     from ..orchestration.pipeline import analyse_profile
-    from ..parsers.input_files import is_url
+    from ..parsers.wire.input_files import is_url
     from ..pod.reduce import PodSettings
 
     if not is_url(str(path)) and not Path(path).exists():
@@ -111,7 +111,7 @@ def diff(base: Side, head: Side, *, fail_on_slowdown: float | None = None, stric
     - `overrides`: figures of that chip changed, as for `inspect`.
     """
     from ..analyses.diff_verdict import diff_reports
-    from ..reports.diff_model import Gates
+    from ..reports.model.diff import Gates
 
     if fail_on is not None:
         if fail_on_slowdown is not None:

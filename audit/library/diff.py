@@ -7,8 +7,8 @@ from functools import cached_property
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from ..options import DEFAULTS
-from ..reports.diff_model import DiffModel
+from ..base.options import DEFAULTS
+from ..reports.model.diff import DiffModel
 from .rendered import Rendered
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class Diff(Rendered):
     """The comparison of two sides, in every format but CSV.
 
     **Attributes:**
-    - `model`: the typed diff itself (`audit.reports.diff_model.DiffModel`), as every renderer takes it.
+    - `model`: the typed diff itself (`audit.reports.model.diff.DiffModel`), as every renderer takes it.
     - `data`: the same as the JSON document (schema audit.diff/v1) `--json` writes.
     - `verdict`: the step-time verdict (regression, improvement, no change, inconclusive, not compared).
     - `regression`: True when a gate tripped (the CLI then exits 1); `tripped` says which.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from ..options import DEFAULTS
+from ..base.options import DEFAULTS
 
 if TYPE_CHECKING:
     from ..reports.render import Renderer

@@ -16,7 +16,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
-from ..errors import AuditError
+from ..base.errors import AuditError
 from ..reports.json_report import clean, render_json
 from .progress import CallProgress
 

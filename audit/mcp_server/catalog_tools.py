@@ -12,7 +12,7 @@ from ..costmodel.napkin import collective as collective_napkin
 from ..costmodel.napkin import matmul as matmul_napkin
 from ..costmodel.napkin import parse_axes
 from ..costmodel.network.mesh_layout import parse_mesh
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..hardware_options import resolve_hardware
 from ..orchestration.calibrate import cpu_hardware
 

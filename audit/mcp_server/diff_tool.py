@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..library import diff
 from ..library.calls import side_reports
 from .progress import CallProgress

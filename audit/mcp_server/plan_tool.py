@@ -8,7 +8,7 @@ from typing import Any, Literal
 import click
 
 from ..commands import plan as plan_command
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 JSON = dict[str, Any]
 PlanKind = Literal["model", "train", "serve"]

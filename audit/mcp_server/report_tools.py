@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..reports.json_report import clean
 from ..reports.model.columns import COLUMNS, for_report
-from ..reports.model.record import OpRecord
+from ..optable.record import OpRecord
 from ..reports.model.report import PartName
 from ..reports.sections.ops import top_columns, top_ops
 from .reports import Held

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..library import Report, inspect, load
-from ..options import DEFAULTS
+from ..base.options import DEFAULTS
 from .progress import CallProgress
 
 KEPT = 4  # reports held at once: a big program's report takes hundreds of MB

@@ -15,8 +15,8 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from .. import __version__
-from ..options import DEFAULTS
-from ..parsers.user_cache import SUMMARIES_ENV
+from ..base.options import DEFAULTS
+from ..base.user_cache import SUMMARIES_ENV
 from ..reports.model.report import PartName
 from .answer import answer
 from .catalog_tools import collective_doc, hardware_doc, matmul_doc
@@ -162,7 +162,7 @@ async def calc(ctx: Ctx, kind: Literal["matmul", "collective"],
     FLOPs, bytes, roofline and achievable time and what bounds them."""
 
     def work(progress: CallProgress) -> dict[str, Any]:
-        from ..errors import UsageError
+        from ..base.errors import UsageError
 
         if kind == "matmul":
             if m is None or k is None or n is None:

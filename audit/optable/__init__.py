@@ -1,7 +1,7 @@
 """The per-op table: measured time joined with expected time, and each op's verdict.
 
 An analysis above the cost model: it takes the trace's op events and the cost model's
-expectations, and writes the report model's `OpRecord`s (`audit.reports.model.record`).
+expectations, and writes the report model's `OpRecord`s (`audit.optable.record`).
 
 - `carriers`: time measured under an op inside a fusion moved to the op that carries its work
 - `join`: op events aggregated per device and per op, joined with HLO facts and costs (`Joined`)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..reports.model.interference import Beside, BesideOp
-from ..timebase import PS
-from ..options import DEFAULTS
+from .interference import Beside, BesideOp
+from ..base.timebase import PS
+from ..base.options import DEFAULTS
 
 TOP_BESIDE = DEFAULTS.beside_ops
 RUNS_EXAMINED = 16  # of an op's runs in the window, for naming what overlapped them

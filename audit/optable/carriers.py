@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..parsers.hlo_model import Module
+from ..parsers.hlo.model import Module
 
 _CARRYING_OPCODES = frozenset({"fusion", "async-start"})
 

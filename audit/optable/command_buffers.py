@@ -29,8 +29,8 @@ from ..costmodel.achievable import AchievableTime, achievable_time
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import BOUNDS, Bound, Expectation, OpCost
 from ..costmodel.roofline import launches_work
-from ..parsers.hlo_model import Module
-from ..parsers.hlo_opcodes import CONTROL_FLOW
+from ..parsers.hlo.model import Module
+from ..parsers.hlo.opcodes import CONTROL_FLOW
 from ..costmodel.units import count
 from .join import Joined
 

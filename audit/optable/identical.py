@@ -1,6 +1,6 @@
 """Identical ops judged together: the spread between them is interference, not the kernel.
 
-Ops that run the same computation on the same shapes (parsers.hlo_identity) with their data at
+Ops that run the same computation on the same shapes (parsers.hlo.identity) with their data at
 the same memory level (as the model prices them) do the same work: the layers of a model in one
 program, copies across programs, and one op on every device. Each (op, device) is an instance.
 The fastest instance's mean run is what the kernel itself does (`kernel_s`); the spread of that
@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ..costmodel.units import count, factor, human, ratio
-from ..reports.model.interference import Beside, Identical, beside_summary
-from ..reports.model.record import DeviceTime, OpRecord
+from .interference import Beside, Identical, beside_summary
+from .record import DeviceTime, OpRecord
 from .beside import Overlaps
 from .verdict import INTERFERENCE, JUDGED
 
@@ -36,7 +36,7 @@ def judge_identical(records: Sequence[OpRecord], identities: Mapping[str, str], 
                     overlaps: Overlaps | None = None, simulated: bool = False) -> list[OpRecord]:
     """`records` with every op that has identical instances told how it compares with them, and
     those far beyond the kernel's time given the `interference` verdict. `identities`: op key ->
-    hlo_identity; `overlaps`: the exported window's events, for what ran beside them; `simulated`:
+    parsers.hlo.identity; `overlaps`: the exported window's events, for what ran beside them; `simulated`:
     the devices are simulated CPU devices sharing one host's cores."""
     groups: dict[tuple[str, str], list[OpRecord]] = {}
     for r in records:

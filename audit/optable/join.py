@@ -20,10 +20,10 @@ from ..costmodel.achievable import AchievableTime
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import expect
-from ..parsers.hlo_category import category, fingerprint
-from ..parsers.hlo_identity import identity
-from ..parsers.hlo_model import Computation, Instruction, Module
-from ..timebase import PS
+from ..parsers.hlo.category import category, fingerprint
+from ..parsers.hlo.identity import identity
+from ..parsers.hlo.model import Computation, Instruction, Module
+from ..base.timebase import PS
 
 
 
@@ -93,7 +93,7 @@ class Joined:
     # time cannot be judged ("" when it can); None and "" for every other op.
     achievable: AchievableTime | None = None
     unjudged: str = ""
-    identity: str = ""  # the same for ops that run the same computation on the same shapes (hlo_identity)
+    identity: str = ""  # the same for ops that run the same computation on the same shapes (parsers.hlo.identity)
 
 
 class _MeasuredOp(Protocol):

@@ -25,13 +25,13 @@ from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import launches_work
 from ..costmodel.schedule import StepWalk, Window
-from ..parsers.hlo_model import Module
-from ..parsers.hlo_opcodes import CONTAINERS
-from ..options import DEFAULTS, Thresholds
-from ..reports.model.record import DeviceTime, OpRecord, Origin, Provenance, Spread
+from ..parsers.hlo.model import Module
+from ..parsers.hlo.opcodes import CONTAINERS
+from ..base.options import DEFAULTS, Thresholds
+from .record import DeviceTime, OpRecord, Origin, Provenance, Spread
 from .beside import EventWindow, Overlaps
 from .identical import judge_identical
-from ..timebase import PS
+from ..base.timebase import PS
 from .join import Joined
 from .overlap import fused_work, overlap_of
 from .predicted import PredictedRecords, predicted_records

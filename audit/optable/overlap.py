@@ -13,8 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import StepWalk, Window
-from ..reports.model.record import OpRecord, Overlap
-from ..reports.model.summary import StepOverlap
+from .record import OpRecord, Overlap, StepOverlap
 
 
 def overlap_of(window: Window | None, expected_s: float, comm_bytes: float, occurrences: float,

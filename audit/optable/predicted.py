@@ -14,9 +14,9 @@ from operator import attrgetter
 from typing import Any
 
 from ..costmodel.costs import Expectation, OpCost
-from ..parsers.hlo_model import Module
-from ..parsers.stamping import stamper
-from ..reports.model.record import OpRecord, record_of
+from ..parsers.hlo.model import Module
+from ..base.stamping import stamper
+from .record import OpRecord, record_of
 from .join import IDENTITY, Joined, StaticIdentity, static_row
 
 _NAMES = [f.name for f in fields(OpRecord)]

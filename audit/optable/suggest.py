@@ -9,7 +9,7 @@ fusion, shapes that pad less.
 from __future__ import annotations
 
 from ..costmodel.units import factor, intensity
-from ..reports.model.record import OpRecord
+from .record import OpRecord
 
 # At or above this share of its achievable time, an op is as fast as good kernels of its kind as
 # far as the achievable figures can tell: real kernels reach 0.8-1.3x of them on the captures

@@ -17,8 +17,8 @@ from ..costmodel.chips.hardware import LINK_NAMES, Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.roofline import flops_peak
 from ..costmodel.units import count, factor, human, intensity as per_byte, ratio
-from ..options import DEFAULTS, Thresholds
-from ..reports.model.record import Verdict
+from ..base.options import DEFAULTS, Thresholds
+from .record import Verdict
 
 # Ops judged on their own time: only these are compared with their identical instances.
 JUDGED: tuple[Verdict, ...] = ("ok", "flagged")

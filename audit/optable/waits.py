@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..costmodel.costs import OpCost
-from ..reports.model.record import DeviceTime, Overlap
+from .record import DeviceTime, Overlap
 from ..costmodel.units import percent, seconds
 
 WAIT_SHARE = 0.5  # more than this share of the mean device's time spent waiting: not judged

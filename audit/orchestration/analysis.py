@@ -13,13 +13,13 @@ from pathlib import Path
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import Expectation, OpCost
 from ..costmodel.schedule import windows_by_op
-from ..errors import InputError
+from ..base.errors import InputError
 from ..optable.judge import judge_predicted
 from ..analyses.programs import predicted_programs
 from ..optable.overlap import step_overlap
-from ..options import DEFAULTS, Thresholds
-from ..parsers.hlo_buffer_assignment import BufferAssignment
-from ..parsers.hlo_model import Module
+from ..base.options import DEFAULTS, Thresholds
+from ..parsers.hlo.buffer_assignment import BufferAssignment
+from ..parsers.hlo.model import Module
 from ..reports.model.report import ReportModel
 from .assemble import assemble
 from .caveats import loop_caveats
@@ -81,7 +81,7 @@ def refuse_accelerator_without_hardware(module: Module, path: str) -> None:
     """A GPU or TPU program is never priced as this machine's CPU: say what it is and what to pass."""
     from ..costmodel.chips.catalog import candidates
     from ..costmodel.ops.module import device_count
-    from ..parsers.hlo_platform import platform_of
+    from ..parsers.hlo.platform import platform_of
 
     platform = platform_of(module, path)
     if not platform.accelerator:

@@ -10,9 +10,10 @@ from .. import __version__
 from ..costmodel.chips.hardware import Hardware
 from ..costmodel.costs import BOUNDS, Bound
 from ..optable.verdict import safe_ratio
-from ..reports.model.record import JUDGED, OpRecord, collective_row
+from ..optable.record import JUDGED, OpRecord, collective_row
 from ..reports.model.report import DeviceSteps, ReportModel
-from ..reports.model.summary import StepOverlap, StepTimes, Summary
+from ..optable.record import StepOverlap
+from ..reports.model.summary import StepTimes, Summary
 from .caveats import not_judged_warning, peaks_used, unmodeled_groups, unmodeled_list, unmodeled_warning
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from ..costmodel.chips import calibration
 from ..costmodel.chips.hardware import Hardware
-from ..errors import AuditError
-from ..parsers import user_cache
+from ..base.errors import AuditError
+from ..base import user_cache
 
 _PROBES = "audit.child.calibrate"
 _TIMEOUT_S = 120

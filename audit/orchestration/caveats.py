@@ -12,9 +12,9 @@ from typing import Any
 from ..costmodel import units as qty
 from ..costmodel.chips.hardware import Hardware
 from ..optable.join import Joined
-from ..reports.model.record import OpRecord
-from ..errors import UsageError
-from ..parsers.hlo_model import Module
+from ..optable.record import OpRecord
+from ..base.errors import UsageError
+from ..parsers.hlo.model import Module
 
 
 def capacity(hw: Hardware) -> int | None:

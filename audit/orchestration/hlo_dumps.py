@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
-from ..errors import InputError
-from ..parsers.hlo_buffer_assignment import BufferAssignment
-from ..parsers.hlo_model import Module
-from ..parsers.hlo_platform import Platform
+from ..base.errors import InputError
+from ..parsers.hlo.buffer_assignment import BufferAssignment
+from ..parsers.hlo.model import Module
+from ..parsers.hlo.platform import Platform
 from ..reports.model.report import ReportModel
 from .caveats import check_partitions
 from .misleading import platform_mismatch_warning, pre_optimization_warning, unpartitioned_refusal
@@ -36,7 +36,7 @@ def analyse_dump(path: str | Path, *, hardware: str | None = None, source: dict[
     warnings = [w for f, m in files if (w := pre_optimization_warning(m, str(f))) is not None]
     hw = dump_hardware(hardware, files, options.overrides, warnings)
     if hardware:
-        from ..parsers.hlo_platform import platform_of
+        from ..parsers.hlo.platform import platform_of
 
         mismatches = (platform_mismatch_warning(hw, platform_of(m, str(f))) for f, m in files)
         warnings += list(dict.fromkeys(w for w in mismatches if w is not None))
@@ -62,8 +62,8 @@ def dump_buffer_assignments(files: list[tuple[Path, Module]],
                             ids: list[int]) -> tuple[dict[int, BufferAssignment], list[str]]:
     """Each dumped module's buffer assignment: from its own HloProto, the `.hlo.pb` beside its text,
     else the `-buffer-assignment.txt` beside it; and the files that have none."""
-    from ..parsers.hlo_buffer_assignment import read_buffer_assignment
-    from ..parsers.hlo_buffer_assignment_text import beside, read_buffer_assignment_text
+    from ..parsers.hlo.buffer_assignment import read_buffer_assignment
+    from ..parsers.hlo.buffer_assignment_text import beside, read_buffer_assignment_text
 
     found: dict[int, BufferAssignment] = {}
     missing: list[str] = []
@@ -87,7 +87,7 @@ def _proto_beside(file: Path) -> Path | None:
 
 
 def _modules(path: Path, module: Module | None) -> list[tuple[Path, Module]]:
-    from ..parsers.hlo_files import load_dump_folder, load_hlo_file
+    from ..parsers.hlo.files import load_dump_folder, load_hlo_file
 
     if not path.is_dir():
         return [(path, module if module is not None else load_hlo_file(path))]
@@ -110,8 +110,8 @@ def dump_hardware(spec: str | None, files: list[tuple[Path, Module]], overrides:
     else this machine's CPU for a CPU program. **Raises:** `InputError` for a GPU or TPU program
     whose chip nothing beside it identifies."""
     from ..costmodel.chips.detect import priceable
-    from ..parsers.gpu_target import stats_beside
-    from ..parsers.hlo_platform import platform_of
+    from ..parsers.hlo.gpu_target import stats_beside
+    from ..parsers.hlo.platform import platform_of
 
     if spec:
         return hardware_for(spec, "cpu", {}, overrides)

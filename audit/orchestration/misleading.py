@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from ..costmodel.chips.hardware import Hardware
-from ..errors import InputError
-from ..parsers.hlo_model import Module
-from ..parsers.hlo_opcodes import COLLECTIVES
-from ..parsers.hlo_platform import Platform
+from ..base.errors import InputError
+from ..parsers.hlo.model import Module
+from ..parsers.hlo.opcodes import COLLECTIVES
+from ..parsers.hlo.platform import Platform
 
 _BEFORE = "before_optimizations"
 _AFTER = "after_optimizations"

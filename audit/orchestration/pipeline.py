@@ -18,8 +18,8 @@ from ..optable.command_buffers import price_command_buffers
 from ..optable.join import join_measured, measure
 from ..optable.judge import judge_table
 from ..optable.overlap import step_overlap
-from ..errors import InputError
-from ..parsers.hlo_model import Module
+from ..base.errors import InputError
+from ..parsers.hlo.model import Module
 from ..parsers.readers import reader_named
 from ..reports.model.report import DeviceSteps, ReportModel
 from ..reports.model.summary import StepTimes

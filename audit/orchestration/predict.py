@@ -15,7 +15,7 @@ from typing import Any
 from ..analyses.xla_gap import explain_gap
 from ..child.aot import HLO_NAME, RESULT_NAME, check_target
 from ..costmodel.units import nbytes
-from ..errors import ExitCode, InputError, WorkloadError
+from ..base.errors import ExitCode, InputError, WorkloadError
 from ..reports.model.report import ReportModel
 from .analysis import DEFAULT_OPTIONS, Options, analyse_modules, attach_plan
 
@@ -66,7 +66,7 @@ def predict_target(script: Path, argv: Sequence[str], target: str, *, keep: Path
                    options: Options = DEFAULT_OPTIONS, command: str | None = None) -> ReportModel:
     """Compile `script` for `target` in a child process and return a predicted report."""
     from ..hardware_options import resolve_hardware
-    from ..parsers.hlo_text import parse_hlo_text
+    from ..parsers.hlo.text import parse_hlo_text
 
     check_target(target)
     with tempfile.TemporaryDirectory(prefix="audit-aot-") as tmp:

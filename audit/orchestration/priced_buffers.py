@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from ..costmodel.costs import Expectation, OpCost
 from ..optable.command_buffers import OPCODE, contents
-from ..reports.model.record import OpRecord
-from ..parsers.hlo_category import category, fingerprint
-from ..parsers.hlo_model import Module
+from ..optable.record import OpRecord
+from ..parsers.hlo.category import category, fingerprint
+from ..parsers.hlo.model import Module
 from ..reports.model.buffer_contents import BufferContents, BufferOp
 
 

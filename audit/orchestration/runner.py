@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from ..child.capture import SIDECAR_NAME, Progress
-from ..errors import ExitCode, WorkloadError
+from ..base.errors import ExitCode, WorkloadError
 from ..reports.model.report import ReportModel
 from .pipeline import analyse_profile
 from .analysis import DEFAULT_OPTIONS, Options

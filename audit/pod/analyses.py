@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.steps import step_time_stats
-from ..reports.model.record import OpRecord
-from ..timebase import PS
-from ..options import DEFAULTS
+from ..optable.record import OpRecord
+from ..base.timebase import PS
+from ..base.options import DEFAULTS
 
 TOP = DEFAULTS.pod_ranked
 

@@ -8,7 +8,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from ..errors import InputError, UsageError
+from ..base.errors import InputError, UsageError
 
 if TYPE_CHECKING:  # Dask loads only when a cluster is used
     from distributed import Client, LocalCluster

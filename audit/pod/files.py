@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from ..errors import InputError, UsageError
-from ..parsers.input_files import MAX_PROFILE_BYTES, is_url
+from ..base.errors import InputError, UsageError
+from ..parsers.wire.input_files import MAX_PROFILE_BYTES, is_url
 from ..parsers.readers import list_hosts, reader_of_host, remote_suffix
 
 

@@ -14,18 +14,18 @@ import pandas as pd
 
 from ..optable.beside import EventWindow
 from ..costmodel.units import seconds
-from ..errors import InputError
-from ..parsers.hlo_buffer_assignment import BufferAssignment, read_buffer_assignment
-from ..parsers.hlo_model import Module
-from ..parsers.hlo_opcodes import COLLECTIVES
-from ..parsers.input_files import is_url
+from ..base.errors import InputError
+from ..parsers.hlo.buffer_assignment import BufferAssignment, read_buffer_assignment
+from ..parsers.hlo.model import Module
+from ..parsers.hlo.opcodes import COLLECTIVES
+from ..parsers.wire.input_files import is_url
 from ..parsers.readers import host_label, total_bytes
 from ..reports.model.report import DeviceSteps
 from . import cluster, files
 from .summary import HostFailure, HostSummary, default_cache_dir, summarise_host
 from . import trace_window
 from .trace_window import CAPTURE, STEP
-from ..timebase import PS
+from ..base.timebase import PS
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -249,7 +249,7 @@ def _distinct_names(hosts: list[HostSummary]) -> None:
 def _modules(hosts: list[HostSummary], protos: dict[str, bytes],
              warnings: list[str]) -> tuple[dict[int, Module], list[str]]:
     """Decode each program's most common module once; hosts running another one are named."""
-    from ..parsers.hlo_files import decode_programs
+    from ..parsers.hlo.files import decode_programs
 
     by_program: dict[int, Counter[str]] = {}
     for h in hosts:

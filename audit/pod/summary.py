@@ -23,9 +23,9 @@ from ..analyses.host_idle import host_idle
 from ..analyses.programs import program_steps
 from ..analyses.steps import _busy_in_windows, overlapped_collectives
 from ..atomic import write_bytes, write_text
-from ..errors import AuditError
-from ..parsers.input_files import is_url
-from ..parsers.user_cache import summaries_dir
+from ..base.errors import AuditError
+from ..parsers.wire.input_files import is_url
+from ..base.user_cache import summaries_dir
 from . import files
 from .trace_window import STEP, empty_trace, trace_window
 
@@ -126,7 +126,7 @@ def fingerprint(proto: bytes) -> str:
     with a few process-specific fields the schema does not read, and maps in any order."""
     from google.protobuf.message import DecodeError
 
-    from ..parsers import hlo_schema
+    from ..parsers.hlo import schema as hlo_schema
 
     for message in (hlo_schema.HloProto, hlo_schema.HloModuleProto):
         try:

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ...parsers import user_cache
+from ...base import user_cache
 from .hardware import Achievable, Hardware, Interconnect, MemoryLevel, Quantity
 
 CACHE_SCHEMA = "audit.cpu-calibration/v1"
@@ -29,7 +29,7 @@ METHODS_VERSION = 3  # of the measurement: a record an older method wrote is mea
 
 
 def cache_dir() -> Path:
-    """$AUDIT_CACHE_DIR, else the `calibration` folder of the user cache (parsers.user_cache)."""
+    """$AUDIT_CACHE_DIR, else the `calibration` folder of the user cache (audit.base.user_cache)."""
     env = os.environ.get("AUDIT_CACHE_DIR")
     return Path(env) if env else user_cache.cache_dir("calibration")
 

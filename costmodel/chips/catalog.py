@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 from . import hwfile
 from .calibration import cached_cpu_hardware
 from .hardware import Hardware

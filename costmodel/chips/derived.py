@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import InputError
+from ...base.errors import InputError
 from ..units import percent, stated
 
 Error = Callable[[str, str], InputError]

@@ -3,7 +3,7 @@ decides (the longest name in it, so an H200 is not an H20); else the vendor, arc
 count select the chips of that fingerprint, the nearest HBM size among them and then the nearest
 bandwidth (second, as ROCm states half of what HBM3 moves) pick one, and chips the stated figures
 still cannot tell apart are named, with --hardware to choose. Stats come from a device plane,
-nsys-jax's device metadata or XLA's gpu_target_config, named alike (`parsers.gpu_target`).
+nsys-jax's device metadata or XLA's gpu_target_config, named alike (`parsers.hlo.gpu_target`).
 """
 
 from __future__ import annotations

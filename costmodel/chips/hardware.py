@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 
-from ...parsers.dtypes import real_part
+from ...parsers.hlo.dtypes import real_part
 
 # A TPU has no f64 units: XLA's X64 rewrite computes an f64 with a pair of f32s. An f64 product is
 # then at least three f32 products of the halves (hi*hi, hi*lo, lo*hi), each six bf16 MXU passes

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError
+from ...base.errors import InputError
 from . import derived
 from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 

@@ -17,7 +17,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 from .hardware import Hardware, Quantity
 from .hwfile import AT_LEAST_ONE, MAX_COUNT, WHOLE_FIGURES
 from ..units import count, stated

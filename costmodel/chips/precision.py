@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ...parsers.dtypes import real_part
+from ...parsers.hlo.dtypes import real_part
 from .hardware import F64_EMULATION_PASSES, Hardware, Quantity
 
 _TPU_PASSES = {"default": 1, "high": 3, "highest": 6}

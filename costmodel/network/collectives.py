@@ -23,9 +23,9 @@ from typing import Any
 
 from dataclasses import dataclass, field, replace
 
-from ...errors import InputError, UsageError
+from ...base.errors import InputError, UsageError
 from ..chips.hardware import Hardware
-from ...parsers.hlo_opcodes import COLLECTIVES
+from ...parsers.hlo.opcodes import COLLECTIVES
 from .topology import AxisSpan, GroupPlacement
 
 WRAPAROUND_CHOICES = ("auto", "yes", "no")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from math import gcd, prod
 from typing import Sequence
 
-from ...errors import AuditError, UsageError
+from ...base.errors import AuditError, UsageError
 from ..chips.hardware import Hardware
 from .topology import GroupPlacement, check_fits, place_group, place_groups
 

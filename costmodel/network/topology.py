@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Any, Callable, Sequence
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 from ..chips.hardware import Hardware
 
 AXIS_NAMES = ("x", "y", "z", "w")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo.model import Instruction, Shape
 from ..attention import describe, exponentials, flops, unreadable
 from ..costs import AttentionProblem, OpCost
 from .base import CostContext, backend_json, cost, nbytes

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ...parsers.hlo_model import Computation, Instruction, Module, Shape
+from ...parsers.hlo.model import Computation, Instruction, Module, Shape
 from .layout import host_bytes, on_chip_bytes, shape_bytes
 from ..costs import OpCost, Origin
 

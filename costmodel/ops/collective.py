@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ...parsers.hlo_model import Instruction, Shape
-from ...parsers.hlo_opcodes import COLLECTIVES
+from ...parsers.hlo.model import Instruction, Shape
+from ...parsers.hlo.opcodes import COLLECTIVES
 from ..network.collectives import bytes_sent
 from ..costs import CollectiveInfo, OpCost
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, nbytes,

@@ -9,7 +9,7 @@ multiply-add (a dot's, a convolution's) is 8 real FLOPs: 4 multiplies and 4 adds
 
 from __future__ import annotations
 
-from ...parsers.dtypes import COMPLEX_PARTS
+from ...parsers.hlo.dtypes import COMPLEX_PARTS
 
 COMPLEX_MAC_FLOPS = 8
 """Real FLOPs of one complex multiply-add: (a+bi)(c+di) + (e+fi) is 4 multiplies and 4 adds."""

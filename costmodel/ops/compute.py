@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ...parsers.hlo_model import Instruction, Shape
-from ...parsers.hlo_opcodes import ARITHMETIC, TRANSCENDENTAL
+from ...parsers.hlo.model import Instruction, Shape
+from ...parsers.hlo.opcodes import ARITHMETIC, TRANSCENDENTAL
 from .base import (CostContext, computation_flops, first_dtype, handles, io_cost,
                           unknown_cost, unmodeled_opcode)
 from .complex_flops import CONTRACTION_NOTE, complex_elementwise, contraction_factor, is_complex

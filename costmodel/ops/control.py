@@ -9,7 +9,7 @@ everything it wraps, and those wrapped ops are marked as costed on it.
 
 from __future__ import annotations
 
-from ...parsers.hlo_model import Computation, Instruction
+from ...parsers.hlo.model import Computation, Instruction
 from .base import (CostContext, cost_instruction, first_dtype, handles,
                           unknown_cost, unmodeled_opcode, zero_cost)
 from .loops import trip_count

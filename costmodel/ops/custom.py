@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo.model import Instruction, Shape
 from .attention import (CUDNN_PREFIX, cudnn_attention_cost, is_te_attention, pallas_attention,
                         pallas_attention_cost, te_attention_cost)
 from .base import (CostContext, backend_json, cost, first_dtype, handles, nbytes, unknown_cost,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...parsers.hlo_model import Computation, Instruction
+from ...parsers.hlo.model import Computation, Instruction
 from ..costs import CollectiveInfo, OpCost
 from ..units import whole_percent
 from .base import CostContext, first_dtype, unknown_cost, zero_cost

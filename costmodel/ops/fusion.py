@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...parsers.hlo_model import Computation, Instruction
+from ...parsers.hlo.model import Computation, Instruction
 from .base import CostContext, computation_flops, cost, first_dtype, handles, on_chip_note, unknown_cost
 from ..costs import OpCost
 from .compute import asked_precision, convolution_problem, dot_problem

@@ -11,8 +11,8 @@ input is not read and only the update is written.
 
 from __future__ import annotations
 
-from ...parsers.hlo_model import Computation, Instruction, Shape
-from ...parsers.hlo_opcodes import ELEMENTWISE
+from ...parsers.hlo.model import Computation, Instruction, Shape
+from ...parsers.hlo.opcodes import ELEMENTWISE
 from .base import CostContext, nbytes
 
 _SLICING = ("slice", "dynamic-slice", "gather")

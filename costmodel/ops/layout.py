@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ...parsers.hlo_model import Shape
+from ...parsers.hlo.model import Shape
 
 # Memory space 0 is device HBM (or host/GPU global memory); 5 is host memory (XLA's
 # Layout::kHostMemorySpace, where host offloading puts buffers: pinned host memory on GPU);

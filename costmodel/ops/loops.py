@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 
-from ...errors import InputError
-from ...parsers.hlo_model import Computation, Instruction, Module
-from ...parsers.ranges import MAX_TRIP_COUNT
+from ...base.errors import InputError
+from ...parsers.hlo.model import Computation, Instruction, Module
+from ...base.ranges import MAX_TRIP_COUNT
 from .base import backend_json
 from ..units import count
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo.model import Instruction, Shape
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, io_cost,
                           nbytes, on_chip_note, unknown_cost, unmodeled_opcode, with_host_bytes, zero_cost)
 from ..costs import OpCost

@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterator
 
-from ...errors import InputError
-from ...parsers.hlo_model import Computation, Instruction, Module
-from ...parsers.hlo_opcodes import RUNS_OTHERS
-from ...parsers.hlo_collector import collector_paused
-from ...parsers.ranges import MAX_EXECUTIONS
+from ...base.errors import InputError
+from ...parsers.hlo.model import Computation, Instruction, Module
+from ...parsers.hlo.opcodes import RUNS_OTHERS
+from ...base.gc_pause import collector_paused
+from ...base.ranges import MAX_EXECUTIONS
 from . import collective, compute, control, custom, fusion, memory  # noqa: F401 (registers the handlers)
 from .base import HANDLERS, UNMODELED, CostContext, cost_instruction, zero_cost
 from .loops import trip_count, while_parts

@@ -16,7 +16,7 @@ import json
 import math
 import re
 
-from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo.model import Instruction, Shape
 from ..costs import AttentionProblem
 from .base import CostContext
 

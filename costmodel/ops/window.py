@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo.model import Instruction, Shape
 
 _FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate|rhs_reversal)=([0-9_x-]+)")
 

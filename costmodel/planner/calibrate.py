@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InputError
+from ...base.errors import InputError
 
 CLASSES = ("compute", "memory", "collective")
 MIN_OPS = 1  # a class is calibrated from at least this many timed ops

@@ -11,7 +11,7 @@ from typing import Any
 import math
 from dataclasses import dataclass
 
-from ...errors import InputError
+from ...base.errors import InputError
 from ..chips.hardware import Hardware, Quantity
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ...errors import InputError
+from ...base.errors import InputError
 from ..chips.hardware import Hardware
 from ..network.collectives import collective_time
 from ..network.topology import AXIS_NAMES, AxisSpan, GroupPlacement, torus_wraparound

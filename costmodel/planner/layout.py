@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero-bubble", "dualpipe")
 _INT_KEYS = ("dp", "tp", "pp", "ep", "cp", "zero", "microbatches", "virtual_stages", "replicas", "flushes")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 from .transformer import SAVED_PER_LAYER_NO_REMAT, ModelConfig, dtype_bytes
 
 POLICIES = ("auto", "none", "minimal", "selective", "full", "offload")

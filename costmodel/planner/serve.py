@@ -18,7 +18,7 @@ from typing import Any
 import math
 from dataclasses import asdict
 
-from ...errors import InputError
+from ...base.errors import InputError
 from ..chips.hardware import LINK_NAMES, Hardware
 from .calibrate import Calibration
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape

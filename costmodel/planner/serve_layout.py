@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 from ..chips.hardware import Hardware
 from .hierarchy import Network
 from .layout import Layout

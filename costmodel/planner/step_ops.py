@@ -34,7 +34,7 @@ from ..attention import flops as attention_flops
 from ..chips.hardware import Hardware
 from ..costs import AttentionProblem, OpCost
 from ..roofline import expect
-from ...parsers.dtypes import element_bytes
+from ...parsers.hlo.dtypes import element_bytes
 from .calibrate import Calibration
 from .layout import Layout
 from .layout_memory import kv_heads_per_chip

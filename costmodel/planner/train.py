@@ -7,8 +7,8 @@ from typing import Any
 import math
 from dataclasses import asdict, dataclass
 
-from ...errors import InputError
-from ...options import DEFAULTS
+from ...base.errors import InputError
+from ...base.options import DEFAULTS
 from ..chips.hardware import Hardware
 from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
 from .degrees import tp_degrees

@@ -11,9 +11,9 @@ from typing import Any
 
 from dataclasses import asdict, dataclass
 
-from ...errors import InputError
-from ...options import DEFAULTS
-from ...parsers.dtypes import element_bytes
+from ...base.errors import InputError
+from ...base.options import DEFAULTS
+from ...parsers.hlo.dtypes import element_bytes
 
 # Book ch. 4.4.2: without remat a layer keeps ~20 D-sized intermediates per token.
 SAVED_PER_LAYER_NO_REMAT = 20

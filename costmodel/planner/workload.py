@@ -13,7 +13,7 @@ from typing import Any
 
 import math
 
-from ...errors import InputError
+from ...base.errors import InputError
 from ..chips.hardware import Hardware
 from ..network.collectives import bytes_sent, collective_time
 from .chip_numbers import chip_numbers

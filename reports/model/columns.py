@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from ...costmodel.units import Unit, format_as
-from .record import OpRecord
+from ...optable.record import OpRecord
 
 ColumnOrigin = Literal["hlo", "trace", "model", "verdict"]
 """hlo: what the program says; trace: measured; model: the cost model; verdict: derived from both."""

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ...costmodel.units import Unit
 from .columns import COLUMNS, Column
-from .record import OpRecord
+from ...optable.record import OpRecord
 
 _NUMERIC: frozenset[Unit] = frozenset({"s", "FLOP", "B", "FLOP/s", "B/s", "FLOP/B", "fraction"})
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ...costmodel.units import count, figure
-from ...errors import InputError
-from ...parsers.input_files import MAX_REPORT_BYTES, read_input
+from ...base.errors import InputError
+from ...parsers.wire.input_files import MAX_REPORT_BYTES, read_input
 from .report import SCHEMA
 
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args, overload
 
-from .record import CollectiveRow, OpRecord
+from ...optable.record import CollectiveRow, OpRecord
 from .summary import JSON, Summary
 
 if TYPE_CHECKING:

@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from .read import SCHEMA_FILE
-from .record import JSON_NAMES, CollectiveRow, DeviceTime, OpRecord, Provenance
+from ...optable.record import JSON_NAMES, CollectiveRow, DeviceTime, OpRecord, Provenance
 from .report import SCHEMA
-from .summary import StepOverlap, StepTimes, Summary
+from ...optable.record import StepOverlap
+from .summary import StepTimes, Summary
 from .buffer_contents import BufferContents, BufferOp
 from .findings import ORIGINS
 

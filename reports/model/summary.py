@@ -1,9 +1,9 @@
 """The report's headline numbers: `Summary`, its step times and its overlapped step.
 
 Seconds per device, summed over the analysed steps, except the figures named "step", which are
-one step (the sum over the steps divided by them). `StepOverlap` is the step with asynchronous work
-hidden behind compute, as the op table finds it from the schedule walk; `expected_s` stays the
-no-overlap sum of every op's expected time.
+one step (the sum over the steps divided by them). `StepOverlap` (the op table's) is the step with
+asynchronous work hidden behind compute, as the op table finds it from the schedule walk;
+`expected_s` stays the no-overlap sum of every op's expected time.
 """
 
 from __future__ import annotations
@@ -13,49 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...costmodel.costs import BOUNDS, Bound
+from ...optable.record import StepOverlap
 
 JSON = dict[str, Any]
-OVERLAP_MODEL = ("schedule walk: one compute stream and collective streams (TPU: one per collective kind; GPU: "
-                 "one shared); an async op hides behind the compute scheduled between its start and done")
-
-
-@dataclass(frozen=True)
-class StepOverlap:
-    """The summary's overlapped step [model]; all None when a program with async ops has no schedule."""
-
-    expected_step_s: float | None
-    exposed_comm_s: float | None
-    hidden_comm_s: float | None
-    hidden_s: float | None  # communication and asynchronous copies
-    unscheduled: tuple[str, ...]  # programs with async ops but no schedule
-
-    def to_json(self) -> dict[str, Any]:
-        return {"expected_step_s": self.expected_step_s, "exposed_comm_s": self.exposed_comm_s,
-                "hidden_comm_s": self.hidden_comm_s, "hidden_s": self.hidden_s, "overlap_model": OVERLAP_MODEL}
-
-    def per_step(self, steps: int) -> StepOverlap:
-        """The same figures for one of `steps` steps (ops' times are summed over the analysed steps),
-        with floating-point residue below a picosecond written as 0."""
-        n = max(steps, 1)
-
-        def one(value: float | None) -> float | None:
-            return None if value is None else _no_residue(value / n)
-
-        return StepOverlap(one(self.expected_step_s), one(self.exposed_comm_s), one(self.hidden_comm_s),
-                           one(self.hidden_s), self.unscheduled)
-
-    def warnings(self) -> list[str]:
-        if not self.unscheduled:
-            return []
-        return [f"program(s) {', '.join(self.unscheduled)} run asynchronous ops but the HLO has no schedule: "
-                "the overlapped step is unknown (expected_step_s is null)"]
-
-
-def _no_residue(seconds: float) -> float:
-    """0 for the residue of subtracting nearly equal sums (below a picosecond, the traces' resolution)."""
-    return 0.0 if abs(seconds) < 1e-12 else seconds
-
-
 @dataclass(frozen=True)
 class StepTimes:
     """Step time over the analysed steps [trace], or the predicted step [model]."""

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 if TYPE_CHECKING:
-    from ..model.record import OpRecord
+    from ...optable.record import OpRecord
     from ..model.report import ReportModel
 
 D = TypeVar("D")

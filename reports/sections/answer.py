@@ -5,7 +5,7 @@ what follows from it. The details below it say how each figure was found."""
 from __future__ import annotations
 
 from ...costmodel import units as qty
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 from ..model.report import ReportModel
 from .judged import judged_any, none_judged
 from .programs import executions

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from html import escape
 
 from ...costmodel import units as qty
-from ..model.record import CollectiveRow
+from ...optable.record import CollectiveRow
 from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 MAX_COLLECTIVES = DEFAULTS.markdown_collectives
 TERMINAL_ROWS = DEFAULTS.terminal_collectives

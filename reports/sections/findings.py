@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from ...costmodel import units as qty
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 from ..model.findings import Finding, ranked
 from ..model.report import ReportModel
 from ..text import md_table, md_text

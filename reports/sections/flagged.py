@@ -5,12 +5,12 @@ from __future__ import annotations
 from html import escape
 
 from ...costmodel import units as qty
-from ..model.record import OpRecord
+from ...optable.record import OpRecord
 from ..model.report import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions, module_label
 from .judged import judged_any, none_judged
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 MAX_FLAGGED = DEFAULTS.markdown_flagged
 FLAGGED_OPEN = DEFAULTS.html_flagged_open

@@ -6,12 +6,12 @@ from __future__ import annotations
 from html import escape
 
 from ...costmodel import units as qty
-from ..model.interference import Beside, beside_summary
-from ..model.record import OpRecord
+from ...optable.interference import Beside, beside_summary
+from ...optable.record import OpRecord
 from ..model.report import ReportModel
 from ..text import md_table, md_text, more
 from ._base import RenderOptions
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 MAX_ROWS = DEFAULTS.markdown_beside
 TERMINAL_ROWS = DEFAULTS.terminal_beside

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...costmodel import units as qty
-from ..model.record import JUDGED
+from ...optable.record import JUDGED
 from ..model.report import ReportModel
 
 _WHY = {  # verdict: (one op, several ops)

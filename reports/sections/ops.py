@@ -8,12 +8,12 @@ from html import escape
 from ...costmodel import units as qty
 
 from ..model.columns import TABLE_COLUMNS, Column, columns, for_report
-from ..model.record import JUDGED, OpRecord
+from ...optable.record import JUDGED, OpRecord
 from ..model.report import ReportModel
 from ..svg import above_roof, roofline_svg
 from ..text import clip, md_table, md_text
 from ._base import RenderOptions, shared_modules
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 TOP_COLUMNS = columns("name", "module", "category", "devices", "occurrences", "self_s", "share", "expected_s",
                       "efficiency", "achievable_s", "achievable_efficiency", "bound_by", "verdict")

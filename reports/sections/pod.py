@@ -11,7 +11,7 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 TOP = DEFAULTS.pod_rows
 

@@ -12,7 +12,7 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 MARKDOWN_TOP = DEFAULTS.markdown_programs
 _HEADER = ("Program", "Module", "Largest op", "Runs", "Measured (median run)", "Op time per run", "Expected per run",

@@ -11,7 +11,7 @@ from ...costmodel import units as qty
 from ..model.report import ReportModel
 from ..text import clip, md_table, md_text, more
 from ._base import RenderOptions
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 MAX_ROWS = DEFAULTS.markdown_target
 _HEADER = ["Framework op", "CPU measured [trace]", "Target predicted [model]"]

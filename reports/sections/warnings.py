@@ -7,7 +7,7 @@ from html import escape
 from ..model.report import ReportModel
 from ..text import md_text
 from ._base import RenderOptions
-from ...options import DEFAULTS
+from ...base.options import DEFAULTS
 
 MAX_WARNINGS = DEFAULTS.markdown_warnings
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 
 from ...costmodel.chips.hardware import Hardware
 from ...costmodel.costs import OpCost
-from ...options import DEFAULTS, Thresholds
-from ...parsers.hlo_model import Module
+from ...base.options import DEFAULTS, Thresholds
+from ...parsers.hlo.model import Module
 from ...reports.model.findings import Finding, ranked
 from ...reports.model.report import ReportModel
 from . import collectives, layout, loop_carry, offload, padding, precision, recompute, undonated

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...costmodel.units import human
-from ...parsers.hlo_model import Instruction
-from ...parsers.hlo_opcodes import COLLECTIVES
+from ...parsers.hlo.model import Instruction
+from ...parsers.hlo.opcodes import COLLECTIVES
 from ...reports.model.findings import Finding
 from .program import ProgramView, Timing, evidence, finding, number
 

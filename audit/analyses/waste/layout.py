@@ -11,7 +11,7 @@ transposes (`transpose`), whose consumer may need the order they make.
 from __future__ import annotations
 
 from ...costmodel.units import human
-from ...parsers.hlo_model import Instruction, Shape
+from ...parsers.hlo.model import Instruction, Shape
 from ...reports.model.findings import Finding
 from .program import PASS_THROUGH, ProgramView, Timing, evidence, finding, root
 

@@ -11,7 +11,7 @@ undonated input's, `undonated`) and after it.
 from __future__ import annotations
 
 from ...costmodel.units import human
-from ...parsers.hlo_model import Computation, Instruction
+from ...parsers.hlo.model import Computation, Instruction
 from ...reports.model.findings import Finding
 from .program import ProgramView, Timing, evidence, finding, is_copy, root
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...costmodel.achievable import implicit_gemm, shape_factor
 from ...costmodel.units import percent
-from ...parsers.hlo_model import Instruction
+from ...parsers.hlo.model import Instruction
 from ...reports.model.findings import Finding
 from .program import ProgramView, Timing, evidence, finding
 

@@ -12,8 +12,8 @@ inside one kernel (nothing wide is written), and wide values any reader uses wid
 from __future__ import annotations
 
 from ...costmodel.units import human
-from ...parsers.dtypes import DTYPE_BITS
-from ...parsers.hlo_model import Computation, Instruction
+from ...parsers.hlo.dtypes import DTYPE_BITS
+from ...parsers.hlo.model import Computation, Instruction
 from ...reports.model.findings import Finding
 from .program import ProgramView, Timing, evidence, finding, number, root
 

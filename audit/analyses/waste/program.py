@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ...costmodel.chips.hardware import Hardware
 from ...costmodel.costs import OpCost
-from ...parsers.hlo_model import Computation, Instruction, Module, Shape
+from ...parsers.hlo.model import Computation, Instruction, Module, Shape
 from ...reports.model.findings import Finding, FindingOrigin
 from ...reports.model.report import ReportModel
 

@@ -13,7 +13,7 @@ It trades time for memory by design: the finding says what the memory saving cos
 from __future__ import annotations
 
 from ...costmodel.units import human, percent
-from ...parsers.hlo_model import Instruction, Module
+from ...parsers.hlo.model import Instruction, Module
 from ...reports.model.findings import Finding
 from .program import ProgramView, Timing, evidence, finding
 

@@ -12,7 +12,7 @@ copy (`layout`), not this.
 from __future__ import annotations
 
 from ...costmodel.units import human
-from ...parsers.hlo_model import Instruction
+from ...parsers.hlo.model import Instruction
 from ...reports.model.findings import Finding
 from .program import PASS_THROUGH, ProgramView, Timing, evidence, finding, is_copy, number
 

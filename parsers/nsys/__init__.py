@@ -1,0 +1,2 @@
+"""NVIDIA Nsight Systems: nsys-jax archives (`archive`), SQLite exports (`sqlite`) and the NVTX
+ranges XLA writes on the GPU timeline (`nvtx`)."""
