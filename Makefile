@@ -2,6 +2,7 @@
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
 #   make test   set up, run `make check`, then run the test suite
 #   make test-quick  the suite without the tests marked slow or browser, while working on a change
+#   make test-versions  the quick suite on Python 3.12 and 3.13, each in its own .venv-X.Y (CI runs it)
 #   make check  ruff, then mypy (strict everywhere but the reference workloads)
 #   make fuzz   the fuzz tests with many more examples, then a hostile-input campaign (minutes)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -9,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install check demo test test-quick browser bench fuzz clean
+.PHONY: install check demo test test-quick test-versions browser bench fuzz clean
 
 $(STAMP): pyproject.toml setup.py parsers/xplane/_xline.c costmodel/_recency.c parsers/hlo/_hloscan.c parsers/wire/_protowire.h audit/base/_stamp.c
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +47,21 @@ test: $(STAMP) browser check
 test-quick: $(STAMP)
 	$(BIN)/pytest -q --durations=10 -m "not slow and not browser"
 
+# The other Pythons the package claims (requires-python >= 3.11): the quick suite in a venv of each,
+# installed as make install does; scripts/python-of.sh finds the interpreter or fails naming it.
+PYTHON_VERSIONS := 3.12 3.13
+test-versions:
+	@for v in $(PYTHON_VERSIONS); do \
+	  py=$$(scripts/python-of.sh $$v) || exit 1; \
+	  if [ ! -f .venv-$$v/.installed ]; then \
+	    $$py -m venv .venv-$$v && .venv-$$v/bin/pip install --quiet --upgrade pip && \
+	    .venv-$$v/bin/pip install --quiet -e '.[test,tpu]' && .venv-$$v/bin/python -m audit.prepare && \
+	    touch .venv-$$v/.installed || exit 1; \
+	fi; \
+	  echo "== Python $$v: the quick suite"; \
+	  .venv-$$v/bin/pytest -q -p no:cacheprovider -m "not slow and not browser" || exit 1; \
+	done
+
 # The speed benchmarks from a fresh clone (their inputs made first where missing), written into
 # bench/RESULTS.md between its speed markers with the machine's load (bench/record_speed.py):
 # audit beside XProf on the big profile (first run after a bare install, warm, then with two
@@ -62,4 +78,4 @@ fuzz: $(STAMP)
 	$(BIN)/python bench/hostile_campaign.py --seed $$(date +%s) --per-family 25
 
 clean:
-	rm -rf $(VENV) out build *.egg-info
+	rm -rf $(VENV) .venv-3.* out build *.egg-info

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # Before anything imports JAX: 8 simulated CPU devices, CPU backend only.
@@ -72,3 +73,71 @@ def h100_step_graphs() -> dict:
     from audit.orchestration.pipeline import analyse_profile
 
     return analyse_profile(H100_CAPTURES / "train-step-cmdbuf.xplane.pb").to_json()
+
+
+# A test that spawns a process (a workload, the CLI's `run`, pytest, a build, a Dask worker) takes
+# seconds and must say so with `slow` (or `browser`): `make test-quick` leaves those out. Each unmarked
+# test's setup and call are watched, session fixtures it triggers included, and one that spawned fails.
+_SPAWNED = pytest.StashKey[list]()
+
+
+def _watch_spawns(log: list) -> Callable[[], None]:
+    import multiprocessing.util
+    import subprocess
+
+    real_init, real_fork, real_spawn = subprocess.Popen.__init__, os.fork, multiprocessing.util.spawnv_passfds
+
+    def popen(self, args, *rest, **kwargs):
+        log.append(f"subprocess {str(args)[:160]}")
+        return real_init(self, args, *rest, **kwargs)
+
+    def fork():
+        log.append("os.fork")
+        return real_fork()
+
+    def spawn(path, args, passfds):
+        log.append(f"multiprocessing {path}")
+        return real_spawn(path, args, passfds)
+
+    subprocess.Popen.__init__ = popen  # type: ignore[method-assign]
+    os.fork = fork
+    multiprocessing.util.spawnv_passfds = spawn
+
+    def undo() -> None:
+        subprocess.Popen.__init__ = real_init  # type: ignore[method-assign]
+        os.fork = real_fork
+        multiprocessing.util.spawnv_passfds = real_spawn
+
+    return undo
+
+
+def _watched(item: pytest.Item) -> Iterator[None]:
+    if item.get_closest_marker("slow") or item.get_closest_marker("browser"):
+        yield
+        return
+    undo = _watch_spawns(item.stash.setdefault(_SPAWNED, []))
+    try:
+        yield
+    finally:
+        undo()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _watched(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    yield from _watched(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    spawned = item.stash.get(_SPAWNED, [])
+    if spawned and report.when == "call" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} spawned a process ({spawned[0]}) and is not marked slow: "
+                           "mark it @pytest.mark.slow so that make test-quick leaves it out")

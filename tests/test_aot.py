@@ -25,6 +25,7 @@ def allgather_v5e():
     return predict_target(WORKLOADS / "book_allgather.py", [], "tpu-v5e:8x4").to_json()
 
 
+@pytest.mark.slow
 def test_book_allgather_on_v5e_8x4_lands_between_theory_and_measurement(allgather_v5e):
     # Book ch. 3: 377 us with a wraparound, ~560 us without, 680 us measured; a 4-long v5e axis has none.
     (gather,) = [c for c in allgather_v5e["collectives"] if c["kind"] == "all-gather"]
@@ -37,6 +38,7 @@ def test_book_allgather_on_v5e_8x4_lands_between_theory_and_measurement(allgathe
     assert "without a wraparound" in gather["note"]
 
 
+@pytest.mark.slow
 def test_predicted_reports_say_so_and_carry_xla_estimate_and_memory_fit(allgather_v5e):
     r = allgather_v5e
     assert r["source"]["kind"] == "aot" and r["summary"]["predicted"] is True
@@ -54,6 +56,7 @@ def test_predicted_reports_say_so_and_carry_xla_estimate_and_memory_fit(allgathe
     assert r["memory"]["verdict"].startswith("fits")
 
 
+@pytest.mark.slow
 def test_book_tpu_v2_sharded_matmul_predicts_95_6_ms():
     # Book ch. 9.2.4: 2*32*1024*8192*32768 / (23e12 * 8) = 95.6 ms predicted, 96 ms measured.
     _require_libtpu()

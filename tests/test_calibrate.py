@@ -29,6 +29,7 @@ def cache_dir(measured, monkeypatch):
     return cache
 
 
+@pytest.mark.slow
 def test_measured_values_are_plausible(measured):
     _, hw = measured
     assert hw.name == "cpu" and hw.kind == "cpu" and hw.source == "calibrated"
@@ -48,6 +49,7 @@ def test_measured_values_are_plausible(measured):
     json.dumps(hw.to_json(), allow_nan=False)
 
 
+@pytest.mark.slow
 def test_cache_hit_returns_identical_numbers_without_measuring(measured, cache_dir, monkeypatch):
     _, first = measured
     monkeypatch.setattr(calibrate, "measure", _must_not_measure)
@@ -61,6 +63,7 @@ def test_cache_hit_returns_identical_numbers_without_measuring(measured, cache_d
     assert [c["name"] for c in record["cache_levels"]] == [c.name for c in again.caches]
 
 
+@pytest.mark.slow
 def test_cache_levels_come_from_the_os_and_are_measured_no_slower_than_dram(measured):
     _, hw = measured
     stated = child.cache_levels()
@@ -80,6 +83,7 @@ def test_cache_levels_come_from_the_os_and_are_measured_no_slower_than_dram(meas
     assert hw.peak("bf16").value >= hw.peak("f32").value  # the faster of the two measured rates
 
 
+@pytest.mark.slow
 def test_a_cache_written_before_cache_levels_is_measured_again(tmp_path, monkeypatch, measured):
     _, real = measured
     old = _record_like(real, flops=1e11)
@@ -100,12 +104,14 @@ def test_cache_key_names_cpu_cores_and_jax_version():
     assert calibration.cpu_model() in key and f"jax={jax.__version__}" in key and "cores=" in key
 
 
+@pytest.mark.slow
 def test_lookup_cpu_uses_the_cache_and_takes_a_device_count(cache_dir, monkeypatch):
     monkeypatch.setattr(calibrate, "measure", _must_not_measure)
     hw = lookup("cpu:8")
     assert hw.topology == (8,) and hw.source == "calibrated"
 
 
+@pytest.mark.slow
 def test_the_catalog_reads_the_record_and_never_measures(tmp_path, monkeypatch, measured):
     # Measuring is the caller's: the catalog and detection only read this machine's record, and a
     # command passes the function that measures when there is none.
@@ -125,6 +131,7 @@ def test_the_catalog_reads_the_record_and_never_measures(tmp_path, monkeypatch, 
     assert lookup("cpu").peak("f32").value == 1.5e11  # the record it wrote
 
 
+@pytest.mark.slow
 def test_refresh_and_corrupt_cache_measure_again(tmp_path, monkeypatch, measured):
     _, real = measured
     record = _record_like(real, flops=1.25e11)
@@ -160,6 +167,7 @@ def _record_like(hw, *, flops: float) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_failed_measurement_is_one_clear_error(tmp_path, monkeypatch):
     from audit.base.errors import AuditError
 
@@ -197,6 +205,7 @@ def test_a_probe_started_ahead_compiles_then_times_only_when_asked(tmp_path, mon
     assert untimed.returncode == 0 and untimed.stdout.split() == ["ready"]
 
 
+@pytest.mark.slow
 def test_a_cached_calibration_starts_no_probe(cache_dir, monkeypatch):
     monkeypatch.setattr(calibrate, "_waiting", None)
     monkeypatch.setattr(calibrate, "_probe_process", lambda wait: pytest.fail("started a probe despite the cache"))

@@ -57,6 +57,7 @@ def test_an_option_typo_after_the_workload_is_not_passed_to_it(tmp_path, capsys)
     assert "no option --step" in err and "did you mean --steps?" in err and "-- --step 3" in err
 
 
+@pytest.mark.slow
 def test_a_script_that_runs_no_jax_is_named_not_a_temporary_profile(tmp_path, capsys):
     script = tmp_path / "hello.py"
     script.write_text("print('hello')\n")
@@ -66,6 +67,7 @@ def test_a_script_that_runs_no_jax_is_named_not_a_temporary_profile(tmp_path, ca
     assert "audit-run-" not in err and "plugins/profile" not in err
 
 
+@pytest.mark.slow
 def test_a_topology_the_chip_does_not_come_in_is_bad_input(tmp_path, capsys):
     pytest.importorskip("libtpu")
     assert main(["run", "--target", "tpu-v5e:4x5", "--quiet"]) == ExitCode.INPUT
@@ -166,6 +168,7 @@ def test_plan_model_and_plan_train_save_the_same_checkpoints_per_layer(capsys):
     assert TrainSetup(1e9, 1e6, 8).closed_form_checkpoints(cfg) == DEFAULTS.plan_checkpoints_per_layer
 
 
+@pytest.mark.slow
 def test_an_unknown_option_after_double_dash_still_goes_to_the_workload(tmp_path, capsys):
     script = tmp_path / "w.py"
     script.write_text(textwrap.dedent("""\

@@ -110,3 +110,32 @@ def test_runs(runner):
 def test_pure(): assert 1
 '''
     assert unmarked_spawning_tests(source) == ["test_reads", "test_profiles", "test_runs"]
+
+
+@pytest.mark.slow
+def test_a_test_that_spawns_without_the_slow_marker_fails(tmp_path):
+    """tests/conftest.py watches each unmarked test: one that starts a process fails, naming it, whether
+    the test or a session fixture it uses started it; the same test marked slow passes."""
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_spawns.py").write_text(
+        "import subprocess, sys, pytest\n"
+        "@pytest.fixture(scope='session')\n"
+        "def once():\n"
+        "    return subprocess.run([sys.executable, '-c', 'print(1)'], capture_output=True).stdout\n"
+        "def test_unmarked():\n"
+        "    subprocess.run([sys.executable, '-c', 'pass'])\n"
+        "def test_through_a_session_fixture(once):\n"
+        "    assert once\n"
+        "@pytest.mark.slow\n"
+        "def test_marked():\n"
+        "    subprocess.run([sys.executable, '-c', 'pass'])\n"
+        "def test_spawns_nothing():\n"
+        "    assert sum(range(3)) == 3\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--strict-markers",
+                           "-o", "markers=slow", "-rf", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    failed = sorted(re.findall(r"FAILED \S+::(\w+)", proc.stdout))
+    assert failed == ["test_through_a_session_fixture", "test_unmarked"], proc.stdout[-3000:]
+    assert "2 failed, 2 passed" in proc.stdout and "is not marked slow" in proc.stdout

@@ -70,6 +70,7 @@ def error(result: Any) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_the_tools_are_listed_with_typed_inputs_and_outputs():
     async def steps(session: ClientSession) -> Any:
         return (await session.list_tools()).tools
@@ -277,6 +278,7 @@ def test_without_the_sdk_audit_mcp_says_how_to_install_it_in_one_line():
                                         "(pip install 'roofline-audit[mcp]')"]
 
 
+@pytest.mark.slow
 def test_the_findings_part_is_passed_through_as_the_report_has_it(tmp_path):
     """The step diagnosis attaches `findings` to a report; inspect returns them as the JSON holds them, and
     a report without them (an older one) says none."""

@@ -35,6 +35,7 @@ def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "xdg" / "audit" / "summaries"
 
 
+@pytest.mark.slow
 def test_inspect_writes_nothing_beside_the_profile(run_dir: Path, user_cache: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     logdir = run_dir.parents[2]
@@ -53,6 +54,7 @@ def test_inspect_writes_nothing_beside_the_profile(run_dir: Path, user_cache: Pa
     assert _tree(logdir) == before
 
 
+@pytest.mark.slow
 def test_audit_cache_moves_or_disables_the_summaries(run_dir: Path, user_cache: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     moved = tmp_path / "elsewhere"

@@ -54,6 +54,7 @@ def _op_table(report: dict) -> list[tuple]:
                    round(o["self_s"] or 0, 12), o["expected_s"]) for o in report["ops"])
 
 
+@pytest.mark.slow
 def test_real_captures_are_separate_processes_of_one_job(captures, capsys):
     report = _inspect(capsys, captures[0].parent, "--cache", "")
     # Each process profiles only its own 4 devices, but its program spans all 8.
@@ -62,6 +63,7 @@ def test_real_captures_are_separate_processes_of_one_job(captures, capsys):
     assert captures[0].read_bytes() != captures[1].read_bytes()
 
 
+@pytest.mark.slow
 def test_pod_names_the_planted_straggler_first_with_its_ops(pod, capsys):
     report = _inspect(capsys, pod, "--cache", "")
     assert report["summary"]["hosts"] == HOSTS and report["summary"]["devices"] == 4 * HOSTS
@@ -91,6 +93,7 @@ def test_pod_names_the_planted_straggler_first_with_its_ops(pod, capsys):
     assert analysis["collective_wait"]["by_host_s"]["n"] == HOSTS
 
 
+@pytest.mark.slow
 def test_cache_is_reused_and_invalidated_when_a_host_file_changes(pod, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(pod, run)
@@ -110,6 +113,7 @@ def test_cache_is_reused_and_invalidated_when_a_host_file_changes(pod, tmp_path,
     assert _op_table(changed) != _op_table(first)
 
 
+@pytest.mark.slow
 def test_a_local_cluster_gives_the_table_read_in_this_process(pod, capsys):
     # Eight small host files are read here (a cluster would take longer to start than to read them);
     # --workers asks for a local cluster, whose workers must give the same table.
@@ -133,6 +137,7 @@ def test_a_cluster_starts_only_for_enough_to_read(hosts, workers, size, here, mo
     assert cluster.in_process(hosts, workers, size) is here
 
 
+@pytest.mark.slow
 def test_a_cache_entry_from_another_build_is_a_miss_not_a_crash(pod, tmp_path, capsys):
     # Another build that shares the cache version wrote a fact this one does not know: the entry is
     # read again from the host file (it was an internal error, exit 4).
@@ -148,6 +153,7 @@ def test_a_cache_entry_from_another_build_is_a_miss_not_a_crash(pod, tmp_path, c
     assert "written_by_another_build" not in json.loads(entry.read_text())
 
 
+@pytest.mark.slow
 def test_fsspec_local_and_memory_paths_give_the_same_table(pod, capsys):
     import fsspec
 
@@ -164,6 +170,7 @@ def test_fsspec_local_and_memory_paths_give_the_same_table(pod, capsys):
     assert via_memory["pod"]["slowest_hosts"][0]["host"] == STRAGGLER
 
 
+@pytest.mark.slow
 def test_unreadable_host_is_named_and_can_be_skipped(pod, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(pod, run)
@@ -213,12 +220,14 @@ def test_hand_started_dask_cluster_gives_the_same_per_op_table(pod, tmp_path, ca
             p.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_one_line(pod, capsys):
     assert main(["inspect", str(pod), "--scheduler", "tcp://127.0.0.1:1", "--quiet", "--cache", ""]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Dask scheduler" in err[0]
 
 
+@pytest.mark.slow
 def test_pod_section_in_every_format_stays_short_and_names_the_straggler(pod, capsys):
 
     report = _inspect(capsys, pod, "--cache", "")

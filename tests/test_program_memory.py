@@ -226,6 +226,7 @@ def test_inspect_of_a_dump_reads_the_proto_beside_it_else_the_text_else_says_so(
     assert sum("no buffer assignment beside" in w for w in nothing.warnings) == 1
 
 
+@pytest.mark.slow
 def test_a_run_of_a_stated_transformer_puts_the_plan_beside_its_measured_memory(tmp_path: Path) -> None:
     # GIVEN `audit run` of the reference transformer on this CPU: its config states the model's size
     from audit.cli import main

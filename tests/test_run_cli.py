@@ -70,6 +70,7 @@ def test_each_reference_workload_is_profiled_step_by_step_with_its_collectives(c
     assert len(source["host_step_time_s"]) == 2 and source["compile_s"] > 0
 
 
+@pytest.mark.slow
 def test_kept_profile_reads_back_through_inspect_as_the_same_table(capsys, tmp_path):
     name, args, _ = CASES[1]
     code, report, err = audit_run(capsys, str(WORKLOADS / f"{name}.py"), "--devices", "8", "--steps", "2",
@@ -87,6 +88,7 @@ def test_kept_profile_reads_back_through_inspect_as_the_same_table(capsys, tmp_p
     assert again["summary"]["step_time_s"] == report["summary"]["step_time_s"]
 
 
+@pytest.mark.slow
 def test_without_out_the_temporary_profile_is_removed(capsys, tmp_path):
     name, args, _ = CASES[0]
     code, report, _ = audit_run(capsys, str(WORKLOADS / f"{name}.py"), "--steps", "1", "--warmup", "0", "--",
@@ -95,6 +97,7 @@ def test_without_out_the_temporary_profile_is_removed(capsys, tmp_path):
     assert report["source"]["paths"] and not any(Path(p).exists() for p in report["source"]["paths"])
 
 
+@pytest.mark.slow
 def test_workload_output_never_mixes_into_the_json_on_stdout(capsys, tmp_path):
     script = tmp_path / "chatty.py"
     script.write_text(textwrap.dedent("""
@@ -108,6 +111,7 @@ def test_workload_output_never_mixes_into_the_json_on_stdout(capsys, tmp_path):
     assert any(o["measured_s"] for o in report["ops"])
 
 
+@pytest.mark.slow
 def test_raising_workload_exits_3_with_its_traceback_and_still_reports_what_ran(capsys, tmp_path):
     script = tmp_path / "diverges.py"
     script.write_text(textwrap.dedent("""
@@ -251,12 +255,14 @@ def test_an_interrupt_swallowed_inside_a_step_still_stops_the_run(tmp_path):
     assert written["source"]["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_workload_help_is_shown_and_nothing_is_analysed(capsys):
     code = main(["run", str(WORKLOADS / "matmul.py"), "--", "--help"])
     captured = capsys.readouterr()
     assert code == 0 and "--batches BATCHES" in captured.err and captured.out == ""
 
 
+@pytest.mark.slow
 def test_bad_workload_argument_exits_2_with_the_workload_usage(capsys):
     code = main(["run", str(WORKLOADS / "matmul.py"), "--", "--bogus"])
     assert code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
@@ -274,6 +280,7 @@ def test_an_older_run_in_the_same_out_dir_never_passes_for_this_one(tmp_path):
     assert not stale.captured and stale.record == {}
 
 
+@pytest.mark.slow
 def test_plain_script_raising_before_any_xla_op_exits_3_with_only_its_own_frames(capsys, tmp_path):
     script = tmp_path / "fails_early.py"
     script.write_text("import jax\n\n\ndef setup():\n    raise ValueError('bad config')\n\n\nsetup()\n")

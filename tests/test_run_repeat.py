@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from audit.cli import main
 
 MATMUL = Path(__file__).resolve().parents[1] / "workloads" / "matmul.py"
 
 
+@pytest.mark.slow
 def test_repeat_writes_each_run_and_a_combined_report_that_diff_reads_as_runs(tmp_path, capsys):
     out = tmp_path / "r.json"
     args = ["run", str(MATMUL), "--devices", "1", "--steps", "3", "--warmup", "1", "--repeat", "2",
