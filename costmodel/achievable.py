@@ -22,7 +22,7 @@ from .chips.precision import matmul_mode
 from .network.collectives import CollectiveTime
 from .costs import Expectation, OpCost
 from .shape_effects import cite as _cite, implicit_gemm, k_loop_seconds, pipeline_fill, shape_factor
-from .units import human
+from .units import count, human, whole
 
 __all__ = ["AchievableTime", "achievable_time", "collective_seconds", "implicit_gemm", "shape_factor"]
 
@@ -101,7 +101,7 @@ def _atomics(cost: OpCost, memory: float | None, ach: Achievable, notes: list[st
         return memory
     seconds = updates / rate.value
     return _at_least(memory, seconds, f"{dtype} atomic updates {human(rate.value, 'updates/s')} ({_cite(rate)})",
-                     f"atomics: {updates:,.0f} {dtype} read-modify-write updates of a scatter-add at "
+                     f"atomics: {whole(updates)} {dtype} read-modify-write updates of a scatter-add at "
                      f"{human(rate.value, 'updates/s')}: {human(seconds, 's')}", notes, sources)
 
 
@@ -144,7 +144,7 @@ def _serial_reduce(cost: OpCost, compute: float | None, ach: Achievable, notes: 
         return compute
     seconds = cost.serial_reduce * step.value
     return _at_least(compute, seconds, f"reduce loop step {human(step.value, 's')} ({_cite(step)})",
-                     f"serial reduce: a loop fusion reduces {cost.serial_reduce:,} elements into each output "
+                     f"serial reduce: a loop fusion reduces {count(cost.serial_reduce)} elements into each output "
                      f"element one after another, at least {human(step.value, 's')} each: {human(seconds, 's')}",
                      notes, sources)
 

@@ -149,8 +149,9 @@ def ratio(value: object) -> str:
 
 
 def stated(value: object) -> str:
-    """A figure as stated (a user's --set, a hardware file's), to four significant digits, in the unit it
-    came in: 12500000000.0 -> "1.25e+10"."""
+    """A figure as stated (a user's --set, a hardware file's, a setting's, an op's attribute), to four
+    significant digits, in the unit it came in: 12500000000.0 -> "1.25e+10"; beside it, what it became
+    (a batch of 4.063e+06 tokens instead of 4e+06)."""
     return f"{float(value):.4g}" if known(value) else UNKNOWN
 
 
@@ -167,6 +168,20 @@ def whole_percent(value: object) -> str:
 def whole(value: object) -> str:
     """A count or a length rounded to a whole number, with thousands separators: 12345.6 -> "12,346"."""
     return f"{float(value):,.0f}" if known(value) else UNKNOWN
+
+
+def integral(value: object) -> str:
+    """A whole number without separators, as the HLO and the trace write it: the bytes a collective note
+    says each device sends (102760448), to set beside their own figures."""
+    return f"{float(value):.0f}" if known(value) else UNKNOWN
+
+
+def decade(value: object) -> str:
+    """A power of ten on a log axis: as written from 0.001 to 10000 (0.01, 100), as 1e5 and up from there."""
+    if not known(value) or float(value) <= 0:
+        return UNKNOWN
+    v = float(value)
+    return f"{v:g}" if 1e-3 <= v < 1e5 else f"1e{round(math.log10(v))}"
 
 
 def count(value: object) -> str:

@@ -110,7 +110,7 @@ def _axes_svg(xa: _LogAxis, ya: _LogAxis, y_label: str) -> list[str]:
     for v in xa.decades():
         x = xa(v)
         out.append(f'<line class="grid" x1="{x:.1f}" y1="{y1}" x2="{x:.1f}" y2="{y0}"/>')
-        out.append(f'<text class="tick" x="{x:.1f}" y="{y0 + 16}" text-anchor="middle">{escape(_num(v))}</text>')
+        out.append(f'<text class="tick" x="{x:.1f}" y="{y0 + 16}" text-anchor="middle">{escape(qty.decade(v))}</text>')
     for v in ya.decades():
         y = ya(v)
         out.append(f'<line class="grid" x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}"/>')
@@ -126,10 +126,6 @@ def _axes_svg(xa: _LogAxis, ya: _LogAxis, y_label: str) -> list[str]:
 def _decade(v: float, unit: str) -> str:
     """A power of ten with a decimal prefix: 1 TFLOP/s, 100 GFLOP/s."""
     return qty.si(v, unit).replace(".00 ", " ").replace(".0 ", " ")
-
-
-def _num(v: float) -> str:
-    return f"{v:g}" if 1e-3 <= v < 1e5 else f"1e{round(math.log10(v))}"
 
 
 def _spread(ys: list[float], gap: float = 12.0) -> list[float]:

@@ -77,3 +77,23 @@ def test_text_that_claims_to_be_hlo_and_is_broken_is_reported_as_hlo(tmp_path):
     with pytest.raises(InputError) as err:
         open_input(broken)
     assert "m.txt" in str(err.value)
+
+
+
+def test_a_profile_over_the_read_limit_names_its_exact_size_and_the_limit():
+    """A size rounded to MiB could read as the limit it exceeds; the error gives the file's bytes as they are."""
+    from audit.parsers.wire.input_files import read_input
+
+    with pytest.raises(InputError) as caught:
+        read_input(shared_fixture(GEMM), 100_000, "profile")
+    assert str(caught.value).endswith(": 110,057 bytes is more than any profile this tool reads (at most 100,000 bytes)")
+
+
+def test_a_limit_of_whole_mebibytes_is_named_in_them(tmp_path):
+    from audit.parsers.wire.input_files import read_input
+
+    big = tmp_path / "big.xplane.pb"
+    big.write_bytes(b"\0" * ((3 << 20) + 1))
+    with pytest.raises(InputError) as caught:
+        read_input(big, 3 << 20, "profile")
+    assert str(caught.value).endswith(": 3,145,729 bytes is more than any profile this tool reads (at most 3 MiB)")

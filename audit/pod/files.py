@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from ..base.errors import InputError, UsageError
+from ..costmodel.units import count, stated
 from ..parsers.wire.input_files import MAX_PROFILE_BYTES, is_url
 from ..parsers.readers import list_hosts, reader_of_host, remote_suffix
 
@@ -137,12 +138,12 @@ def remote(call: Callable[[], T], path: str | Path, doing: str, timeout: float |
         except BaseException as exc:  # handed to the caller below
             box["error"] = exc
 
-    limit, stated = _limit(timeout)
+    limit, budget = _limit(timeout)
     worker = threading.Thread(target=run, daemon=True)  # a hung client must not keep the process alive
     worker.start()
     worker.join(limit)
     if worker.is_alive():
-        raise InputError(f"{doing}: no answer within {stated:.0f} s "
+        raise InputError(f"{doing}: no answer within {stated(budget)} s "
                          "(no network, or the store is unreachable; AUDIT_REMOTE_TIMEOUT sets the limit)", path=path)
     error = box.get("error")
     if isinstance(error, InputError):
@@ -175,7 +176,7 @@ def fetch_bytes(path: str) -> bytes:
         with fs.open(root, "rb") as f:
             data = f.read(MAX_PROFILE_BYTES + 1)
         if len(data) > MAX_PROFILE_BYTES:
-            raise InputError(f"more than {MAX_PROFILE_BYTES >> 20:,} MiB, more than any profile this tool reads",
+            raise InputError(f"more than {count(MAX_PROFILE_BYTES >> 20)} MiB, more than any profile this tool reads",
                              path=path)
         return bytes(data)
 

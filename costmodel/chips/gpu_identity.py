@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from ..units import bytes_per_s, nbytes
 from .catalog import chips
 from .hardware import Hardware, Quantity
 
@@ -94,10 +95,10 @@ def gpu_match(stats: dict[str, Any], vendor: str) -> tuple[str | None, str]:
     unit = "CUs" if vendor == "amd" else "SMs"
     how = f"vendor {vendor}, compute capability {cap[0]}.{cap[1]}, {int(cores)} {unit}"
     if len(candidates) > 1 and memory is not None:
-        how += f", {memory / 1e9:.0f} GB of memory"
+        how += f", {nbytes(memory)} of memory"
     if len(candidates) > 1 and bandwidth is not None and memory is not None \
             and _distance(candidates[0].hbm_bytes, memory) == _distance(candidates[1].hbm_bytes, memory):
-        how += f", {bandwidth / 1e12:.2f} TB/s"
+        how += f", {bytes_per_s(bandwidth)}"
     level = [hw.name for hw in candidates[1:] if _same_figures(hw, candidates[0], memory, bandwidth)]
     if level:
         one = len(level) == 1

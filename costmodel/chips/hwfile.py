@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...base.errors import InputError
+from ..units import count
 from . import derived
 from .hardware import ATTENTION_KEYS, Achievable, Hardware, Quantity
 
@@ -159,7 +160,7 @@ def _build(tp: Any, raw: Any, key: str, ctx: _Context, provenance: str) -> Any:
             raise ctx.error(key, f"expected an integer, got {_describe(raw)}")
         low = 1 if key.rsplit(".", 1)[-1] in AT_LEAST_ONE else 0
         if not low <= raw <= MAX_COUNT:
-            raise ctx.error(key, f"expected an integer from {low} to {MAX_COUNT:,}, got {raw}")
+            raise ctx.error(key, f"expected an integer from {low} to {count(MAX_COUNT)}, got {raw}")
         return raw
     if tp is bool:
         return _expect(raw, bool, key, ctx)
@@ -212,7 +213,7 @@ def _quantity(raw: Any, key: str, ctx: _Context, provenance: str) -> Quantity:
     if not math.isfinite(value) or value < 0:
         raise ctx.error(_join(key, "value"), f"expected a finite number >= 0, got {value!r}")
     if key.rsplit(".", 1)[-1] in WHOLE_FIGURES and (value != int(value) or not 1 <= value <= MAX_COUNT):
-        raise ctx.error(_join(key, "value"), f"expected a whole number from 1 to {MAX_COUNT:,} (it counts "
+        raise ctx.error(_join(key, "value"), f"expected a whole number from 1 to {count(MAX_COUNT)} (it counts "
                                              f"{_COUNTS[key.rsplit('.', 1)[-1]]}), got {value!r}")
     kind = _expect(table.get("kind", ""), str, _join(key, "kind"), ctx)
     if kind and kind not in KINDS:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from ...base.errors import InputError, UsageError
 from ..chips.hardware import Hardware
+from ..units import figure
 from ...parsers.hlo.opcodes import COLLECTIVES
 from .topology import AxisSpan, GroupPlacement
 
@@ -121,7 +122,7 @@ def _on_estimate(result: CollectiveTime, hw: Hardware) -> CollectiveTime:
         key, q, what = "scale_up_bytes_per_s", ic.link_bytes_per_s, f"{ic.link_name} bandwidth"
     if q is None or not q.estimate:
         return result
-    value = f"{q.value:.3g} {q.unit}"
+    value = f"{figure(q.value)} {q.unit}"
     note = (f"priced on an estimate: the {what} ({value} per device, {q.note or 'catalog'}) decides this time; "
             f"state your system's with --set {key}=VALUE")
     return replace(result, notes=result.notes + (note,))

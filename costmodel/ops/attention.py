@@ -15,6 +15,7 @@ from dataclasses import replace
 from ...parsers.hlo.model import Instruction, Shape
 from ..attention import describe, exponentials, flops, unreadable
 from ..costs import AttentionProblem, OpCost
+from ..units import stated
 from .base import CostContext, backend_json, cost, nbytes
 from .te_config import te_problem
 
@@ -135,7 +136,7 @@ def cudnn_notes(instr: Instruction) -> tuple[str, ...]:
     except (TypeError, ValueError):  # not a number: no dropout is read
         dropout = 0.0
     if 0 < dropout <= 1:
-        notes.append(f"dropout {dropout:g}: its random mask is drawn in the kernel, not counted in FLOPs")
+        notes.append(f"dropout {stated(dropout)}: its random mask is drawn in the kernel, not counted in FLOPs")
     return tuple(notes)
 
 

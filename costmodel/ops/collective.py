@@ -27,6 +27,7 @@ from ...parsers.hlo.model import Instruction, Shape
 from ...parsers.hlo.opcodes import COLLECTIVES
 from ..network.collectives import bytes_sent
 from ..costs import CollectiveInfo, OpCost
+from ..units import integral
 from .base import (CostContext, computation_flops, cost, first_dtype, handles, nbytes,
                    unknown_cost, zero_cost)
 
@@ -134,7 +135,7 @@ def price_collective(instr: Instruction, ctx: CostContext, kind: str) -> OpCost:
     info = CollectiveInfo(kind="all-to-all" if kind == "ragged-all-to-all" else kind, bytes=volume,
                           group_size=n, groups=groups,
                           note="; ".join(x for x in (note, f"V = the {VOLUME[kind]}; each device sends "
-                                                          f"{sent:.0f} bytes") if x))
+                                                          f"{integral(sent)} bytes") if x))
     read, written = _hbm(kind, inputs, outputs)
     out = cost(reduction[0], read, written, transcendentals=reduction[1],
                dtype=first_dtype(outputs[0]) if outputs else dtype)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from ...parsers.hlo.model import Computation, Instruction
 from ..costs import CollectiveInfo, OpCost
-from ..units import whole_percent
+from ..units import integral, whole_percent
 from .base import CostContext, first_dtype, unknown_cost, zero_cost
 from .collective import kind_of, price_collective
 from .fusion_io import passed_through, utilization
@@ -164,6 +164,6 @@ def _merged(transfers: list[OpCost], share: float) -> OpCost:
     if others:
         notes += (f"also holds {', '.join(others)}, not priced on the links beside the {info.kind}",)
     if len(main) > 1 or share < 1:
-        info = replace(info, note=f"{len(main)} fused {info.kind}; each device sends {sent:.0f} bytes of them")
+        info = replace(info, note=f"{len(main)} fused {info.kind}; each device sends {integral(sent)} bytes of them")
     return replace(main[0][0], comm_bytes=sent, notes=notes,
                    collective=replace(info, bytes=sum(i.bytes for _, i in main) * share))

@@ -18,6 +18,7 @@ import re
 
 from ...parsers.hlo.model import Instruction, Shape
 from ..costs import AttentionProblem
+from ..units import stated
 from .base import CostContext
 
 # NVTE_QKV_Layout, by value.
@@ -123,7 +124,7 @@ def _extras(attrs: dict[str, str]) -> tuple[str, ...]:
     except ValueError:
         dropout = 0.0
     if dropout > 0 and attrs.get("is_training", "true") != "false":
-        notes.append(f"dropout_probability {dropout:g}: the random mask is drawn in the kernel, not counted in FLOPs")
+        notes.append(f"dropout_probability {stated(dropout)}: the random mask is drawn in the kernel, not counted in FLOPs")
     return tuple(notes)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..chips.hardware import Hardware
-from ..units import ratio
+from ..units import ratio, stated, whole_percent
 from .hierarchy import Network
 from .calibrate import Calibration
 from .layout import Layout
@@ -113,7 +113,7 @@ def problems(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network) -> li
         out.append(f"cp={cp}: sequence {run.seq} must split into 2 x cp balanced chunks")
     if run.per_replica(layout.dp) is None:
         out.append(f"{run.sequences} sequences per step do not split over dp={layout.dp} "
-                   f"(within {BATCH_SLACK:.0%} of the batch)")
+                   f"(within {whole_percent(BATCH_SLACK)} of the batch)")
     if layout.zero not in (0, 1, 2, 3):
         out.append(f"ZeRO stage {layout.zero} does not exist")
     return out
@@ -402,8 +402,8 @@ def evaluate_layout(cfg: ModelConfig, run: RunSpec, hw: Hardware, layout: Layout
         "microbatches": m, "tokens_per_microbatch": tokens_mb, "sequences_per_replica": per_replica,
         "batch_tokens": run.batch_tokens,
         "notes": [] if run.batch_tokens == requested else [
-            f"batch rounded to {per_replica} x dp={layout.dp} sequences: {run.batch_tokens:.4g} tokens "
-            f"instead of {requested:.4g}"],
+            f"batch rounded to {per_replica} x dp={layout.dp} sequences: {stated(run.batch_tokens)} tokens "
+            f"instead of {stated(requested)}"],
         "experts_per_chip": cfg.experts // layout.ep if cfg.experts else 0,
         "schedule": {"name": layout.schedule if layout.pp > 1 else "none", "note": sched.note,
                      "bubble_fraction": sched.bubble_fraction(mf), "in_flight_microbatches": sched.in_flight,

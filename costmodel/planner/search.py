@@ -18,7 +18,7 @@ from typing import Any
 
 from ...base.options import DEFAULTS
 from ..chips.hardware import Hardware
-from ..units import nbytes, seconds
+from ..units import nbytes, seconds, whole_percent
 from .hierarchy import fast_domain
 from .layout import Layout
 from .layout_step import RunSpec, divisors, evaluate_layout
@@ -136,7 +136,7 @@ def explain(ranked: list[dict[str, Any]]) -> str:
     other = ranked[1]
     total = ranked_step(best)
     if ranked_step(other) - total <= total * TIE and _simplicity(best) < _simplicity(other):
-        return (f"{best['layout']['label']} ties {other['layout']['label']} within {TIE:.0%} of the step time "
+        return (f"{best['layout']['label']} ties {other['layout']['label']} within {whole_percent(TIE)} of the step time "
                 f"and is simpler (fewer parallel axes, lower ZeRO stage or a plainer schedule)")
     return compare(best, other)
 

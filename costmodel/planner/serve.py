@@ -20,6 +20,7 @@ from dataclasses import asdict
 
 from ...base.errors import InputError
 from ..chips.hardware import LINK_NAMES, Hardware
+from ..units import number, seconds, whole_percent
 from .calibrate import Calibration
 from .chip_numbers import ChipNumbers, chip_numbers, format_shape, mesh_axes, require_hbm, slice_shape
 from .degrees import tp_degrees
@@ -221,5 +222,5 @@ def disaggregated(cfg: ModelConfig, s: ServeSetup, hw: Hardware, decode: dict[st
             "decode_per_prefill": (n_decode / n_prefill) if n_prefill else None,
             "kv_transfer_bytes_per_request": kv_bytes, "kv_transfer_s": transfer,
             "decode_step_s": decode["step_s"], "decode_on": decode["on"],
-            "note": (f"prefill at {100 * s.mfu:.0f}% MFU ({pre['time_s']:.3g} s per prompt); " if pre else "")
-            + f"decode ({decode['on']}) at batch {s.batch}: {decode['tokens_per_s']:.3g} tokens/s per server"}
+            "note": (f"prefill at {whole_percent(s.mfu)} MFU ({seconds(pre['time_s'])} per prompt); " if pre else "")
+            + f"decode ({decode['on']}) at batch {s.batch}: {number(decode['tokens_per_s'])} tokens/s per server"}

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from ...base.errors import InputError
 from ...base.options import DEFAULTS
 from ..chips.hardware import Hardware
+from ..units import figure, whole
 from .chip_numbers import ChipNumbers, chip_numbers, mesh_axes, require_hbm
 from .degrees import tp_degrees
 from .layout import Layout
@@ -162,7 +163,7 @@ def strategy_rows(cfg: ModelConfig, setup: TrainSetup, chips: ChipNumbers, mem: 
         if cfg.experts:
             v.notes.append("MoE: the closed forms use the dense d_ff; the layout search models expert parallelism")
         if data_degree > sequences:
-            v.notes.append(f"{data_degree}-way data sharding of {sequences:.0f} sequences needs sequence parallelism")
+            v.notes.append(f"{data_degree}-way data sharding of {whole(sequences)} sequences needs sequence parallelism")
         row = asdict(v)
         row.update(ratio=v.ratio, bound=v.bound, batch_per_chip=setup.batch_tokens / setup.chips,
                    memory_per_chip_bytes=per_chip, fits=per_chip <= hbm,
@@ -187,11 +188,11 @@ def recommend(rows: list[dict[str, Any]], min_chips: int) -> dict[str, Any]:
     good = [r for r in fitting if r["bound"] == "compute"]
     if good:
         r = good[0]
-        why = f"simplest strategy that fits and is compute-bound (T_math/T_comms = {r['ratio']:.2f})"
+        why = f"simplest strategy that fits and is compute-bound (T_math/T_comms = {figure(r['ratio'])})"
     else:
         r = max(fitting, key=lambda row: row["ratio"])
         why = (f"every strategy that fits is communication-bound; this one comes closest "
-               f"(T_math/T_comms = {r['ratio']:.2f}); raise the batch or use fewer chips")
+               f"(T_math/T_comms = {figure(r['ratio'])}); raise the batch or use fewer chips")
     degrees = ", ".join(f"{k}={v}" for k, v in r["degrees"].items() if v > 1) or "single chip"
     return {"strategy": r["strategy"], "degrees": r["degrees"], "reason": f"{r['strategy']} ({degrees}): {why}"}
 

@@ -91,4 +91,5 @@ def is_special(path: str | Path) -> bool:
 
 
 def _size(n: int) -> str:
-    return f"{n / (1 << 20):,.0f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+    """A size exactly: whole MiB (the limits), else bytes (a file's own size; rounded it could read as the limit)."""
+    return f"{n >> 20:,} MiB" if n and n % (1 << 20) == 0 else f"{n:,} bytes"
