@@ -395,12 +395,10 @@ def test_the_time_base_is_written_once():
     # its own `PS = 1e-12` or `timestamp_ns * 1000` is a second copy.
     base = ROOT / "audit" / "base" / "timebase.py"
     pattern = re.compile(r"\b1e-12\b|_ns \* 1000\b|\b(?:PS|NS_TO_PS|PS_PER_NS) = ")
-    # units.py's table of time units and the waterfall's near-zero guard are not the time base; the XPlane event
-    # decoders (events*.py) still write the conversion in their inner loops.
+    # units.py's table of time units and the waterfall's near-zero guard are not the time base.
     spared = {"units.py", "waterfall_svg.py"}
     found = [f"{p.relative_to(ROOT)}:{n}" for top in ("audit", "costmodel", "parsers", "reports")
              for p in sorted((ROOT / top).rglob("*.py")) if p != base and p.name not in spared
-             and not p.name.startswith("events")
              for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, found
 
