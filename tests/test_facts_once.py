@@ -452,12 +452,10 @@ def test_the_time_base_is_written_once():
     # its own `PS = 1e-12` or `timestamp_ns * 1000` is a second copy.
     base = ROOT / "audit" / "base" / "timebase.py"
     pattern = re.compile(r"\b1e-12\b|_ns \* 1000\b|\b(?:PS|NS_TO_PS|PS_PER_NS) = ")
-    # units.py's table of time units and the waterfall's near-zero guard are not the time base; the XPlane event
-    # decoders (events*.py) still write the conversion in their inner loops.
+    # units.py's table of time units and the waterfall's near-zero guard are not the time base.
     spared = {"units.py", "waterfall_svg.py"}
     found = [f"{p.relative_to(ROOT)}:{n}" for top in ("audit", "costmodel", "parsers", "reports")
              for p in sorted((ROOT / top).rglob("*.py")) if p != base and p.name not in spared
-             and not p.name.startswith("events")
              for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, found
 
@@ -514,3 +512,98 @@ def test_an_ops_verdict_is_decided_only_in_verdict_py():
              for line in verdicts_written(p.read_text())]
     assert not found, found
     assert sorted(verdicts_written('replace(r, verdict="interference")\nverdict = "bound only"\nverdict = decided')) == [1, 2]
+
+
+def collective_pairings(source: str) -> list[int]:
+    """Lines where `source` pairs a collective's name with something in a tuple or list literal:
+    `("all-gather", count)`, `["all-reduce", volume, 1, "data"]` (a list of names alone is not a pairing)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List)):
+            names = [n for n in node.elts if isinstance(n, ast.Constant) and n.value in COLLECTIVES]
+            others = [n for n in node.elts if not (isinstance(n, ast.Constant) and isinstance(n.value, str))]
+            if names and others:
+                found.append(node.lineno)
+    return found
+
+
+def test_which_collectives_each_parallelism_runs_is_written_once():
+    # workload.collectives (the plan beside a profile) and layout_step.comm_rows (the layout search) each
+    # wrote the book's table of parallelism -> collectives; both read planner/parallelism.py now.
+    table = ROOT / "costmodel" / "planner" / "parallelism.py"
+    planner = sorted((ROOT / "costmodel" / "planner").glob("*.py"))
+    copies = [f"{p.relative_to(ROOT)}:{line}" for p in planner if p != table
+              for line in collective_pairings(p.read_text())]
+    assert not copies, copies
+    assert collective_pairings(table.read_text())  # the check sees the table itself
+
+
+def test_the_collective_pairing_check_finds_a_copy():
+    assert sorted(collective_pairings('a = [("all-gather", w, 2, "data")]\nb = ("all-to-all", "all-gather")\n'
+                                      'c = ["reduce-scatter", m]\nd = {"all-reduce": 1}')) == [1, 3]
+
+
+@given(st.integers(0, 3), st.booleans(), st.integers(1, 64), st.integers(1, 128), st.integers(2, 4096),
+       st.floats(1.0, 1e12, allow_nan=False), st.sampled_from(["all-to-all", "all-gather"]))
+def test_the_parallelism_table_moves_what_the_book_says(zero, train, m, layers, n, volume, dispatch):
+    from audit.costmodel.network.collectives import bytes_sent
+    from audit.costmodel.planner import parallelism as par
+
+    def sent(rows):  # bytes each device sends per step, every collective moving `volume` over n devices
+        return sum(count * bytes_sent(name, volume, n) for name, count in rows)
+
+    # ZeRO 1 and 2 move what DP's all-reduce moves, ZeRO 3 half again (the backward's second gather), for
+    # one microbatch; with more, ZeRO 3 repeats all of it and DP none of it
+    assert sent(par.data_parallel(2)) == pytest.approx(sent(par.data_parallel(1)), rel=1e-12)
+    assert sent(par.data_parallel(3)) == pytest.approx(1.5 * sent(par.data_parallel(1)), rel=1e-12)
+    assert sent(par.data_parallel(3, microbatches=m)) == pytest.approx(m * sent(par.data_parallel(3)), rel=1e-12)
+    assert sent(par.data_parallel(0, microbatches=m)) == sent(par.data_parallel(0))
+    entries = [par.data_parallel(zero, train, m), par.across_replicas(zero), par.tensor_parallel(layers, train, m),
+               par.tensor_parallel(layers, train, m, sequence_parallel=False), par.context_parallel(layers, train, m),
+               par.expert_parallel(layers, dispatch, train, m), par.pipeline_parallel(m, train)]
+    assert all(name in COLLECTIVES and count >= 1 for rows in entries for name, count in rows)
+    # a forward pass has no gradients to reduce: no weights' or keys' and values' reduce-scatter or all-reduce
+    gradients = {name for rows in (par.data_parallel(zero, False, m), par.context_parallel(layers, False, m))
+                 for name, _ in rows}
+    assert not gradients & {"reduce-scatter", "all-reduce"}
+    # the backward pass runs the forward's activation collectives again
+    for entry, args in ((par.tensor_parallel, (layers,)), (par.expert_parallel, (layers, dispatch)),
+                        (par.context_parallel, (layers,))):
+        forward, both = entry(*args, train=False, microbatches=m), entry(*args, train=True, microbatches=m)
+        assert [(name, 2 * count) for name, count in forward] == both[:len(forward)]
+    assert par.pipeline_parallel(m, train=True) == [(name, 2 * n) for name, n in par.pipeline_parallel(m, False)]
+    # an all-reduce is a reduce-scatter and an all-gather: TP moves as many bytes with sequence parallelism
+    # as without
+    assert sent(par.tensor_parallel(layers, train, m)) == pytest.approx(
+        sent(par.tensor_parallel(layers, train, m, sequence_parallel=False)), rel=1e-12)
+
+
+def op_row_types() -> dict[str, str]:
+    """Every dataclass in audit/, reports/ and costmodel/ with the fields `name`, `module` and `opcode`
+    (an op's row), as "path:Class" -> its docstring."""
+    found = {}
+    for top in ("audit", "reports", "costmodel"):
+        for p in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                marks = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+                if not any((isinstance(d, ast.Name) and d.id == "dataclass")
+                           or (isinstance(d, ast.Attribute) and d.attr == "dataclass") for d in marks):
+                    continue
+                fields = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+                if {"name", "module", "opcode"} <= fields:
+                    found[f"{p.relative_to(ROOT)}:{node.name}"] = ast.get_docstring(node) or ""
+    return found
+
+
+def test_the_op_row_is_declared_once_and_each_other_type_says_why_it_is_its_own():
+    # Issue 42 found the op row declared four times; OpRecord is the row, and each other type with an op's
+    # name, module and opcode is a stage before it or an entry of the diff's format, and says so.
+    found = op_row_types()
+    assert set(found) == {"audit/optable/record.py:OpRecord", "audit/optable/join.py:Joined",
+                          "audit/analyses/diff_pairing.py:ProgramOp", "reports/model/diff.py:OpBrief",
+                          "reports/model/diff.py:ChangedOp"}, sorted(found)
+    for where, doc in found.items():
+        if not where.endswith(":OpRecord"):
+            assert "not an `OpRecord`" in doc and len(doc.split("\n\n")) >= 2, where

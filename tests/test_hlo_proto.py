@@ -17,7 +17,7 @@ from jaxlib import _hlo
 
 from audit.parsers.hlo import schema as hlo_schema
 from audit.base.errors import InputError
-from audit.parsers.hlo.files import load_hlo_file, looks_like_hlo_file
+from audit.parsers.hlo.files import load_hlo_file, read_hlo_if_module
 from audit.parsers.hlo.model import Instruction, Module
 from audit.parsers.hlo.proto import read_hlo_proto_bytes
 from audit.parsers.hlo.text import parse_hlo_text
@@ -225,18 +225,18 @@ def test_bad_bytes_are_one_input_error(data):
 
 
 def test_binary_files_are_routed_by_name_and_content(tmp_path):
-    assert looks_like_hlo_file(shared_fixture(MAXTEXT.format(STAGES[1])))
+    assert read_hlo_if_module(shared_fixture(MAXTEXT.format(STAGES[1]))) is not None
     xplane = shared_fixture("gpu-mi300x/gemm.xplane.pb")
-    assert not looks_like_hlo_file(xplane)
+    assert read_hlo_if_module(xplane) is None
     with pytest.raises(InputError, match="not an HLO module"):
         load_hlo_file(xplane)
     bare = tmp_path / "module.pb"  # a bare HloModuleProto under a generic name
     bare.write_bytes(_jaxlib_module(STAGES[1]).as_serialized_hlo_module_proto())
-    assert looks_like_hlo_file(bare) and load_hlo_file(bare).instruction_count == 1977
+    assert read_hlo_if_module(bare) is not None and load_hlo_file(bare).instruction_count == 1977
     stats = shared_fixture("gpu-mi300x/ALL_HOSTS.op_stats_v2.pb")
-    assert not looks_like_hlo_file(stats)
+    assert read_hlo_if_module(stats) is None
     other = tmp_path / "model.onnx"
     other.write_bytes(b"\x08\x07")
-    assert not looks_like_hlo_file(other)
+    assert read_hlo_if_module(other) is None
     with pytest.raises(InputError, match="not an HLO dump"):
         load_hlo_file(other)

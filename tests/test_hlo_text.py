@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.base.errors import InputError
-from audit.parsers.hlo.files import load_hlo_file, looks_like_hlo_file
+from audit.parsers.hlo.files import load_hlo_file, read_hlo_if_module
 from audit.parsers.hlo.model import Module
 from audit.parsers.hlo.text import parse_hlo_text
 
@@ -148,17 +148,17 @@ def test_bad_text_is_one_input_error(text, message):
 
 def test_text_files_are_routed_by_content(tmp_path):
     path = shared_fixture(TPU_DUMP)
-    assert looks_like_hlo_file(path)
+    assert read_hlo_if_module(path) is not None
     assert load_hlo_file(path).instruction_count == 3344
     odd_name = tmp_path / "module.dump"
     odd_name.write_text("HloModule m\n\nENTRY %main () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
-    assert looks_like_hlo_file(odd_name) and load_hlo_file(odd_name).entry == "main"
+    assert read_hlo_if_module(odd_name) is not None and load_hlo_file(odd_name).entry == "main"
     notes = tmp_path / "notes.txt"
     notes.write_text("not hlo\n")
-    assert not looks_like_hlo_file(notes)
+    assert read_hlo_if_module(notes) is None
     with pytest.raises(InputError, match="not an HLO module"):
         load_hlo_file(notes)
-    assert not looks_like_hlo_file(tmp_path / "missing.txt")
+    assert read_hlo_if_module(tmp_path / "missing.txt") is None
     with pytest.raises(InputError, match="no such file"):
         load_hlo_file(tmp_path / "missing.txt")
     with pytest.raises(InputError, match="not a file"):

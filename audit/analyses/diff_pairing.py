@@ -17,7 +17,12 @@ from ..reports.model.diff import Pairing
 
 @dataclass(frozen=True, eq=False)  # two ops of one program may agree in every field: each is itself
 class ProgramOp:
-    """One op of a side's program as the diff compares it, quantities summed over the report's steps."""
+    """One op of a side's program as the diff compares it, quantities summed over the report's steps.
+
+    A type of its own, not an `OpRecord`: a side's program also counts the ops a command buffer ran
+    (the `BufferOp`s of the report's `command_buffers` part), which have no record; this is the one
+    view both are paired in, each instance itself (two identical ops of one program pair separately).
+    """
 
     name: str
     module: str

@@ -64,7 +64,13 @@ def _num(x: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Joined:
-    """Everything known about one op before its verdict: the measurement, the HLO, the cost."""
+    """Everything known about one op before its verdict: the measurement, the HLO, the cost.
+
+    A type of its own, not an `OpRecord`: the stage before one. It holds what the verdict is decided
+    from and the record does not keep (the cost model's `OpCost`, `Expectation` and `AchievableTime`,
+    whether the HLO instruction was found, why a command buffer cannot be judged); `judge` makes the
+    `OpRecord` of it.
+    """
 
     key: str
     program_id: int

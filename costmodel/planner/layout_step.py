@@ -33,6 +33,8 @@ from .hierarchy import Network
 from .calibrate import Calibration
 from .layout import Layout
 from .layout_achievable import achievable_step
+from .parallelism import (across_replicas, context_parallel, data_parallel, expert_parallel, pipeline_parallel,
+                          tensor_parallel)
 from .layout_memory import TrainBytes, dp_groups, kv_heads_per_chip, memory_per_chip, stage_params, state_shards
 from .step_ops import MATMUL_FORMATS, StepShape, price_step
 from .pipeline import schedule_of, schedule_problem
@@ -270,25 +272,27 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
             rows.append(_row(axis, kind, volume, count, priced.seconds))
 
     block = tokens * d * act  # the block's activations, gathered over TP
-    add("tp", "all-gather", block, 4 * p.layers * m, ("tp",))
-    add("tp", "reduce-scatter", block, 4 * p.layers * m, ("tp",))
+    for kind, count in tensor_parallel(p.layers, microbatches=m):
+        add("tp", kind, block, count, ("tp",))
     kv = 2 * tokens_mb * kv_heads_per_chip(cfg, layout.tp) * cfg.head_dim * act
-    add("cp", "all-gather", kv, 2 * p.layers * m, ("cp",))
-    add("cp", "reduce-scatter", kv, p.layers * m, ("cp",))
+    for kind, count in context_parallel(p.layers, microbatches=m):
+        add("cp", kind, kv, count, ("cp",))
     # each token's activation, once; the busiest expert's chip receives `expert_imbalance` times its share
     per_copy = tokens / layout.tp * max(run.capacity_factor, run.expert_imbalance) * d * act
     ep_names = ("tp", "cp", "ep") if layout.ep_over_tp else ("ep",)
     if cfg.experts and run.moe_dispatch == "all-gather":
         # every chip gathers the EP group's tokens and keeps those its experts take; the outputs are
-        # reduce-scattered back: forward, and the same again backward
+        # reduce-scattered back
         own = tokens / layout.tp * d * act
-        add("ep", "all-gather", own, 2 * p.moe_layers * m, ep_names)
-        add("ep", "reduce-scatter", own, 2 * p.moe_layers * m, ep_names)
+        for kind, count in expert_parallel(p.moe_layers, "all-gather", microbatches=m):
+            add("ep", kind, own, count, ep_names)
     else:
         dispatch = net.price_dispatch(per_copy, cfg.experts_per_token, ep_names)
         if cfg.experts and dispatch.seconds:
-            rows.append(_row("ep", "all-to-all", dispatch.volume_bytes, 4 * p.moe_layers * m, dispatch.seconds))
-    add("pp", "collective-permute", tokens / layout.tp * d * act, 2 * m * layout.virtual_stages, ("pp",))
+            for kind, count in expert_parallel(p.moe_layers, microbatches=m):
+                rows.append(_row("ep", kind, dispatch.volume_bytes, count, dispatch.seconds))
+    for kind, count in pipeline_parallel(m * layout.virtual_stages):
+        add("pp", kind, tokens / layout.tp * d * act, count, ("pp",))
     # Dense weights are replicated over the DP and CP ranks, routed experts over the DP ranks
     # outside their EP group; their gradients (and, under ZeRO 3, weights) move there.
     # With hybrid sharding, ZeRO runs within one replica and the sharded gradients are all-reduced
@@ -296,16 +300,10 @@ def comm_rows(cfg: ModelConfig, run: RunSpec, layout: Layout, net: Network, m: i
     expert_names = ("dp",) if layout.ep_over_tp else ("cp", "dp")
     for axis, count_params, names in (("dp", p.dense, ("cp", "ep", "dp")), ("dp-experts", p.experts, expert_names)):
         shard = count_params * run.sizes.param  # this chip's weights, or their gradients, in bytes
-        if layout.zero <= 1:
-            add(axis, "all-reduce", shard, 1, names + ("rep",))
-        elif layout.zero == 2:
-            add(axis, "reduce-scatter", shard, m, names)
-            add(axis, "all-gather", shard, 1, names)
-        else:
-            add(axis, "all-gather", shard, 2 * m, names)
-            add(axis, "reduce-scatter", shard, m, names)
-        if layout.zero >= 2:
-            add(axis, "all-reduce", shard / max(net.size(names), 1), 1, ("rep",))
+        for kind, count in data_parallel(layout.zero, microbatches=m):
+            add(axis, kind, shard, count, (names + ("rep",)) if layout.zero <= 1 else names)
+        for kind, count in across_replicas(layout.zero):
+            add(axis, kind, shard / max(net.size(names), 1), count, ("rep",))
     return rows
 
 

@@ -22,6 +22,7 @@ from .hierarchy import Network
 from .layout import Layout
 from .layout_memory import kv_heads_per_chip, stage_params
 from .layout_step import divisors, network_for
+from .parallelism import expert_parallel, tensor_parallel
 from .serve_setup import ServeSetup
 from .transformer import ModelConfig, dtype_bytes, matmul_params
 
@@ -92,10 +93,13 @@ def _decode_comm(cfg: ModelConfig, layout: Layout, net: Network, micro: int, lay
                  act_bytes: float) -> dict[str, float]:
     """Seconds per stage and microbatch: TP's two all-reduces per layer, EP's all-to-alls per MoE layer."""
     out = {}
-    tp = net.price("all-reduce", micro * cfg.d_model * act_bytes, ("tp",)).total_s * 2 * layers
+    act = micro * cfg.d_model * act_bytes
+    tp = sum(net.price(kind, act, ("tp",)).total_s * count
+             for kind, count in tensor_parallel(layers, train=False, sequence_parallel=False))
     if tp:
         out["tp"] = tp
-    ep = net.price_dispatch(micro * cfg.d_model * act_bytes, cfg.experts_per_token, ("ep",)).total_s * 2 * moe_layers
+    dispatch = net.price_dispatch(act, cfg.experts_per_token, ("ep",)).total_s
+    ep = sum(dispatch * count for _, count in expert_parallel(moe_layers, train=False))
     if ep:
         out["ep"] = ep
     return out

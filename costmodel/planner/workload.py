@@ -2,8 +2,8 @@
 
 A workload describes itself with a config dict (layers, d_model, d_ff, heads, kv_heads,
 head_dim, vocab, batch sequences of seq tokens, dtype, sharding, mesh; optional `kind` (or
-`mode`): train, forward or decode). Collective volumes follow the book's per-layer table (ch. 5.2),
-applied to every weight and to both blocks (attention, MLP) of each layer, and timed by the
+`mode`): train, forward or decode). Collectives follow the book's per-layer table (ch. 5.2, kept in
+`parallelism`), applied to every weight and to both blocks (attention, MLP) of each layer, and timed by the
 auditor's own collective model on the hardware's topology, so plan and audit agree.
 """
 
@@ -17,6 +17,7 @@ from ...base.errors import InputError
 from ..chips.hardware import Hardware
 from ..network.collectives import bytes_sent, collective_time
 from .chip_numbers import chip_numbers
+from .parallelism import data_parallel, pipeline_parallel, tensor_parallel
 from ..network.mesh_layout import mesh_group, parse_mesh
 from .transformer import (ModelConfig, dtype_bytes, forward_flops_per_token, kv_bytes_per_token,
                           param_breakdown, training_flops_per_token)
@@ -65,24 +66,19 @@ def _axes_for(sharding: str, mesh: dict[str, int]) -> tuple[list[str], list[str]
 
 def collectives(kind: str, sharding: str, weights: float, block_act: float, x: int, y: int,
                 layers: int) -> list[tuple[str, float, int, str]]:
-    """(collective, volume V in bytes, count per step, "data" or "tensor" axes) for one step.
-
-    Book ch. 5: DP all-reduces gradients; FSDP all-gathers weights (forward, backward) and
-    reduce-scatters gradients; TP all-gathers and reduce-scatters activations around each
-    block (attention, MLP) in the forward pass and again in the backward pass.
-    """
+    """(collective, volume V in bytes, count per step, "data" or "tensor" axes) for one step:
+    `parallelism`'s table (book ch. 5) for DP (ZeRO 0), FSDP (ZeRO 3, each device gathering
+    the 1/Y of the weights TP leaves it) and TP, applied to every weight and to both blocks
+    (attention, MLP) of each layer."""
     train = kind == "train"
     out: list[tuple[str, float, int, str]] = []
-    if sharding == "dp" and train:
-        out.append(("all-reduce", weights, 1, "data"))
+    if sharding == "dp":
+        out += [(name, weights, count, "data") for name, count in data_parallel(0, train)]
     if sharding in ("fsdp", "fsdp+tp"):
         w = weights / y
-        out.append(("all-gather", w, 2 if train else 1, "data"))
-        if train:
-            out.append(("reduce-scatter", w, 1, "data"))
+        out += [(name, w, count, "data") for name, count in data_parallel(3, train)]
     if sharding in ("tp", "fsdp+tp"):
-        per_block = 2 * layers * (2 if train else 1)
-        out += [("all-gather", block_act, per_block, "tensor"), ("reduce-scatter", block_act, per_block, "tensor")]
+        out += [(name, block_act, count, "tensor") for name, count in tensor_parallel(layers, train)]
     return out
 
 
@@ -98,7 +94,7 @@ def pipeline(config: dict[str, Any], stages: int) -> dict[str, Any]:
     ticks = m + stages - 1
     train = step_kind(config) == "train"
     return {"stages": stages, "microbatches": m, "schedule": str(config.get("schedule", "gpipe")), "ticks": ticks,
-            "collective_permutes": (2 if train else 1) * (ticks - 1) if stages > 1 else 0,
+            "collective_permutes": sum(n for _, n in pipeline_parallel(ticks - 1, train)) if stages > 1 else 0,
             "bubble_fraction": (stages - 1) / m, "idle_fraction_of_step": (stages - 1) / ticks}
 
 
@@ -150,7 +146,9 @@ def plan_for_config(config: dict[str, Any], hw: Hardware) -> dict[str, Any]:
     if pipe is not None:  # each stage holds 1/S of the weights and runs 1/S of the layers
         mem_bytes /= devices
         micro_act = tokens / pipe["microbatches"] * cfg.d_model * dtype_bytes(dtype)
-        todo = [("collective-permute", micro_act, pipe["collective_permutes"], "data")] if devices > 1 else []
+        hand_offs = pipe["ticks"] - 1
+        todo = [(name, micro_act, count, "data") for name, count in pipeline_parallel(hand_offs, kind == "train")
+                ] if devices > 1 else []
     comm_s, comm_bytes, comm_rows = _collective_seconds(todo, mesh, sharding, hw)
     # Unsharded ("none") work is replicated: every device does all of it.
     per_device = flops / (devices if pipe is not None else x * y)

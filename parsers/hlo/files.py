@@ -54,14 +54,6 @@ def read_hlo_if_module(path: str | Path) -> Module | None:
         return None
 
 
-def looks_like_hlo_file(path: str | Path) -> bool:
-    """True for a readable HLO text file or binary HLO module (see `read_hlo_if_module`)."""
-    try:
-        return read_hlo_if_module(path) is not None
-    except InputError:
-        return False
-
-
 def _decoded(data: bytes, path: Path) -> str:
     try:
         return data.decode("utf-8")

@@ -57,9 +57,6 @@ class PlaneStats:
         for sid, name in self.names.items():
             self.ids.setdefault(name, sid)
 
-    def id_of(self, name: str) -> int | None:
-        return self.ids.get(name)
-
     def value(self, stat: Any) -> Any:
         """The stat's value: a ref_value resolves to its interned string; ints come back as int."""
         ref = stat.ref_value

@@ -18,6 +18,7 @@ from . import xline as xline_decode
 from ..profile.events import (NO_RUN, U64, HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps,
                      self_times, steps_frame, to_u64)
 from ...base.ranges import MAX_DEVICE_ORDINAL
+from ...base.timebase import PS_PER_NS
 
 _SKIP, _OP, _STEP, _LAUNCH = 0, 1, 2, 3
 _OP_STATS = ("hlo_op", "program_id", "run_id", "device_ordinal")
@@ -94,7 +95,7 @@ def _scan(plane: Any, ps: PlaneStats, cols: _Columns, steps: list[tuple[int, int
     add_start, add_dur, add_run = cols.start.append, cols.dur.append, cols.run.append
     for line_index in lines:
         line = plane.lines[line_index]
-        base = line.timestamp_ns * 1000
+        base = line.timestamp_ns * PS_PER_NS
         before = len(cols.code)
         for ev in line.events:
             mid = ev.metadata_id

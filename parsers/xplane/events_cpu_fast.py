@@ -19,6 +19,7 @@ from ...base.errors import InputError
 from . import xline as xd
 from ..profile.events import PlaneStats, int_or
 from ...base.ranges import check_columns
+from ...base.timebase import PS_PER_NS
 
 # Stats the scan reads, by slot: the op stats of `_scan` in its order, then what classifies steps.
 SLOTS = ("hlo_op", "program_id", "run_id", "device_ordinal", "step_num")
@@ -97,7 +98,7 @@ class _State:
         for k in range(uniq.size):  # classify new ids from their first event, in event order
             self._learn(int(uniq[k]), d, int(first[k]))
         kind = np.fromiter((self.kinds[int(m)] for m in uniq), np.int64, uniq.size)[inverse]
-        start = d.timestamp_ns * 1000 + d.offset_ps
+        start = d.timestamp_ns * PS_PER_NS + d.offset_ps
         for j in np.flatnonzero((kind == _STEP) | (kind == _LAUNCH)):
             self._step_or_launch(int(kind[j]), d, int(j), int(start[j]), data)
         rows = np.flatnonzero(kind == _OP)

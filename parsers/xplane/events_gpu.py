@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...base.timebase import PS_PER_NS
 from ..profile.events import HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps, steps_frame, to_u64
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
@@ -51,7 +52,7 @@ def _scan_host(plane: Any) -> _HostFacts:
     ps = PlaneStats(plane)
     kinds: dict[int, str] = {}
     for index, line in enumerate(plane.lines):
-        base = line.timestamp_ns * 1000
+        base = line.timestamp_ns * PS_PER_NS
         for ev in line.events:
             kind = kinds.get(ev.metadata_id)
             if kind is None:
@@ -85,7 +86,7 @@ def _scan_device(plane: Any, device: int, out: dict[str, list[Any]]) -> int:
     for line in plane.lines:
         if line.name.startswith(_DERIVED_LINES):
             continue
-        base = line.timestamp_ns * 1000
+        base = line.timestamp_ns * PS_PER_NS
         for ev in line.events:
             mid = ev.metadata_id
             stats = meta_stats.get(mid)

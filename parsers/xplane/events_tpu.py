@@ -18,6 +18,7 @@ import pandas as pd
 from ..profile.events import (NO_RUN, HostExtraction, PlaneStats, assign_by_span, events_frame, int_or, launch_steps, self_times,
                      steps_frame, to_u64)
 from ...base.ranges import MAX_PS, finite_or_nan, stat_int
+from ...base.timebase import PS_PER_NS
 from .schema import CoreDetails
 
 TPU_PLANE = re.compile(r"^/device:TPU:([0-9]+)$")
@@ -39,7 +40,7 @@ def _event_stats(ps: PlaneStats, ev: Any, wanted: dict[int, str]) -> dict[str, A
 
 def _line_spans(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str]) -> list[tuple[int, int, Any]]:
     """(start, end, name or run_id) of each event on a `Steps` or `XLA Modules` line."""
-    base = line.timestamp_ns * 1000
+    base = line.timestamp_ns * PS_PER_NS
     spans = []
     for ev in line.events:
         stats = _event_stats(ps, ev, wanted)
@@ -51,7 +52,7 @@ def _line_spans(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str]) -
 
 
 def _scan_ops(plane: Any, ps: PlaneStats, line: Any, wanted: dict[int, str], out: dict[str, list[Any]]) -> None:
-    base = line.timestamp_ns * 1000
+    base = line.timestamp_ns * PS_PER_NS
     per_metadata: dict[int, dict[str, Any]] = {}
     for ev in line.events:
         mid = ev.metadata_id

@@ -96,7 +96,11 @@ OP_QUANTITIES = ("flops", "bytes", "comm_bytes", "expected_s")
 
 @dataclass(frozen=True)
 class ChangedOp:
-    """A paired op whose FLOPs, bytes or communicated bytes per step changed."""
+    """A paired op whose FLOPs, bytes or communicated bytes per step changed.
+
+    A type of its own, not an `OpRecord`: an entry of `audit.diff/v1`'s changed list, two ops (the base's
+    and the head's names and shapes, each quantity on both sides) and how they were paired.
+    """
 
     name: str
     base_name: str
@@ -138,7 +142,12 @@ class ChangedOp:
 
 @dataclass(frozen=True)
 class OpBrief:
-    """An op only one side has (added or removed), per step."""
+    """An op only one side has (added or removed), per step.
+
+    A type of its own, not an `OpRecord`: an entry of `audit.diff/v1`'s added and removed lists, the
+    fields that format fixes, per step rather than summed over the steps, read back from a diff's JSON
+    where no report and no record exist.
+    """
 
     name: str
     module: str
