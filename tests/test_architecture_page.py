@@ -77,3 +77,21 @@ def test_every_module_the_code_names_in_backticks_exists():
              if not _exists(m)]
     assert not found, found
     assert not _exists("costmodel.opcost") and _exists("costmodel.ops.module.HANDLERS")
+
+
+def test_every_source_file_the_pages_name_exists():
+    """A page naming `hlo_text.py` after the file moved to parsers/hlo/text.py sends a reader nowhere; a
+    file a page writes itself (`<!-- file: NAME -->`) is its own."""
+    sources = {p.relative_to(ROOT).as_posix() for top in ("audit", "parsers", "costmodel", "reports", "workloads",
+                                                        "scripts", "bench", "tests")
+               for p in (ROOT / top).rglob("*") if p.suffix in (".py", ".c", ".h") and "data" not in p.parts}
+    names = {s.rsplit("/", 1)[-1] for s in sources}
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        written = set(re.findall(r"<!-- file: (\S+) -->", text))
+        for named in re.findall(r"`([\w/.-]+\.(?:py|c|h))`", text):
+            if named in written or (named in sources if "/" in named else named in names):
+                continue
+            missing.append(f"{page.name}: {named}")
+    assert not missing, missing
