@@ -46,6 +46,12 @@ test: $(STAMP) browser check
 test-quick: $(STAMP)
 	$(BIN)/pytest -q --durations=10 -m "not slow and not browser"
 
+# The quick suite on the install without a C compiler: every process refuses the C extensions
+# (tests/conftest.py), so each part takes its fallback; the tests of the C build itself are skipped.
+.PHONY: test-fallbacks
+test-fallbacks: $(STAMP)
+	AUDIT_TEST_WITHOUT_C=1 $(BIN)/pytest -q -m "not slow and not browser"
+
 # The speed benchmarks from a fresh clone (their inputs made first where missing), written into
 # bench/RESULTS.md between its speed markers with the machine's load (bench/record_speed.py):
 # audit beside XProf on the big profile (first run after a bare install, warm, then with two

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import skip_without_c
 
-pytestmark = skip_without_c
+pytestmark = [pytest.mark.slow, skip_without_c]  # child processes
 
 # Runs in each child before the module's cases: `attempt(label, call)` prints the label and what the
 # call gave (its result, or its exception's type), flushed, so a crash is seen after the last label.
