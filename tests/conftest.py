@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 # Before anything imports JAX: 8 simulated CPU devices, CPU backend only.
@@ -17,10 +16,11 @@ os.environ.setdefault("AUDIT_CACHE", "")
 # (tests/without_c/sitecustomize.py); a test of the C build itself is skipped (`skip_without_c`).
 WITHOUT_C = os.environ.get("AUDIT_TEST_WITHOUT_C") == "1"
 if WITHOUT_C:
-    _NO_C = str(Path(__file__).resolve().parent / "without_c")
-    os.environ["PYTHONPATH"] = os.pathsep.join([_NO_C, *filter(None, [os.environ.get("PYTHONPATH")])])
-    sys.path.insert(0, _NO_C)
-    import sitecustomize  # noqa: E402, F401  (this folder's: the finder that refuses the C extensions)
+    import runpy
+
+    _NO_C = Path(__file__).resolve().parent / "without_c"
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(_NO_C), *filter(None, [os.environ.get("PYTHONPATH")])])
+    runpy.run_path(str(_NO_C / "sitecustomize.py"))  # run by path: a system sitecustomize may be imported already
 
 import pytest  # noqa: E402
 
