@@ -2,7 +2,8 @@
 #   make demo   set up, then profile the bundled transformer step on 8 simulated CPU devices
 #   make test   set up, run `make check`, then run the test suite
 #   make test-quick  the suite without the tests marked slow or browser, while working on a change
-#   make test-versions  the quick suite on Python 3.12 and 3.13, each in its own .venv-X.Y (CI runs it)
+#   make test-fallbacks  the quick suite with no C extension loaded, as on an install without a compiler
+#   make test-versions  the quick suite on Python 3.12 and 3.13, each in its own .venv-X.Y (CI runs both)
 #   make check  ruff, then mypy (strict everywhere but the reference workloads)
 #   make fuzz   the fuzz tests with many more examples, then a hostile-input campaign (minutes)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -10,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install check demo test test-quick test-versions browser bench fuzz clean
+.PHONY: install check demo test test-quick test-fallbacks test-versions browser bench fuzz clean
 
 $(STAMP): pyproject.toml setup.py parsers/xplane/_xline.c costmodel/_recency.c parsers/hlo/_hloscan.c parsers/wire/_protowire.h audit/base/_stamp.c
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +47,11 @@ test: $(STAMP) browser check
 # Every marker registered in pyproject.toml is deselected here (a test checks it).
 test-quick: $(STAMP)
 	$(BIN)/pytest -q --durations=10 -m "not slow and not browser"
+
+# The quick suite on the install without a C compiler: every process refuses the C extensions
+# (tests/conftest.py), so each part takes its fallback; the tests of the C build itself are skipped.
+test-fallbacks: $(STAMP)
+	AUDIT_TEST_WITHOUT_C=1 $(BIN)/pytest -q -m "not slow and not browser"
 
 # The other Pythons the package claims (requires-python >= 3.11): the quick suite in a venv of each,
 # installed as make install does; scripts/python-of.sh finds the interpreter or fails naming it.

@@ -1,8 +1,8 @@
 """`python -m audit.prepare`: do at install time what the first analysis would otherwise pay for.
 
 `make install` runs it. It byte-compiles audit's modules, warms each profile reader up (the trace
-decoder: nothing where pip built its C version, numba's machine code compiled into the install
-otherwise) and calibrates this machine's CPU into the install's own folder
+decoder: nothing where pip built its C version, else numba's machine code compiled into the
+install where numba is installed) and calibrates this machine's CPU into the install's own folder
 (`<sys.prefix>/share/audit/calibration`), so the first `audit inspect` after an install, even
 with a fresh home directory as on a CI runner, runs as fast as the next. Safe to run again; a
 later `audit hardware show cpu --recalibrate` measures anew into the user's cache. A step that

@@ -297,22 +297,34 @@ static int ids_in(const Py_buffer *v, Py_ssize_t buffers, int none) {
     return v->len % (Py_ssize_t)sizeof(int) == 0;
 }
 
-/* Whether the arrays describe a computation the walk can take without reading out of bounds. */
-static int consistent(const Walk *w, const Py_buffer *v) {
+/* What in the arrays would make the walk read out of bounds, or NULL where they describe a
+ * computation it can take. */
+static const char *inconsistent(const Walk *w, const Py_buffer *v) {
     /* v: order, starts, operands, body, hidden, by_name, params, donated, costs */
     Py_ssize_t ints = (Py_ssize_t)sizeof(int), n = w->n;
-    if (v[0].len != n * ints || v[1].len != (n + 1) * ints || v[3].len != n * ints || v[4].len != w->buffers ||
-        v[8].len != n * ints || v[5].len > w->buffers * ints || v[7].len % (2 * ints) || w->levels > 62 ||
-        n >= INT32_MAX || w->buffers >= INT32_MAX || n > w->buffers) /* op i writes buffer i */
-        return 0;
-    if (!ids_in(&v[0], n, 0) || !ids_in(&v[2], w->buffers, 0) || !ids_in(&v[3], w->buffers, 1) ||
-        !ids_in(&v[5], w->buffers, 0) || !ids_in(&v[6], n, 0) || !ids_in(&v[7], w->buffers, 0))
-        return 0;
-    if (w->starts[0] != 0 || w->starts[n] != v[2].len / ints) return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (w->starts[i + 1] < w->starts[i] || w->kinds[i] > FIRST || (w->kinds[i] == RUNS && w->body[i] < 0))
-            return 0;
-    return 1;
+    if (n >= INT32_MAX || w->buffers >= INT32_MAX) return "more than 2^31 ops or buffers";
+    if (n > w->buffers) return "more ops than buffers (op i writes buffer i)";
+    if (w->levels > 62) return "more than 62 capacities";
+    if (v[0].len != n * ints) return "order is not one int per op (kinds)";
+    if (v[1].len != (n + 1) * ints) return "starts is not one int per op and one more";
+    if (v[3].len != n * ints) return "body is not one int per op";
+    if (v[4].len != w->buffers) return "hidden is not one byte per buffer (sizes)";
+    if (v[8].len != n * ints) return "costs is not one int per op";
+    if (v[5].len > w->buffers * ints) return "by_name names more buffers than there are";
+    if (v[7].len % (2 * ints)) return "donated is not pairs of ints";
+    if (!ids_in(&v[0], n, 0)) return "order holds an id that is not an op";
+    if (!ids_in(&v[2], w->buffers, 0)) return "operands holds an id that is not a buffer";
+    if (!ids_in(&v[3], w->buffers, 1)) return "body holds an id that is not a buffer nor -1";
+    if (!ids_in(&v[5], w->buffers, 0)) return "by_name holds an id that is not a buffer";
+    if (!ids_in(&v[6], n, 0)) return "params holds an id that is not an op";
+    if (!ids_in(&v[7], w->buffers, 0)) return "donated holds an id that is not a buffer";
+    if (w->starts[0] != 0 || w->starts[n] != v[2].len / ints) return "starts does not span the operands";
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (w->starts[i + 1] < w->starts[i]) return "starts decreases";
+        if (w->kinds[i] > FIRST) return "kinds holds an unknown kind";
+        if (w->kinds[i] == RUNS && w->body[i] < 0) return "an op that runs a body names none";
+    }
+    return NULL;
 }
 
 static PyObject *walk(PyObject *self, PyObject *args) {
@@ -332,8 +344,9 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     double *distances = NULL, *first = NULL;
     Lru r = {0};
     PyObject *result = NULL;
-    if (root < 0 || root >= w.n || !consistent(&w, checked)) {
-        PyErr_SetString(PyExc_ValueError, "walk: inconsistent arrays");
+    const char *wrong = root < 0 || root >= w.n ? "root is not an op" : inconsistent(&w, checked);
+    if (wrong != NULL) {
+        PyErr_Format(PyExc_ValueError, "walk: inconsistent arrays: %s", wrong);
         goto done;
     }
     size_t n = (size_t)w.n + 1, buffers = (size_t)w.buffers + 1;

@@ -12,7 +12,21 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # No per-host summary caches written beside the fixtures; cache tests name their own.
 os.environ.setdefault("AUDIT_CACHE", "")
 
+# `make test-fallbacks`: the suite on the install without a C compiler. Before anything imports audit,
+# this process and every Python process a test starts (PYTHONPATH) refuse the C extensions
+# (tests/without_c/sitecustomize.py); a test of the C build itself is skipped (`skip_without_c`).
+WITHOUT_C = os.environ.get("AUDIT_TEST_WITHOUT_C") == "1"
+if WITHOUT_C:
+    import runpy
+
+    _NO_C = Path(__file__).resolve().parent / "without_c"
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(_NO_C), *filter(None, [os.environ.get("PYTHONPATH")])])
+    runpy.run_path(str(_NO_C / "sitecustomize.py"))  # run by path: a system sitecustomize may be imported already
+
 import pytest  # noqa: E402
+
+skip_without_c = pytest.mark.skipif(WITHOUT_C, reason="AUDIT_TEST_WITHOUT_C=1: a test of the C build, run on "
+                                                      "the fallbacks")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data" / "fixtures"

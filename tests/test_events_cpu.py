@@ -13,9 +13,10 @@ import pytest
 from hypothesis import example, given, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from conftest import read_hosts
+from conftest import read_hosts, skip_without_c
 from audit.parsers.profile.model import EVENT_COLUMNS, STEP_COLUMNS
 
+COMPILED = [pytest.param("c", marks=skip_without_c), "numba"]  # the compiled decoders
 STEPS = 3
 TRIP_COUNT = 3
 
@@ -199,7 +200,7 @@ def test_every_op_names_an_instruction_of_its_module(traces: dict[str, Path]) ->
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("build", ["c", "numba"])
+@pytest.mark.parametrize("build", COMPILED)
 @pytest.mark.parametrize("kind", ["steps", "launches"])
 def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Path], kind: str, build: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,7 +223,7 @@ def test_compiled_line_decoder_gives_the_python_scans_table(traces: dict[str, Pa
     assert reference.step_source == compiled.step_source
 
 
-@pytest.mark.parametrize("build", ["c", "numba"])
+@pytest.mark.parametrize("build", COMPILED)
 def test_compiled_decoder_reads_every_xline_field_as_protobuf_does(build: str) -> None:
     # GIVEN a line with every kind of stat value, negative and 64-bit values, and fields it skips
     import numpy as np
@@ -286,7 +287,7 @@ def test_older_xla_thunks_without_device_ordinal(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("build", ["c", "numba"])
+@pytest.mark.parametrize("build", COMPILED)
 def test_compiled_decoder_names_a_corrupt_line(traces: dict[str, Path], build: str) -> None:
     # GIVEN a real trace whose busiest /host:CPU line lost its last bytes
     from audit.base.errors import InputError

@@ -27,7 +27,7 @@ from hostile_hlo import PROTO_CRAFTS, TEMPLATE_CRAFTS, craft_hlo_proto, craft_te
 from hostile_inputs import craft_xplane, mutate_bytes
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from conftest import ROOT
+from conftest import ROOT, WITHOUT_C, skip_without_c
 
 from audit.base.errors import InputError
 from audit.parsers.xplane import events_cpu, xline as xline_decode
@@ -40,7 +40,7 @@ FUZZ = os.environ.get("AUDIT_FUZZ") == "1"
 CPU_RUN = ROOT / "tests" / "data" / "captures" / "cpu-default-run" / "vm.xplane.pb"
 SCAN_CRAFTS = ("stat-no-value", "stat-two-values", "stat-u64", "stat-not-utf8", "op-zero-duration", "stat-value",
                "stat-metadata", "duration", "offset", "occurrences", "line-duration", "timestamp", "metadata-id")
-PATHS = ("python", "c", "numba")
+PATHS = ("python", "numba") if WITHOUT_C else ("python", "c", "numba")  # the compiled decoders here
 
 
 def _read(path: Path, way: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
@@ -185,6 +185,7 @@ def _proto_or_error(data: bytes, python: bool, monkeypatch: pytest.MonkeyPatch) 
             return str(exc)
 
 
+@skip_without_c
 @settings(max_examples=60 if FUZZ else 6, deadline=None, derandomize=not FUZZ,
           phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -230,6 +231,7 @@ def _line_read(data: bytes, build: str) -> object:
             np.where(present, d.length, 0).tolist())
 
 
+@skip_without_c
 @settings(max_examples=300 if FUZZ else 40, deadline=None, derandomize=not FUZZ,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(pick=st.integers(0, 10_000), seed=st.integers(0, 2**32 - 1))
@@ -252,6 +254,7 @@ def h100_program() -> tuple[Any, Any]:
     return module, cost_module(module)
 
 
+@skip_without_c
 @settings(max_examples=20 if FUZZ else 3, deadline=None, derandomize=not FUZZ,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(capacities=st.lists(st.one_of(st.integers(1, 1 << 40).map(float), st.sampled_from([1.0, 5e7, 2.5e8])),

@@ -20,7 +20,7 @@ from audit.parsers.hlo import proto as hlo_proto, schema as schema
 from audit.parsers.hlo.proto import read_hlo_proto_bytes
 from audit.parsers.hlo.text import parse_hlo_text
 
-from conftest import shared_fixture
+from conftest import shared_fixture, skip_without_c
 
 ROOT = Path(__file__).parents[1]
 H100_DUMPS = [f"gpu-h100-maxtext/module_0016.jit_train_step.{kind}.hlo.pb"
@@ -142,6 +142,7 @@ def _contents(module: Any) -> list[list[str]]:
     return sorted(groups.values())
 
 
+@skip_without_c
 @pytest.mark.parametrize("fixture", H100_DUMPS)
 def test_the_c_build_reads_a_real_dump_as_the_python_one(fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert hlo_proto._hloscan is not None and hlo_proto._STAMP is not None, "the C extension was not built"

@@ -8,7 +8,7 @@ import pytest
 from audit.optable import predicted
 from audit.orchestration.pipeline import analyse_hlo
 
-from conftest import shared_fixture
+from conftest import shared_fixture, skip_without_c
 
 TPU_DUMP = "tpu-v6e-llama3-8b/module_0262.jit_train_step.after_optimizations.txt"
 
@@ -90,6 +90,7 @@ def _row(name):  # type: ignore[no-untyped-def]
                   cost=None, expectation=None)
 
 
+@skip_without_c
 def test_the_c_stamp_and_its_python_twin_make_the_same_report(monkeypatch: pytest.MonkeyPatch) -> None:
     path = shared_fixture(TPU_DUMP)
     assert predicted._stamp is not predicted._stamp_values, "the C extension was not built"

@@ -14,6 +14,7 @@ import pytest
 from audit.costmodel.chips import calibration
 from audit.orchestration import calibrate
 from audit.base import user_cache
+from conftest import skip_without_c
 
 _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_bytes_per_s": 1.5e10,
            "op_overhead_s": 2e-6, "methods": {"matmul": "best of 3: jitted f32 matmul", "matmul_bf16": "m",
@@ -22,6 +23,7 @@ _RECORD = {"matmul_flops_per_s": 2e11, "matmul_bf16_flops_per_s": 1e11, "copy_by
            "memory_bytes": 8e9, "last_level_cache_bytes": None, "cache_levels": []}
 
 
+@skip_without_c
 @pytest.mark.slow
 def test_prepare_has_nothing_to_compile_where_pip_built_the_c_decoder(tmp_path: Path) -> None:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}

@@ -12,7 +12,7 @@ from audit.costmodel.residency import with_residency
 from audit.costmodel.roofline import expect
 from audit.orchestration.pipeline import analyse_hlo, analyse_profile
 from audit.parsers.hlo.text import parse_hlo_text
-from conftest import shared_fixture
+from conftest import shared_fixture, skip_without_c
 
 FASTER = 1.25
 MB = 1 << 20
@@ -186,6 +186,7 @@ def _computations(draw):
             array("i", draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))))
 
 
+@skip_without_c
 @settings(max_examples=400, deadline=None)
 @given(_computations())
 def test_the_compiled_walk_gives_the_pythons_result_to_the_bit(arrays):
@@ -198,6 +199,7 @@ def test_the_compiled_walk_gives_the_pythons_result_to_the_bit(arrays):
     assert compiled(*arrays) == residency_walk.walk(*arrays)
 
 
+@skip_without_c
 def test_the_compiled_walk_refuses_arrays_that_do_not_describe_a_computation():
     from array import array
 
@@ -286,6 +288,7 @@ def test_residency_does_not_depend_on_the_hash_seed():
     assert len(digests) == 1
 
 
+@skip_without_c
 @pytest.mark.slow
 def test_the_c_walk_refuses_more_ops_than_buffers():
     # Op i writes buffer i, so a walk of more ops than buffers would index past the buffer arrays: the

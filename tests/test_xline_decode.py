@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,8 +14,9 @@ from hypothesis import strategies as st
 
 from audit.parsers.xplane import xline as xd
 from audit.parsers.xplane.schema import XLine
+from conftest import ROOT, skip_without_c
 
-BUILDS = ["c", "numba"]
+BUILDS = [pytest.param("c", marks=skip_without_c), "numba"]
 _I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 _U64 = st.integers(1, (1 << 64) - 1)
 # Non-zero values: the profiler writes XStat's value as a oneof, so even a zero is on the wire; this
@@ -88,6 +90,7 @@ def _real_shaped_line() -> bytes:
     return line.SerializeToString()
 
 
+@skip_without_c
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200), cut=st.integers(0, 400), flip=st.integers(0, 255))
 def test_the_c_build_refuses_damaged_bytes_without_reading_past_them(data: bytes, cut: int, flip: int) -> None:
@@ -106,6 +109,7 @@ def test_the_c_build_refuses_damaged_bytes_without_reading_past_them(data: bytes
         assert ((d.value[strings] >= 0) & (ends <= len(raw))).all()
 
 
+@skip_without_c
 def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
     from audit.parsers.xplane import _xline  # type: ignore[attr-defined]
 
@@ -124,7 +128,9 @@ def test_the_c_build_refuses_output_arrays_of_the_wrong_size() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("chosen", "expected"), [("", "c"), ("c", "c"), ("numba", "numba"), ("python", "")])
+@pytest.mark.parametrize(("chosen", "expected"), [pytest.param("", "c", marks=skip_without_c),
+                                                   pytest.param("c", "c", marks=skip_without_c),
+                                                   ("numba", "numba"), ("python", "")])
 def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     env = {**os.environ, "AUDIT_DECODER": chosen}
     code = "from audit.parsers.xplane import xline as x; import sys; print(repr(x.build()), 'numba' in sys.modules)"
@@ -133,6 +139,55 @@ def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     assert build == repr(expected)
     # The C build costs no numba import (about half a second of start-up)
     assert numba_imported == str(expected == "numba")
+
+
+# `audit inspect` of the default run's CPU trace where numba is not installed (and, with NO_C, no C
+# build either): the finder refuses those imports as a missing package would.
+_WITHOUT_NUMBA = """
+import os, sys
+
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba" or name.startswith("numba.") or (os.environ.get("NO_C") and name.endswith("._xline")):
+            raise ImportError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+from audit.cli import main
+from audit.parsers.xplane import xline
+sys.argv = ["audit", *sys.argv[1:]]
+try:
+    code = main()
+except SystemExit as exit:
+    code = exit.code
+print("exit", code or 0, "numba" in sys.modules, repr(xline.build()) if not code else "")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("chosen", "no_c", "expected"), [
+    ("", True, "exit 0 False ''"),  # no C build, no numba: read through protobuf messages
+    pytest.param("", False, "exit 0 False 'c'", marks=skip_without_c),
+    ("python", True, "exit 0 False ''"),
+    ("numba", True, "exit 2 False"),  # named, not there: said, not replaced by another path
+])
+def test_without_numba_the_decoder_falls_back_to_python(tmp_path, chosen: str, no_c: bool, expected: str) -> None:
+    # GIVEN an install without numba (an extra), with or without the C build
+    capture = ROOT / "tests" / "data" / "captures" / "cpu-default-run"
+    env = {**os.environ, "AUDIT_DECODER": chosen, "NO_C": "1" if no_c else ""}
+    # WHEN audit inspects a real CPU trace
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_NUMBA, "inspect", str(capture / "vm.xplane.pb"), "--hardware",
+                           str(capture / "cpu.toml"), "--json", str(tmp_path / "r.json"), "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    # THEN it reads the trace without importing numba, or, where AUDIT_DECODER names numba, says in one
+    # line that numba is not installed and exits 2
+    assert done.stdout.strip().splitlines()[-1:] == [expected], done.stderr[-2000:]
+    if chosen == "numba":
+        said = done.stderr.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith("audit: error: ")
+        assert said[0].endswith("AUDIT_DECODER=numba: numba is not installed (pip install 'roofline-audit[numba]')")
+    else:
+        assert json.loads((tmp_path / "r.json").read_text())["summary"]
 
 
 def _varint(n: int) -> bytes:
@@ -178,6 +233,7 @@ def _decoded_or_refused(data: bytes, build: str) -> tuple | str:
             np.where(present, d.value, 0).tolist(), np.where(present, d.length, 0).tolist())
 
 
+@skip_without_c
 @settings(max_examples=200, deadline=None)
 @given(cut=st.integers(0, 400), at=st.integers(0, 400), byte=st.integers(0, 255), length=st.integers(0, (1 << 64) - 1))
 def test_the_c_and_numba_builds_agree_on_damaged_lines(cut: int, at: int, byte: int, length: int) -> None:

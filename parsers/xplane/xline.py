@@ -16,8 +16,9 @@ Every integer comes back as its raw 64 bits in an int64 (`.view(np.uint64)` for 
 fields). A string value comes back as its position and length in the line's bytes.
 
 Two builds of the same pass: C (`_xline.c`, compiled by pip at install, nothing to compile at
-run time) and, where the install had no C compiler, numba (compiled on first use, then cached
-beside this module). `available()` is False where neither runs; callers then read messages.
+run time) and, where the install had no C compiler and numba is installed (the `numba` extra),
+numba (compiled on first use, then cached beside this module). `available()` is False where
+neither runs; callers then read messages.
 """
 
 from __future__ import annotations
@@ -29,19 +30,28 @@ from typing import Any
 
 import numpy as np
 
+from ...base.errors import UsageError
+
 # Value kinds of a stat, in `kind[event, slot]`.
 ABSENT, INT64, UINT64, DOUBLE, STRING, BYTES, REF = 0, 1, 2, 3, 4, 5, 6
 BUILDS = ("c", "numba")
 _compiled: dict[str, Any] = {}
 _loading = threading.Lock()  # lines are decoded on threads: the numba build is wrapped once
+_MISSING = {"c": "this install has no C build of the trace decoder (pip found no C compiler)",
+            "numba": "numba is not installed (pip install 'roofline-audit[numba]')"}
 
 
 def build() -> str:
     """The build that decodes here: "c", else "numba", else "" (neither runs). $AUDIT_DECODER
-    picks one ("c", "numba") or none ("python": every plane is read through protobuf messages)."""
+    picks one ("c", "numba") or none ("python": every plane is read through protobuf messages).
+
+    **Raises:** `UsageError` when $AUDIT_DECODER names a build that cannot run here (no other path
+    is taken in its place: the variable is there to compare the paths)."""
     chosen = os.environ.get("AUDIT_DECODER", "")
     if chosen in BUILDS:
-        return chosen if _load(chosen) else ""
+        if not _load(chosen):
+            raise UsageError(f"AUDIT_DECODER={chosen}: {_MISSING[chosen]}")
+        return chosen
     if chosen == "python":
         return ""
     return next((name for name in BUILDS if _load(name)), "")
@@ -79,7 +89,7 @@ def _load_once(name: str) -> bool:
         return True
     try:
         from numba import njit
-    except ImportError:  # pragma: no cover - numba is a dependency; this guards odd platforms
+    except ImportError:  # numba is an extra: without it, planes are read through protobuf messages
         _compiled[name] = None
         return False
     # Later functions call earlier ones by their global names, so each is rebound as it is wrapped.
