@@ -43,13 +43,9 @@ _UNITS = (("flops", "FLOP/s"), ("bytes_per_s", "B/s"), ("_bytes", "B"), ("_hz", 
 _NIC_KEYS = ("interconnect.nics_per_node", "interconnect.nic_bytes_per_s", "interconnect.node_size")
 
 
-def settable_keys(hw: Hardware) -> list[str]:
-    """Every dotted key `apply` accepts for `hw` (friendly names aside)."""
-    return sorted(_known(hw))
-
-
-def _known(hw: Hardware) -> dict[str, Any]:
-    """Dotted key -> leaf type (Quantity, int or float) of every settable figure of `hw`."""
+def settable(hw: Hardware) -> dict[str, Any]:
+    """Every dotted key `apply` accepts for `hw` (friendly names aside) -> its leaf type (Quantity, int
+    or float)."""
     known = dict(_paths(hw, type(hw), ""))
     for key in hw.quantities():  # any Quantity at any depth, also in field shapes `_paths` does not walk
         head, _, rest = key.partition(".")
@@ -78,7 +74,7 @@ def apply(hw: Hardware, pairs: Iterable[tuple[str, str]] | Mapping[str, object])
     items = list(pairs.items()) if isinstance(pairs, Mapping) else list(pairs)
     if not items:
         return hw
-    known = _known(hw)
+    known = settable(hw)
     before = hw
     resolved = [(_resolve(key, known), key, str(value)) for key, value in items]
     notes = []
