@@ -176,6 +176,7 @@ def test_an_unreachable_remote_store_fails_within_its_budget_in_one_line(monkeyp
     assert "\n" not in err
 
 
+@pytest.mark.slow  # waits out a remote timeout per path: 7 s
 def test_each_remote_path_a_notebook_names_gets_the_whole_budget(monkeypatch):
     """The budget belongs to one path's lookup, not to the process: a second inspect of an unreachable
     store in the same session waits as long as the first, and the error names the budget it waited,

@@ -164,6 +164,7 @@ def test_gpu_nodes_are_pods_over_dcn():
 TRAIN_TARGETS = ["tpu-v5p:16x20x28", "tpu-v5p:4x4x8", "tpu-v5e:16x16", "tpu-v6e:8x4", "h100:8x8", "mi355x:8x4"]
 
 
+@pytest.mark.slow  # 80 plan searches: 14-20 s on two cores
 @settings(max_examples=80, deadline=None)
 @given(st.sampled_from(sorted(MODELS)), st.sampled_from(TRAIN_TARGETS), st.sampled_from([1e6, 4e6, 16e6]))
 def test_every_feasible_plan_shards_whole_heads_on_physical_axes(name, target, batch):
