@@ -141,6 +141,18 @@ def test_audit_decoder_picks_the_build(chosen: str, expected: str) -> None:
     assert numba_imported == str(expected == "numba")
 
 
+@pytest.mark.parametrize("chosen", ["C", "numpy", "pure-python"])
+def test_a_decoder_name_it_does_not_know_is_refused_not_ignored(monkeypatch, chosen: str) -> None:
+    # A misspelt AUDIT_DECODER once read the trace with the default build, so a comparison of the paths
+    # passed without comparing anything.
+    from audit.base.errors import UsageError
+    from audit.parsers.xplane import xline
+
+    monkeypatch.setenv("AUDIT_DECODER", chosen)
+    with pytest.raises(UsageError, match=f"AUDIT_DECODER={chosen}: not a decoder"):
+        xline.build()
+
+
 # `audit inspect` of the default run's CPU trace where numba is not installed (and, with NO_C, no C
 # build either): the finder refuses those imports as a missing package would.
 _WITHOUT_NUMBA = """

@@ -45,8 +45,8 @@ def build() -> str:
     """The build that decodes here: "c", else "numba", else "" (neither runs). $AUDIT_DECODER
     picks one ("c", "numba") or none ("python": every plane is read through protobuf messages).
 
-    **Raises:** `UsageError` when $AUDIT_DECODER names a build that cannot run here (no other path
-    is taken in its place: the variable is there to compare the paths)."""
+    **Raises:** `UsageError` when $AUDIT_DECODER names a build that cannot run here, or no decoder
+    at all (no other path is taken in its place: the variable is there to compare the paths)."""
     chosen = os.environ.get("AUDIT_DECODER", "")
     if chosen in BUILDS:
         if not _load(chosen):
@@ -54,6 +54,8 @@ def build() -> str:
         return chosen
     if chosen == "python":
         return ""
+    if chosen:
+        raise UsageError(f"AUDIT_DECODER={chosen}: not a decoder (c, numba or python)")
     return next((name for name in BUILDS if _load(name)), "")
 
 
